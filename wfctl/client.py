@@ -1,0 +1,157 @@
+"""The Python API: start, inspect and steer workflows without a subprocess; the CLI uses it."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from wfctl import clock, definitions, durations, handlers
+from wfctl.definitions import Definitions
+from wfctl.engine import Engine
+from wfctl.errors import InvalidInput
+from wfctl.store import Store
+from wfctl.watchdog import sweep_deadlines
+from wfctl.worker import Worker, WorkerOptions
+
+Duration = str | int | float | dict[str, Any] | None
+_UNSET: Any = object()
+
+
+def _timeout(name: str, value: Duration) -> float | None:
+    try:
+        return durations.parse_timeout(value)
+    except durations.DurationError as exc:
+        raise InvalidInput(f"{name}: {exc}") from None
+
+
+class Client:
+    """One database and one definitions file.
+
+    >>> client = Client(db="wfctl.db", workflows="workflows.yaml")
+    >>> client.start("data_import", "order-123", input={"source": url}, execution_timeout="2h")
+    """
+
+    def __init__(self, db: str | os.PathLike[str] = "wfctl.db",
+                 workflows: str | os.PathLike[str] = "workflows.yaml", *,
+                 clock_now: Callable[[], datetime] = clock.now) -> None:
+        self.db_path = str(db)
+        self.workflows_path = str(workflows)
+        self._now = clock_now
+        self._engine: Engine | None = None
+        self._definitions: Definitions | None = None
+
+    @property
+    def engine(self) -> Engine:
+        if self._engine is None:
+            self._engine = Engine(Store(self.db_path))
+        return self._engine
+
+    def definitions(self) -> Definitions:
+        """The definitions file, read once (handler modules beside it become importable)."""
+        if self._definitions is None:
+            self._definitions = definitions.load(self.workflows_path)
+            handlers.add_search_path(self.workflows_path)
+        return self._definitions
+
+    def close(self) -> None:
+        if self._engine is not None:
+            self._engine.store.close()
+            self._engine = None
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self, workflow_type: str, workflow_id: str | None = None, *,
+              input: dict[str, Any] | None = None,
+              execution_timeout: Duration = _UNSET, run_timeout: Duration = _UNSET,
+              deadline: Duration = _UNSET, on_duplicate: str = "reject") -> dict[str, Any]:
+        """Start an instance. Timeouts take every duration form; None or "NONE" means none.
+
+        Returns the `start --json` document; `outcome` is `started_new`,
+        `returned_existing_active` or `rejected_duplicate`.
+        """
+        overrides = {
+            name: _timeout(name, value)
+            for name, value in (("execution_timeout", execution_timeout),
+                                ("run_timeout", run_timeout), ("deadline", deadline))
+            if value is not _UNSET
+        }
+        return self.engine.start(self.definitions(), workflow_type, workflow_id, input,
+                                 self._now(), overrides=overrides, on_duplicate=on_duplicate)
+
+    def describe(self, workflow_id: str, run: int | None = None) -> dict[str, Any]:
+        """The `describe --json` document; raises NotFound for an unknown id."""
+        return self.engine.describe(workflow_id, run)
+
+    def history(self, workflow_id: str, *, run: int | None = None, all_runs: bool = False,
+                after_seq: int = 0, event_types: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+        return self.engine.history(workflow_id, run_number=run, all_runs=all_runs,
+                                   after_seq=after_seq, event_types=event_types)
+
+    def list(self, *, status: str | None = None, workflow_type: str | None = None,
+             since: datetime | None = None, limit: int = 50) -> list[dict[str, Any]]:
+        return self.engine.list_instances(status=status, workflow_type=workflow_type,
+                                          since=clock.iso(since), limit=limit)
+
+    def signal(self, workflow_id: str, name: str,
+               data: dict[str, Any] | None = None) -> dict[str, Any]:
+        if data is not None and not isinstance(data, dict):
+            raise InvalidInput(f"signal data must be a JSON object (got {type(data).__name__})")
+        return self.engine.signal(workflow_id, name, data, self._now())
+
+    def pause(self, workflow_id: str) -> dict[str, Any]:
+        return self.engine.pause(workflow_id, self._now())
+
+    def resume(self, workflow_id: str) -> dict[str, Any]:
+        return self.engine.resume(workflow_id, self._now())
+
+    def cancel(self, workflow_id: str, reason: str | None = None) -> dict[str, Any]:
+        return self.engine.cancel(workflow_id, reason, self._now())
+
+    def terminate(self, workflow_id: str, reason: str | None = None) -> dict[str, Any]:
+        return self.engine.terminate(workflow_id, reason, self._now())
+
+    def retry(self, workflow_id: str, *, extend_deadline: Duration = None,
+              clear_deadline: bool = False) -> dict[str, Any]:
+        """Run a failed or timed_out instance again from its failed step; see `warnings`."""
+        if extend_deadline is not None and clear_deadline:
+            raise InvalidInput("--extend-deadline and --clear-deadline exclude each other")
+        extend = None
+        if extend_deadline is not None:
+            extend = _timeout("extend_deadline", extend_deadline)
+            if extend is None:
+                raise InvalidInput("extend_deadline: expected a duration, not NONE "
+                                   "(use --clear-deadline to remove the deadline)")
+        return self.engine.retry(workflow_id, self._now(), extend_deadline=extend,
+                                 clear_deadline=clear_deadline)
+
+    def check_deadlines(self) -> list[dict[str, Any]]:
+        """One deadline sweep (what `wfctl deadlines check` runs); returns what it failed."""
+        checker = Worker(self.engine, WorkerOptions(queues=()))
+        checker.register(self._now(), kind="deadlines")
+        try:
+            return sweep_deadlines(self.engine, checker.worker_id, self._now(),
+                                   lambda spec, state: self._call_handler(spec, state),
+                                   later=self._now)
+        finally:
+            checker.unregister(self._now())
+
+    def _call_handler(self, spec: str, state: dict[str, Any]) -> object:
+        self.definitions()
+        return handlers.call(spec, state)
+
+    def worker(self, options: WorkerOptions | None = None) -> Worker:
+        """A worker on this database; handler modules beside the definitions file import."""
+        handlers.add_search_path(self.workflows_path)
+        return Worker(self.engine, options)
+
+
+def default_paths() -> tuple[str, str]:
+    """The database and definitions paths from the environment, or the defaults."""
+    return (os.environ.get("WFCTL_DB", "wfctl.db"),
+            os.environ.get("WFCTL_WORKFLOWS", "workflows.yaml"))

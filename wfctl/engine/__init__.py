@@ -1,0 +1,104 @@
+"""The state machine: start, decide, complete, fail, retry and time out, each at an explicit `now`."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+from wfctl import definitions as defs_module
+from wfctl.definitions import Definitions
+from wfctl.engine.core import Ctx
+from wfctl.store import Store, Tx
+
+Listener = Callable[[list[dict[str, Any]]], None]
+
+
+class Engine:
+    """Engine operations over one store. Every method takes `now`; none reads the clock."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._definitions: dict[str, Definitions] = {}
+        self._saved_digests: set[str] = set()
+        self._lock = threading.Lock()
+        self._wakers: list[Callable[[], None]] = []
+        self._listeners: list[Listener] = []
+
+    # plumbing
+
+    @contextmanager
+    def transaction(self, now: datetime) -> Iterator[Ctx]:
+        """A write transaction; wakers and event listeners hear of it only after it commits."""
+        with self.store.write() as tx:
+            c = Ctx(self, tx, now)
+            yield c
+        if c.woke:
+            for wake in self._wakers:
+                wake()
+        if c.appended and self._listeners:
+            for listener in self._listeners:
+                listener(c.appended)
+
+    def add_waker(self, wake: Callable[[], None]) -> None:
+        """Call `wake` after each commit that made a task ready."""
+        self._wakers.append(wake)
+
+    def add_listener(self, listener: Listener) -> None:
+        """Call `listener` with the events each transaction appended, after it commits."""
+        self._listeners.append(listener)
+
+    def definitions_by_digest(self, tx: Tx, digest: str) -> Definitions:
+        """The definitions an instance started with (workflows run the shape they began with)."""
+        found = self._definitions.get(digest)
+        if found is None:
+            row = tx.get_definitions(digest)
+            if row is None:
+                raise LookupError(f"definitions {digest} are missing from the database")
+            found = defs_module.parse(row["source"], row["path"])
+            with self._lock:
+                self._definitions[digest] = found
+        return found
+
+    def save_definitions(self, tx: Tx, definitions: Definitions, at: str) -> None:
+        if definitions.digest in self._saved_digests:
+            return
+        tx.put_definitions(definitions.digest, definitions.path, definitions.source, at)
+        with self._lock:
+            self._saved_digests.add(definitions.digest)
+            self._definitions.setdefault(definitions.digest, definitions)
+
+    # the operations, each in the module that owns it
+
+    from wfctl.engine.activities import (
+        claim_activity,
+        complete_activity,
+        fail_activity,
+        record_heartbeat,
+        release_activity,
+    )
+    from wfctl.engine.control import (
+        cancel,
+        pause,
+        resume,
+        retry,
+        signal,
+        terminate,
+    )
+    from wfctl.engine.deadlines import (
+        claim_expired_deadlines,
+        earliest_deadline,
+        record_deadline_exceeded,
+    )
+    from wfctl.engine.decide import (
+        claim_workflow_task,
+        complete_workflow_task,
+        process_workflow_tasks,
+    )
+    from wfctl.engine.start import start
+    from wfctl.engine.views import describe, history, list_instances
+
+
+__all__ = ["Engine"]

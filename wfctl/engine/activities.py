@@ -1,0 +1,335 @@
+"""Activity attempts: claim, complete, fail, heartbeat, retry and time out."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from wfctl import clock, durations
+from wfctl.engine.core import (
+    Ctx,
+    check_payload,
+    merge_state,
+    record_failure,
+    schedule_workflow_task,
+    state_of,
+)
+from wfctl.errors import StructuralLimitExceeded
+from wfctl.store import CLOSED_RUN, Row, dumps
+
+if TYPE_CHECKING:
+    from wfctl.engine import Engine
+
+# When an activity has no heartbeat timeout, history still records a heartbeat at most this often.
+DEFAULT_HEARTBEAT_EVENT_INTERVAL = 30.0
+# The order in which expired deadlines are reported when several passed at once.
+TIMEOUT_ORDER = (
+    ("schedule_to_close", "schedule_to_close_deadline_at", ("scheduled", "retry_scheduled",
+                                                            "started")),
+    ("schedule_to_start", "schedule_deadline_at", ("scheduled", "retry_scheduled")),
+    ("heartbeat", "heartbeat_deadline_at", ("started",)),
+    ("start_to_close", "close_deadline_at", ("started",)),
+)
+
+
+@dataclass
+class ActivityTask:
+    """One claimed attempt: what the worker needs to run the handler and report back."""
+
+    activity_id: str
+    attempt: int
+    max_attempts: int
+    worker_id: str
+    workflow_instance_id: str
+    workflow_run_id: str
+    step: str
+    handler: str
+    state: dict[str, Any]
+    last_heartbeat_details: Any
+    heartbeat_timeout: float | None
+    schedule_to_close_deadline_at: datetime | None
+    close_deadline_at: datetime | None
+    heartbeat_deadline_at: datetime | None
+    non_retryable: tuple[str, ...]
+
+    @property
+    def heartbeat_event_interval(self) -> float:
+        return self.heartbeat_timeout or DEFAULT_HEARTBEAT_EVENT_INTERVAL
+
+
+def claim_activity(engine: Engine, worker_id: str, queues: Sequence[str],
+                   now: datetime) -> ActivityTask | None:
+    """Claim the oldest ready activity on these queues; start_to_close and heartbeat start now."""
+    with engine.transaction(now) as c:
+        activity = c.tx.next_ready_activity(queues, c.at)
+        if activity is None:
+            return None
+        run = c.tx.get_run(activity["workflow_run_id"])
+        policy = json.loads(activity["retry_policy"])
+        close_deadline = clock.after(now, policy["start_to_close_timeout"])
+        heartbeat_deadline = clock.after(now, policy["heartbeat_timeout"])
+        seq = c.event(run, "ActivityStarted", activity_id=activity["activity_id"],
+                      step=activity["step"], attempt=activity["attempt"], worker_id=worker_id,
+                      scheduled_event_id=activity["scheduled_event_id"],
+                      close_deadline_at=clock.iso(close_deadline),
+                      heartbeat_deadline_at=clock.iso(heartbeat_deadline))
+        c.tx.update_activity(
+            activity["activity_id"], expect_attempt=activity["attempt"],
+            status="started", owner=worker_id, started_at=c.at, started_event_id=seq,
+            schedule_deadline_at=None, close_deadline_at=clock.iso(close_deadline),
+            heartbeat_deadline_at=clock.iso(heartbeat_deadline),
+        )
+        details = activity["last_heartbeat_details"]
+        return ActivityTask(
+            activity_id=activity["activity_id"],
+            attempt=activity["attempt"],
+            max_attempts=activity["max_attempts"],
+            worker_id=worker_id,
+            workflow_instance_id=activity["workflow_instance_id"],
+            workflow_run_id=activity["workflow_run_id"],
+            step=activity["step"],
+            handler=activity["handler"],
+            state=dict(state_of(run)),
+            last_heartbeat_details=json.loads(details) if details else None,
+            heartbeat_timeout=policy["heartbeat_timeout"],
+            schedule_to_close_deadline_at=clock.parse(activity["schedule_to_close_deadline_at"]),
+            close_deadline_at=close_deadline,
+            heartbeat_deadline_at=heartbeat_deadline,
+            non_retryable=tuple(policy["non_retryable"]),
+        )
+
+
+_KEEP = object()
+
+
+def _current(c: Ctx, task: ActivityTask) -> tuple[Row | None, str | None]:
+    """The activity row if `task` is still its current attempt, else why not.
+
+    An attempt past any of its deadlines is not current even before the watchdog noticed:
+    the timeout is enforced here and now, so a late result can never be applied.
+    """
+    activity = c.tx.get_activity(task.activity_id)
+    if activity is None:
+        return None, "activity not found"
+    if (activity["status"] != "started" or activity["attempt"] != task.attempt
+            or activity["owner"] != task.worker_id):
+        return None, f"attempt {task.attempt} is no longer current (activity {activity['status']})"
+    expired = expired_timeout(activity, c.at)
+    if expired is not None:
+        time_out_activity(c, activity, expired)
+        return None, f"attempt {task.attempt} passed its {expired} deadline"
+    run = c.tx.get_run(activity["workflow_run_id"])
+    if run["deadline_claimed_at"] is not None:
+        return None, "the workflow's deadline expired"
+    return activity, None
+
+
+def _heartbeat_fields(details: Any) -> dict[str, Any]:
+    if details is _KEEP:
+        return {}
+    return {"last_heartbeat_details": dumps(details)}
+
+
+def complete_activity(engine: Engine, task: ActivityTask, result: Any, now: datetime,
+                      heartbeat_details: Any = _KEEP) -> str | None:
+    """Apply a handler's result; returns None when applied, else why it was rejected."""
+    with engine.transaction(now) as c:
+        activity, rejected = _current(c, task)
+        if activity is None:
+            return rejected
+        run = c.tx.get_run(activity["workflow_run_id"])
+        if result is not None and not isinstance(result, dict):
+            _attempt_failed(c, run, activity, retryable=False, reason="error",
+                            exception_class="TypeError",
+                            message=f"handler returned {type(result).__name__}; "
+                                    "expected a dict or None",
+                            extra=_heartbeat_fields(heartbeat_details))
+            return None
+        try:
+            result_text = check_payload(c.limits(c.instance(run["workflow_instance_id"])),
+                                        result)
+            if result:
+                merge_state(c, run, result)
+        except StructuralLimitExceeded as exc:
+            _attempt_failed(c, run, activity, retryable=False, reason="structural_limit",
+                            exception_class="StructuralLimitExceeded", message=str(exc),
+                            category="structural_limit",
+                            details={"limit_kind": exc.limit_kind, "value": exc.value,
+                                     "limit": exc.limit},
+                            extra=_heartbeat_fields(heartbeat_details))
+            return None
+        c.tx.update_activity(activity["activity_id"], status="completed", closed_at=c.at,
+                             owner=None, **_heartbeat_fields(heartbeat_details))
+        c.event(run, "ActivityCompleted", activity_id=activity["activity_id"],
+                step=activity["step"], attempt=activity["attempt"],
+                scheduled_event_id=activity["scheduled_event_id"],
+                started_event_id=activity["started_event_id"],
+                result=json.loads(result_text))
+        schedule_workflow_task(c, run, "activity_completed")
+        return None
+
+
+def fail_activity(engine: Engine, task: ActivityTask, exception_class: str, message: str,
+                  now: datetime, *, exception_classes: Sequence[str] = (),
+                  heartbeat_details: Any = _KEEP) -> str | None:
+    """Record a handler's exception: a retry if attempts remain and the class is retryable.
+
+    `exception_classes` are the names along the exception's class hierarchy, so that
+    `non_retryable: [ValueError]` also covers subclasses of ValueError.
+    """
+    with engine.transaction(now) as c:
+        activity, rejected = _current(c, task)
+        if activity is None:
+            return rejected
+        run = c.tx.get_run(activity["workflow_run_id"])
+        names = {exception_class, *exception_classes}
+        retryable = not names.intersection(task.non_retryable)
+        _attempt_failed(c, run, activity, retryable=retryable, reason="error",
+                        exception_class=exception_class, message=message,
+                        extra=_heartbeat_fields(heartbeat_details))
+        return None
+
+
+def release_activity(engine: Engine, task: ActivityTask, now: datetime, reason: str) -> None:
+    """Give back an attempt a stopping worker cannot finish; it is retried at once."""
+    with engine.transaction(now) as c:
+        activity, _ = _current(c, task)
+        if activity is None:
+            return
+        run = c.tx.get_run(activity["workflow_run_id"])
+        _attempt_failed(c, run, activity, retryable=True, reason=reason,
+                        exception_class="WorkerStopped",
+                        message=f"worker {task.worker_id} stopped before the handler finished",
+                        backoff=0.0)
+
+
+def record_heartbeat(engine: Engine, task: ActivityTask, details: Any, now: datetime) -> bool:
+    """Store the latest details and push the heartbeat deadline; False once no longer current.
+
+    History gets `ActivityHeartbeatRecorded` at most once per heartbeat interval per attempt.
+    """
+    with engine.transaction(now) as c:
+        activity, _ = _current(c, task)
+        if activity is None:
+            return False
+        fields: dict[str, Any] = {
+            "last_heartbeat_at": c.at,
+            "last_heartbeat_details": dumps(details),
+            "heartbeat_deadline_at": clock.iso(clock.after(now, task.heartbeat_timeout)),
+        }
+        last_event = clock.parse(activity["last_heartbeat_event_at"])
+        due = (last_event is None or activity["started_at"] > activity["last_heartbeat_event_at"]
+               or now - last_event >= timedelta(seconds=task.heartbeat_event_interval))
+        if due:
+            run = c.tx.get_run(activity["workflow_run_id"])
+            c.event(run, "ActivityHeartbeatRecorded", activity_id=activity["activity_id"],
+                    step=activity["step"], attempt=activity["attempt"], details=details,
+                    scheduled_event_id=activity["scheduled_event_id"],
+                    started_event_id=activity["started_event_id"],
+                    heartbeat_deadline_at=fields["heartbeat_deadline_at"])
+            fields["last_heartbeat_event_at"] = c.at
+        c.tx.update_activity(activity["activity_id"], expect_attempt=task.attempt, **fields)
+        return True
+
+
+def expired_timeout(activity: Row, at: str) -> str | None:
+    """The timeout kind that expired, in the order schedule_to_close, schedule_to_start,
+    heartbeat, start_to_close; None when every deadline still holds."""
+    for kind, column, statuses in TIMEOUT_ORDER:
+        deadline = activity[column]
+        if activity["status"] in statuses and deadline is not None and deadline <= at:
+            return kind
+    return None
+
+
+def time_out_activity(c: Ctx, activity: Row, kind: str) -> None:
+    """Enforce one expired activity deadline: a retry, or the terminal ActivityTimedOut."""
+    run = c.tx.get_run(activity["workflow_run_id"])
+    column = next(col for k, col, _ in TIMEOUT_ORDER if k == kind)
+    _attempt_failed(c, run, activity, retryable=kind != "schedule_to_close",
+                    reason="timeout", timeout_kind=kind, deadline_at=activity[column])
+
+
+def lose_attempt(c: Ctx, activity: Row, worker_id: str) -> None:
+    """The worker holding this attempt is gone: the attempt failed, the retry policy decides."""
+    run = c.tx.get_run(activity["workflow_run_id"])
+    _attempt_failed(c, run, activity, retryable=True, reason="worker_lost",
+                    exception_class="WorkerLost",
+                    message=f"worker {worker_id} stopped renewing its liveness")
+
+
+def _attempt_failed(c: Ctx, run: Row, activity: Row, *, retryable: bool, reason: str,
+                    exception_class: str | None = None, message: str | None = None,
+                    timeout_kind: str | None = None, deadline_at: str | None = None,
+                    category: str | None = None, details: dict[str, Any] | None = None,
+                    backoff: float | None = None, extra: dict[str, Any] | None = None) -> None:
+    """Close the current attempt: schedule the next one, or end the activity for good."""
+    if run["status"] in CLOSED_RUN:
+        return
+    extra = extra or {}
+    activity = {**activity, **extra}
+    common = {
+        "activity_id": activity["activity_id"],
+        "step": activity["step"],
+        "attempt": activity["attempt"],
+        "scheduled_event_id": activity["scheduled_event_id"],
+        "started_event_id": activity["started_event_id"],
+    }
+    error = None if timeout_kind else {"exception_class": exception_class, "message": message}
+    policy = json.loads(activity["retry_policy"])
+    if retryable and activity["attempt"] < activity["max_attempts"]:
+        waits = policy["backoff_seconds"]
+        wait = backoff if backoff is not None else (
+            waits[min(activity["attempt"], len(waits)) - 1] if waits else 0
+        )
+        available = c.now + timedelta(seconds=wait)
+        c.tx.update_activity(
+            activity["activity_id"], expect_attempt=activity["attempt"],
+            status="retry_scheduled", attempt=activity["attempt"] + 1, owner=None,
+            available_at=clock.iso(available), started_at=None, close_deadline_at=None,
+            heartbeat_deadline_at=None,
+            schedule_deadline_at=clock.iso(clock.after(available,
+                                                       policy["schedule_to_start_timeout"])),
+            last_error=dumps(error) if error else None, **extra,
+        )
+        attributes = {**common, "reason": reason, "next_attempt": activity["attempt"] + 1,
+                      "retry_available_at": clock.iso(available),
+                      "backoff_seconds": durations.whole_seconds(wait),
+                      "max_attempts": activity["max_attempts"]}
+        if timeout_kind:
+            attributes.update(timeout_kind=timeout_kind, deadline_at=deadline_at)
+        else:
+            attributes["failure"] = error
+        c.event(run, "ActivityRetryScheduled", **attributes)
+        c.woke = True
+        return
+    status = "timed_out" if timeout_kind else "failed"
+    c.tx.update_activity(activity["activity_id"], status=status, owner=None, closed_at=c.at,
+                         last_error=dumps(error) if error else None, **extra)
+    details_json = activity["last_heartbeat_details"]
+    last_details = json.loads(details_json) if details_json else None
+    if timeout_kind:
+        message = f"Activity {activity['step']} timed out: {timeout_kind}"
+        c.event(run, "ActivityTimedOut", **common, timeout_kind=timeout_kind,
+                deadline_at=deadline_at,
+                schedule_deadline_at=activity["schedule_deadline_at"],
+                close_deadline_at=activity["close_deadline_at"],
+                schedule_to_close_deadline_at=activity["schedule_to_close_deadline_at"],
+                heartbeat_deadline_at=activity["heartbeat_deadline_at"],
+                last_heartbeat_at=activity["last_heartbeat_at"],
+                last_heartbeat_details=last_details)
+        record_failure(c, run, category="timeout", propagation_kind="timeout",
+                       timeout_kind=timeout_kind, exception_class="ActivityTimeoutException",
+                       deadline_at=deadline_at, message=message,
+                       activity_id=activity["activity_id"])
+    else:
+        c.event(run, "ActivityFailed", **common, reason=reason, exception_class=exception_class,
+                message=message, retryable=retryable,
+                max_attempts=activity["max_attempts"])
+        record_failure(c, run, category=category or "activity", propagation_kind="activity",
+                       exception_class=exception_class, message=message or "",
+                       activity_id=activity["activity_id"], details=details)
+    schedule_workflow_task(c, run, f"activity_{status}")

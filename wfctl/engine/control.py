@@ -1,0 +1,186 @@
+"""What an operator does to an instance: signal, pause, resume, cancel, terminate, retry."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from wfctl import clock
+from wfctl.engine.core import (
+    OPEN_RUN,
+    Ctx,
+    check_payload,
+    close_run,
+    request_cancel,
+    schedule_workflow_task,
+)
+from wfctl.errors import Conflict, NotFound, StructuralLimitExceeded
+from wfctl.store import Row
+
+if TYPE_CHECKING:
+    from wfctl.engine import Engine
+
+RETRYABLE = ("failed", "timed_out")
+
+
+def _open_run(c: Ctx, instance_id: str, action: str) -> tuple[Row, Row]:
+    instance = c.tx.get_instance(instance_id)
+    if instance is None:
+        raise NotFound(f"no instance {instance_id!r}")
+    run = c.tx.get_run(instance["current_run_id"])
+    if instance["status"] not in OPEN_RUN:
+        allowed = "describe, history and retry" if instance["status"] in RETRYABLE \
+            else "describe and history"
+        raise Conflict(
+            f"cannot {action} {instance_id}: it is {instance['status']} "
+            f"(a closed instance accepts only {allowed})"
+        )
+    return instance, run
+
+
+def signal(engine: Engine, instance_id: str, name: str, data: dict[str, Any] | None,
+           now: datetime) -> dict[str, Any]:
+    """Deliver a signal; it waits in a buffer until a `wait_for_signal` step takes it."""
+    with engine.transaction(now) as c:
+        instance, run = _open_run(c, instance_id, "signal")
+        limits = c.limits(instance)
+        data_text = check_payload(limits, data) if data is not None else None
+        pending = c.tx.count_pending_signals(instance_id) + 1
+        if limits.pending_signal_count and pending > limits.pending_signal_count:
+            raise StructuralLimitExceeded("pending_signal_count", pending,
+                                          limits.pending_signal_count)
+        step = _current_step(c, instance, run)
+        awaited = (step is not None and step.kind == "wait_for_signal" and step.signal == name
+                   and run["step_started"])
+        seq = c.event(run, "SignalReceived", signal=name, data=data, buffered=not awaited)
+        c.tx.insert_signal({
+            "workflow_instance_id": instance_id,
+            "name": name,
+            "data": data_text,
+            "received_at": c.at,
+            "received_event_id": seq,
+        })
+        if awaited and run["status"] != "paused":
+            schedule_workflow_task(c, run, "signal_received")
+        return {"workflow_instance_id": instance_id, "signal": name, "buffered": not awaited}
+
+
+def _current_step(c: Ctx, instance: Row, run: Row) -> Any:
+    steps = c.workflow_type(instance).steps
+    return steps[run["step_index"]] if run["step_index"] < len(steps) else None
+
+
+def pause(engine: Engine, instance_id: str, now: datetime) -> dict[str, Any]:
+    """No new step starts while paused; a running activity finishes and its result is kept."""
+    with engine.transaction(now) as c:
+        _, run = _open_run(c, instance_id, "pause")
+        if run["status"] == "paused":
+            raise Conflict(f"{instance_id} is already paused")
+        c.set_status(run, "paused")
+        c.event(run, "WorkflowPaused")
+        return {"workflow_instance_id": instance_id, "status": "paused"}
+
+
+def resume(engine: Engine, instance_id: str, now: datetime) -> dict[str, Any]:
+    with engine.transaction(now) as c:
+        _, run = _open_run(c, instance_id, "resume")
+        if run["status"] != "paused":
+            raise Conflict(f"{instance_id} is not paused (it is {run['status']})")
+        status = "waiting" if run["wait_kind"] in ("signal", "child") else "running"
+        c.set_status(run, status)
+        c.event(run, "WorkflowResumed", status=status)
+        schedule_workflow_task(c, run, "resumed")
+        return {"workflow_instance_id": instance_id, "status": status}
+
+
+def cancel(engine: Engine, instance_id: str, reason: str | None,
+           now: datetime) -> dict[str, Any]:
+    """Cooperative: the next workflow task cancels open work and closes the run."""
+    with engine.transaction(now) as c:
+        _, run = _open_run(c, instance_id, "cancel")
+        if run["cancel_requested"]:
+            raise Conflict(f"cancellation of {instance_id} was already requested")
+        request_cancel(c, run, reason)
+        return {"workflow_instance_id": instance_id, "status": run["status"],
+                "cancel_requested": True}
+
+
+def terminate(engine: Engine, instance_id: str, reason: str | None,
+              now: datetime) -> dict[str, Any]:
+    """Immediate: open work is cancelled and the run closes in this transaction."""
+    with engine.transaction(now) as c:
+        _, run = _open_run(c, instance_id, "terminate")
+        close_run(c, run, "terminated", "WorkflowTerminated", {"reason": reason},
+                  reason="terminated")
+        return {"workflow_instance_id": instance_id, "status": "terminated"}
+
+
+def retry(engine: Engine, instance_id: str, now: datetime, *,
+          extend_deadline: float | None = None, clear_deadline: bool = False) -> dict[str, Any]:
+    """Run a failed or timed-out instance again from the step that failed.
+
+    The deadline is kept unless told otherwise; the run timeout starts afresh.
+    """
+    with engine.transaction(now) as c:
+        instance = c.tx.get_instance(instance_id)
+        if instance is None:
+            raise NotFound(f"no instance {instance_id!r}")
+        if instance["status"] not in RETRYABLE:
+            raise Conflict(
+                f"cannot retry {instance_id}: it is {instance['status']} "
+                "(only failed or timed_out instances can be retried)"
+            )
+        run = c.tx.get_run(instance["current_run_id"])
+        index = run["step_index"]
+        run_id = run["workflow_run_id"]
+        for activity in c.tx.step_activities(run_id, index):
+            if activity["status"] in ("failed", "timed_out", "cancelled"):
+                c.tx.update_activity(activity["activity_id"], superseded=1)
+        for timer in c.tx.step_timers(run_id, index):
+            c.tx.update_timer(timer["timer_id"], superseded=1)
+        c.tx.supersede_children(run_id, index)
+        previous = run["deadline_at"]
+        if clear_deadline:
+            deadline_at, change = None, "cleared"
+        elif extend_deadline is not None:
+            deadline_at, change = clock.iso(clock.after(now, extend_deadline)), "extended"
+        else:
+            deadline_at, change = previous, "kept"
+        run_deadline_at = clock.iso(clock.after(now, run["run_timeout_seconds"]))
+        c.set_status(run, "running", closed_at=None, closed_reason=None, failure_id=None,
+                     step_started=0, wait_kind=None, cancel_requested=0,
+                     deadline_claimed_by=None, deadline_claimed_at=None,
+                     deadline_at=deadline_at, run_deadline_at=run_deadline_at)
+        fields: dict[str, Any] = {"deadline_at": deadline_at}
+        if change != "kept":
+            fields["deadline_seconds"] = extend_deadline
+        c.tx.update_instance(instance_id, **fields)
+        steps = c.workflow_type(instance).steps
+        step = steps[index].name if index < len(steps) else None
+        c.event(run, "WorkflowRetried", step=step, step_index=index,
+                previous_status=instance["status"], deadline_at=deadline_at,
+                previous_deadline_at=previous, deadline_change=change,
+                run_deadline_at=run_deadline_at,
+                execution_deadline_at=run["execution_deadline_at"])
+        schedule_workflow_task(c, run, "retried")
+        warnings = []
+        if deadline_at is not None and deadline_at <= c.at:
+            warnings.append(
+                f"its deadline already passed at {deadline_at}: the next deadline check will "
+                "fail it again; retry with --extend-deadline D or --clear-deadline"
+            )
+        execution_deadline_at = run["execution_deadline_at"]
+        if execution_deadline_at is not None and execution_deadline_at <= c.at:
+            warnings.append(
+                f"its execution timeout expired at {execution_deadline_at} and is never reset: "
+                "it will time out again at its next workflow task; start a new instance instead"
+            )
+        return {
+            "retried": True,
+            "workflow_instance_id": instance_id,
+            "workflow_run_id": run_id,
+            "step": step,
+            "deadline_at": deadline_at,
+            "deadline_change": change,
+            "warnings": warnings,
+        }

@@ -1,0 +1,255 @@
+"""What every engine transaction shares: the clock reading, events, and closing a run."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from wfctl import clock
+from wfctl.definitions import Definitions, Limits, WorkflowType
+from wfctl.errors import StructuralLimitExceeded
+from wfctl.store import CLOSED_RUN, Row, Tx, dumps
+
+if TYPE_CHECKING:
+    from wfctl.engine import Engine
+
+OPEN_RUN = ("running", "waiting", "paused")
+TERMINAL_CHILD_EVENT = {
+    "completed": "ChildWorkflowCompleted",
+    "timed_out": "ChildWorkflowTimedOut",
+}
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+class Ctx:
+    """One engine transaction: the store transaction, the instant it acts at, and definitions."""
+
+    def __init__(self, engine: Engine, tx: Tx, now: datetime) -> None:
+        self.engine = engine
+        self.tx = tx
+        self.now = now
+        self.at: str = clock.iso(now)
+        self.woke = False
+        self.appended: list[dict[str, Any]] = []
+
+    def event(self, run: Row, event_type: str, **attributes: Any) -> int:
+        seq = self.tx.append_event(run, event_type, self.at, attributes)
+        self.appended.append({
+            "workflow_instance_id": run["workflow_instance_id"],
+            "run_number": run["run_number"],
+            "seq": seq,
+            "event_type": event_type,
+            "attributes": attributes,
+        })
+        return seq
+
+    def definitions(self, instance: Row) -> Definitions:
+        return self.engine.definitions_by_digest(self.tx, instance["definitions_digest"])
+
+    def workflow_type(self, instance: Row) -> WorkflowType:
+        return self.definitions(instance).types[instance["workflow_type"]]
+
+    def limits(self, instance: Row) -> Limits:
+        return self.definitions(instance).limits
+
+    def instance(self, instance_id: str) -> Row:
+        return self.tx.get_instance(instance_id)
+
+    def set_run(self, run: Row, **fields: Any) -> None:
+        run.update(fields)
+        self.tx.update_run(run["workflow_run_id"], **fields)
+
+    def set_status(self, run: Row, status: str, **fields: Any) -> None:
+        """Run and instance statuses move together; the instance shows its current run."""
+        self.set_run(run, status=status, **fields)
+        instance_fields: dict[str, Any] = {"status": status, "updated_at": self.at}
+        if "closed_at" in fields:
+            instance_fields["closed_at"] = fields["closed_at"]
+        if status != "continued_as_new":
+            self.tx.update_instance(run["workflow_instance_id"], **instance_fields)
+
+
+def state_of(run: Row) -> dict[str, Any]:
+    cached = run.get("_state")
+    if cached is None:
+        cached = run["_state"] = json.loads(run["state"])
+    return cached
+
+
+def public_state(state: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in state.items() if not str(key).startswith("_")}
+
+
+def check_payload(limits: Limits, value: Any) -> str:
+    """Serialize a payload, refusing it when it is larger than the payload_size limit."""
+    text = dumps(value)
+    size = len(text.encode())
+    if limits.payload_size and size > limits.payload_size:
+        raise StructuralLimitExceeded("payload_size", size, limits.payload_size)
+    return text
+
+
+def merge_state(c: Ctx, run: Row, values: dict[str, Any]) -> None:
+    """Merge a result into the run's state; a state over the payload limit is refused."""
+    state = dict(state_of(run))
+    state.update(values)
+    text = check_payload(c.limits(c.instance(run["workflow_instance_id"])), state)
+    run["_state"] = state
+    c.set_run(run, state=text)
+
+
+def schedule_workflow_task(c: Ctx, run: Row, reason: str) -> None:
+    """Make sure the run has an open workflow task, so that a worker decides what comes next."""
+    if run["closed_at"] is not None or c.tx.open_workflow_task(run["workflow_run_id"]):
+        return
+    seq = c.event(run, "WorkflowTaskScheduled", reason=reason)
+    c.tx.insert_workflow_task({
+        "workflow_run_id": run["workflow_run_id"],
+        "workflow_instance_id": run["workflow_instance_id"],
+        "status": "scheduled",
+        "reason": reason,
+        "available_at": c.at,
+        "scheduled_event_id": seq,
+    })
+    c.woke = True
+
+
+def record_failure(c: Ctx, run: Row, *, category: str, message: str,
+                   activity_id: str | None = None, propagation_kind: str | None = None,
+                   timeout_kind: str | None = None, exception_class: str | None = None,
+                   deadline_at: str | None = None, details: dict[str, Any] | None = None) -> int:
+    return c.tx.insert_failure({
+        "workflow_instance_id": run["workflow_instance_id"],
+        "workflow_run_id": run["workflow_run_id"],
+        "activity_id": activity_id,
+        "failure_category": category,
+        "propagation_kind": propagation_kind,
+        "timeout_kind": timeout_kind,
+        "exception_class": exception_class,
+        "message": message,
+        "deadline_at": deadline_at,
+        "details": dumps(details) if details is not None else None,
+        "created_at": c.at,
+    })
+
+
+def cancel_open_work(c: Ctx, run: Row, reason: str, keep_task: int | None = None) -> None:
+    """Cancel every open task, activity and timer of the run (all but the current task)."""
+    run_id = run["workflow_run_id"]
+    c.tx.cancel_workflow_tasks(run_id, c.at, keep_task)
+    for activity in c.tx.open_activities(run_id):
+        c.tx.update_activity(activity["activity_id"], status="cancelled", closed_at=c.at,
+                             owner=None)
+        c.event(run, "ActivityCancelled", activity_id=activity["activity_id"],
+                step=activity["step"], attempt=activity["attempt"], reason=reason,
+                scheduled_event_id=activity["scheduled_event_id"],
+                started_event_id=activity["started_event_id"])
+    for timer in c.tx.open_timers(run_id):
+        c.tx.update_timer(timer["timer_id"], status="cancelled", closed_at=c.at)
+        c.event(run, "TimerCancelled", timer_id=timer["timer_id"], step=timer["step"],
+                kind=timer["kind"], fire_at=timer["fire_at"], reason=reason,
+                scheduled_event_id=timer["scheduled_event_id"])
+
+
+def close_run(c: Ctx, run: Row, status: str, event_type: str, attributes: dict[str, Any],
+              *, failure_id: int | None = None, reason: str, keep_task: int | None = None,
+              apply_policy: bool = True) -> None:
+    """The one way a run closes: cancel open work, record, apply child policy, tell the parent."""
+    cancel_open_work(c, run, reason, keep_task)
+    c.event(run, event_type, **attributes)
+    c.set_status(run, status, closed_at=c.at, closed_reason=reason, wait_kind=None,
+                 failure_id=failure_id)
+    if apply_policy:
+        apply_child_policy(c, run)
+    if status != "continued_as_new":
+        notify_parent(c, run, status)
+
+
+def fail_run(c: Ctx, run: Row, *, category: str, message: str, keep_task: int | None = None,
+             step: str | None = None, **failure: Any) -> None:
+    failure_id = record_failure(c, run, category=category, message=message, **failure)
+    attributes = {
+        "failure_category": category,
+        "message": message,
+        "exception_class": failure.get("exception_class"),
+        "timeout_kind": failure.get("timeout_kind"),
+        "step": step,
+    }
+    close_run(c, run, "failed", "WorkflowFailed", attributes, failure_id=failure_id,
+              reason=category, keep_task=keep_task)
+
+
+def apply_child_policy(c: Ctx, run: Row) -> None:
+    """Apply the parent's child_policy to each of its children still open (SWF ParentClosePolicy)."""
+    instance = c.instance(run["workflow_instance_id"])
+    policy = instance["child_policy"]
+    for child in c.tx.run_children(run["workflow_run_id"]):
+        if child["status"] not in OPEN_RUN:
+            continue
+        c.event(run, "ParentClosePolicyApplied", child_instance_id=child["child_instance_id"],
+                policy=policy, child_status=child["status"])
+        child_instance = c.instance(child["child_instance_id"])
+        child_run = c.tx.get_run(child_instance["current_run_id"])
+        reason = f"parent {run['workflow_instance_id']} closed ({run['status']})"
+        if policy == "terminate":
+            close_run(c, child_run, "terminated", "WorkflowTerminated",
+                      {"reason": reason, "child_policy": policy}, reason="terminated")
+        elif policy == "request_cancel":
+            request_cancel(c, child_run, reason)
+
+
+def request_cancel(c: Ctx, run: Row, reason: str | None) -> None:
+    if run["cancel_requested"]:
+        return
+    c.set_run(run, cancel_requested=1)
+    c.event(run, "WorkflowCancelRequested", reason=reason)
+    schedule_workflow_task(c, run, "cancel_requested")
+
+
+def notify_parent(c: Ctx, run: Row, status: str) -> None:
+    """Wake the parent waiting on this instance, recording how the child ended."""
+    link = c.tx.child_link(run["workflow_instance_id"])
+    if link is None or link["superseded"]:
+        return
+    parent = c.tx.get_run(link["parent_run_id"])
+    if parent is None or parent["status"] in CLOSED_RUN:
+        return
+    attributes: dict[str, Any] = {
+        "child_instance_id": run["workflow_instance_id"],
+        "child_run_id": run["workflow_run_id"],
+        "step": link["step"],
+        "status": status,
+        "initiated_event_id": link["started_event_id"],
+    }
+    if status == "completed":
+        merge_state(c, parent, {link["step"]: public_state(state_of(run))})
+    elif run["failure_id"] is not None:
+        failure = c.tx.get_failure(run["failure_id"])
+        attributes["failure"] = failure_view(failure)
+        if status == "timed_out":
+            attributes["timeout_kind"] = failure["timeout_kind"]
+    c.event(parent, TERMINAL_CHILD_EVENT.get(status, "ChildWorkflowFailed"), **attributes)
+    schedule_workflow_task(c, parent, "child_closed")
+
+
+def failure_view(failure: Row | None) -> dict[str, Any] | None:
+    """A failure record as `describe --json` shows it."""
+    if failure is None:
+        return None
+    view = {
+        "failure_category": failure["failure_category"],
+        "timeout_kind": failure["timeout_kind"],
+        "message": failure["message"],
+        "exception_class": failure["exception_class"],
+        "deadline_at": failure["deadline_at"],
+        "propagation_kind": failure["propagation_kind"],
+        "activity_id": failure["activity_id"],
+    }
+    if failure["details"]:
+        view.update(json.loads(failure["details"]))
+    return view

@@ -1,0 +1,419 @@
+"""Workflow tasks: claim one, then decide the run's next steps from its stored state."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from wfctl import clock, durations
+from wfctl.definitions import Step, WorkflowType
+from wfctl.engine.core import (
+    Ctx,
+    close_run,
+    fail_run,
+    merge_state,
+    new_id,
+    public_state,
+    record_failure,
+    schedule_workflow_task,
+    state_of,
+)
+from wfctl.store import CLOSED_RUN, Row, dumps
+
+if TYPE_CHECKING:
+    from wfctl.engine import Engine
+
+OPEN, DONE, CLOSED = "open", "done", "closed"
+
+
+def claim_workflow_task(engine: Engine, worker_id: str, now: datetime) -> Row | None:
+    """Claim the oldest ready workflow task; its workflow_task_timeout starts now."""
+    with engine.transaction(now) as c:
+        task = c.tx.next_ready_workflow_task(c.at)
+        if task is None:
+            return None
+        run = c.tx.get_run(task["workflow_run_id"])
+        timeout_at = clock.iso(clock.after(now, run["workflow_task_timeout_seconds"]))
+        seq = c.event(run, "WorkflowTaskStarted", scheduled_event_id=task["scheduled_event_id"],
+                      worker_id=worker_id, timeout_at=timeout_at)
+        fields = {"status": "started", "owner": worker_id, "started_at": c.at,
+                  "timeout_at": timeout_at, "started_event_id": seq}
+        c.tx.update_workflow_task(task["task_id"], expect_status="scheduled", **fields)
+        return {**task, **fields}
+
+
+def complete_workflow_task(engine: Engine, task: Row, now: datetime) -> bool:
+    """Decide and complete a claimed task; a task no longer current changes nothing (False)."""
+    with engine.transaction(now) as c:
+        current = c.tx.get_workflow_task(task["task_id"])
+        if (current is None or current["status"] != "started"
+                or current["owner"] != task["owner"]
+                or current["started_event_id"] != task["started_event_id"]):
+            return False
+        if current["timeout_at"] is not None and current["timeout_at"] <= c.at:
+            time_out_workflow_task(c, current)
+            return False
+        run = c.tx.get_run(current["workflow_run_id"])
+        c.tx.update_workflow_task(current["task_id"], status="completed", closed_at=c.at)
+        c.event(run, "WorkflowTaskCompleted", scheduled_event_id=current["scheduled_event_id"],
+                started_event_id=current["started_event_id"])
+        decide(c, run, current["task_id"])
+        return True
+
+
+def process_workflow_tasks(engine: Engine, worker_id: str, now: datetime,
+                           limit: int = 1000) -> int:
+    """Claim and complete ready workflow tasks until none is left; returns how many."""
+    done = 0
+    while done < limit:
+        task = engine.claim_workflow_task(worker_id, now)
+        if task is None:
+            break
+        engine.complete_workflow_task(task, now)
+        done += 1
+    return done
+
+
+def time_out_workflow_task(c: Ctx, task: Row) -> None:
+    """SWF's decision task timeout: record it and schedule a fresh workflow task."""
+    run = c.tx.get_run(task["workflow_run_id"])
+    c.tx.update_workflow_task(task["task_id"], status="timed_out", closed_at=c.at)
+    c.event(run, "WorkflowTaskTimedOut", timeout_kind="start_to_close",
+            scheduled_event_id=task["scheduled_event_id"],
+            started_event_id=task["started_event_id"], deadline_at=task["timeout_at"],
+            worker_id=task["owner"])
+    schedule_workflow_task(c, run, "workflow_task_timed_out")
+
+
+def expired_workflow_timeout(run: Row, at: str) -> tuple[str, str] | None:
+    """(timeout_kind, deadline) when a workflow timeout expired; execution wins over run."""
+    if run["execution_deadline_at"] is not None and run["execution_deadline_at"] <= at:
+        return "execution_timeout", run["execution_deadline_at"]
+    if run["run_deadline_at"] is not None and run["run_deadline_at"] <= at:
+        return "run_timeout", run["run_deadline_at"]
+    return None
+
+
+def time_out_run(c: Ctx, run: Row, kind: str, deadline: str, keep_task: int | None) -> None:
+    """The timeout procedure, in the caller's transaction."""
+    scope = "execution" if kind == "execution_timeout" else "run"
+    message = f"Workflow {scope} deadline expired at {deadline}"
+    failure_id = record_failure(
+        c, run, category="timeout", message=message, timeout_kind=kind,
+        exception_class="WorkflowTimeoutException", deadline_at=deadline,
+    )
+    instance = c.instance(run["workflow_instance_id"])
+    close_run(c, run, "timed_out", "WorkflowTimedOut", {
+        "timeout_kind": kind,
+        "deadline_at": deadline,
+        "execution_deadline_at": run["execution_deadline_at"],
+        "run_deadline_at": run["run_deadline_at"],
+        "child_policy": instance["child_policy"],
+        "message": message,
+    }, failure_id=failure_id, reason=kind, keep_task=keep_task)
+
+
+def decide(c: Ctx, run: Row, task_id: int | None) -> None:
+    """Advance the run as far as its stored state allows."""
+    if run["status"] in CLOSED_RUN or run["deadline_claimed_at"] is not None:
+        return
+    expired = expired_workflow_timeout(run, c.at)
+    if expired:
+        time_out_run(c, run, *expired, keep_task=task_id)
+        return
+    instance = c.instance(run["workflow_instance_id"])
+    limits = c.limits(instance)
+    if limits.history_size and run["history_count"] >= limits.history_size:
+        fail_run(c, run, category="structural_limit", keep_task=task_id,
+                 message=f"history_size limit exceeded: {run['history_count']} "
+                         f"(limit {limits.history_size})",
+                 exception_class="StructuralLimitExceeded",
+                 details={"limit_kind": "history_size", "value": run["history_count"],
+                          "limit": limits.history_size})
+        return
+    if run["cancel_requested"]:
+        close_run(c, run, "cancelled", "WorkflowCancelled", {"reason": "cancel requested"},
+                  reason="cancelled", keep_task=task_id)
+        return
+    if run["status"] == "paused":
+        return
+    wf = c.workflow_type(instance)
+    while True:
+        if run["step_index"] >= len(wf.steps):
+            close_run(c, run, "completed", "WorkflowCompleted",
+                      {"state_keys": sorted(public_state(state_of(run)))},
+                      reason="completed", keep_task=task_id)
+            return
+        step = wf.steps[run["step_index"]]
+        if not run["step_started"]:
+            if _begin_step(c, run, instance, wf, step, task_id) == CLOSED:
+                return
+            c.set_run(run, step_started=1)
+        outcome = _check_step(c, run, step)
+        if outcome == OPEN:
+            _show_waiting(c, run, step)
+            return
+        if outcome == CLOSED:
+            return
+        c.set_run(run, step_index=run["step_index"] + 1, step_started=0)
+
+
+def _show_waiting(c: Ctx, run: Row, step: Step) -> None:
+    status, wait_kind = "running", None
+    if step.kind == "delay":
+        wait_kind = "timer"
+    elif step.kind == "wait_for_signal":
+        status, wait_kind = "waiting", "signal"
+    elif step.kind == "workflow" or (
+        step.kind == "parallel" and not c.tx.count_open_activities(run["workflow_run_id"])
+    ):
+        status, wait_kind = "waiting", "child"
+    if run["status"] != status or run["wait_kind"] != wait_kind:
+        c.set_status(run, status, wait_kind=wait_kind)
+
+
+def _begin_step(c: Ctx, run: Row, instance: Row, wf: WorkflowType, step: Step,
+                task_id: int | None) -> str:
+    index = run["step_index"]
+    if step.kind in ("activity", "workflow", "parallel"):
+        branches = step.branches or (step,)
+        existing = {a["branch_index"] for a in c.tx.step_activities(run["workflow_run_id"], index)}
+        existing |= {ch["branch_index"]
+                     for ch in c.tx.step_children(run["workflow_run_id"], index)}
+        missing = [(b, branch) for b, branch in enumerate(branches) if b not in existing]
+        limit = c.limits(instance).pending_activity_count
+        wanted = sum(1 for _, branch in missing if branch.kind == "activity")
+        pending = c.tx.count_open_activities(run["workflow_run_id"]) + wanted
+        if limit and pending > limit:
+            fail_run(c, run, category="structural_limit", keep_task=task_id, step=step.name,
+                     message=f"pending_activity_count limit exceeded: {pending} (limit {limit})",
+                     exception_class="StructuralLimitExceeded",
+                     details={"limit_kind": "pending_activity_count", "value": pending,
+                              "limit": limit})
+            return CLOSED
+        for branch_index, branch in missing:
+            if branch.kind == "activity":
+                schedule_activity(c, run, step, branch, branch_index)
+            else:
+                start_child(c, run, instance, step, branch, branch_index)
+    elif step.kind == "delay":
+        _schedule_timer(c, run, step, "delay", step.duration)
+    elif step.kind == "wait_for_signal":
+        timeout_at = clock.iso(clock.after(c.now, step.timeout))
+        c.event(run, "SignalWaitOpened", signal=step.signal, step=step.name,
+                timeout_seconds=durations.whole_seconds(step.timeout), timeout_at=timeout_at)
+        if step.timeout is not None:
+            _schedule_timer(c, run, step, "signal_timeout", step.timeout)
+    elif step.kind == "continue_as_new" and state_of(run).get(step.while_key):
+        continue_as_new(c, run, instance, wf, task_id)
+        return CLOSED
+    return OPEN
+
+
+def schedule_activity(c: Ctx, run: Row, step: Step, branch: Step, branch_index: int) -> None:
+    options = branch.options
+    assert options is not None and branch.handler is not None
+    activity_id = new_id()
+    policy = options.retry_policy()
+    schedule_deadline_at = clock.iso(clock.after(c.now, options.schedule_to_start))
+    total_deadline_at = clock.iso(clock.after(c.now, options.schedule_to_close))
+    seq = c.event(run, "ActivityScheduled", activity_id=activity_id, step=branch.name,
+                  handler=branch.handler, queue=options.queue, attempt=1,
+                  max_attempts=options.max_attempts, retry_policy=policy,
+                  schedule_deadline_at=schedule_deadline_at,
+                  schedule_to_close_deadline_at=total_deadline_at)
+    c.tx.insert_activity({
+        "activity_id": activity_id,
+        "workflow_run_id": run["workflow_run_id"],
+        "workflow_instance_id": run["workflow_instance_id"],
+        "step_index": run["step_index"],
+        "branch_index": branch_index,
+        "step": branch.name,
+        "handler": branch.handler,
+        "queue": options.queue,
+        "status": "scheduled",
+        "attempt": 1,
+        "max_attempts": options.max_attempts,
+        "retry_policy": dumps(policy),
+        "available_at": c.at,
+        "scheduled_at": c.at,
+        "schedule_deadline_at": schedule_deadline_at,
+        "schedule_to_close_deadline_at": total_deadline_at,
+        "scheduled_event_id": seq,
+    })
+    c.woke = True
+
+
+def _schedule_timer(c: Ctx, run: Row, step: Step, kind: str, seconds: float) -> None:
+    timer_id = new_id()
+    fire_at = clock.iso(clock.after(c.now, seconds))
+    seq = c.event(run, "TimerScheduled", timer_id=timer_id, step=step.name, kind=kind,
+                  duration_seconds=durations.whole_seconds(seconds), fire_at=fire_at)
+    c.tx.insert_timer({
+        "timer_id": timer_id,
+        "workflow_run_id": run["workflow_run_id"],
+        "workflow_instance_id": run["workflow_instance_id"],
+        "step_index": run["step_index"],
+        "step": step.name,
+        "kind": kind,
+        "fire_at": fire_at,
+        "status": "scheduled",
+        "scheduled_event_id": seq,
+    })
+
+
+def start_child(c: Ctx, run: Row, instance: Row, step: Step, branch: Step,
+                branch_index: int) -> None:
+    from wfctl.engine.start import create_instance
+
+    definitions = c.definitions(instance)
+    child_type = definitions.types[branch.workflow_type]
+    child_id = f"{run['workflow_instance_id']}.{branch.name}.{new_id()[:8]}"
+    child_run = create_instance(c, definitions, child_type, child_id,
+                                public_state(state_of(run)), {},
+                                parent_instance_id=run["workflow_instance_id"])
+    seq = c.event(run, "ChildWorkflowStarted", child_instance_id=child_id,
+                  child_run_id=child_run["workflow_run_id"], workflow_type=child_type.name,
+                  step=branch.name)
+    c.tx.insert_child({
+        "child_instance_id": child_id,
+        "parent_instance_id": run["workflow_instance_id"],
+        "parent_run_id": run["workflow_run_id"],
+        "step_index": run["step_index"],
+        "branch_index": branch_index,
+        "step": branch.name,
+        "workflow_type": child_type.name,
+        "started_event_id": seq,
+        "created_at": c.at,
+    })
+
+
+def _check_step(c: Ctx, run: Row, step: Step) -> str:
+    run_id, index = run["workflow_run_id"], run["step_index"]
+    if step.kind in ("activity", "workflow", "parallel"):
+        return _check_branches(c, run, step)
+    if step.kind == "delay":
+        fired = any(t["status"] == "fired" for t in c.tx.step_timers(run_id, index))
+        return DONE if fired else OPEN
+    if step.kind == "wait_for_signal":
+        return _check_signal(c, run, step)
+    return DONE
+
+
+def _check_branches(c: Ctx, run: Row, step: Step) -> str:
+    run_id, index = run["workflow_run_id"], run["step_index"]
+    activities = c.tx.step_activities(run_id, index)
+    children = c.tx.step_children(run_id, index)
+    for activity in activities:
+        if activity["status"] in ("failed", "timed_out", "cancelled"):
+            failure = c.tx.activity_failure(activity["activity_id"])
+            verb = {"failed": "failed", "timed_out": "timed out"}.get(activity["status"],
+                                                                       "was cancelled")
+            fail_run(
+                c, run, category=failure["failure_category"] if failure else "activity",
+                step=activity["step"],
+                message=f"Activity {activity['step']} {verb}: "
+                        f"{failure['message'] if failure else activity['status']}",
+                activity_id=activity["activity_id"],
+                propagation_kind=failure["propagation_kind"] if failure else "activity",
+                timeout_kind=failure["timeout_kind"] if failure else None,
+                exception_class=failure["exception_class"] if failure else None,
+                deadline_at=failure["deadline_at"] if failure else None,
+            )
+            return CLOSED
+    for child in children:
+        if child["status"] in ("failed", "timed_out", "cancelled", "terminated"):
+            _fail_for_child(c, run, child)
+            return CLOSED
+    branches = len(step.branches or (step,))
+    completed = sum(1 for a in activities if a["status"] == "completed")
+    completed += sum(1 for ch in children if ch["status"] == "completed")
+    return DONE if completed == branches else OPEN
+
+
+def _fail_for_child(c: Ctx, run: Row, child: Row) -> None:
+    child_instance = c.instance(child["child_instance_id"])
+    child_run = c.tx.get_run(child_instance["current_run_id"])
+    failure = c.tx.get_failure(child_run["failure_id"]) if child_run["failure_id"] else None
+    what = child["status"].replace("_", " ")
+    detail = f": {failure['message']}" if failure else ""
+    fail_run(
+        c, run, category="child_workflow", step=child["step"],
+        message=f"Child workflow {child['child_instance_id']} ({child['workflow_type']}) "
+                f"{what}{detail}",
+        propagation_kind="child",
+        timeout_kind=failure["timeout_kind"] if failure else None,
+        exception_class=failure["exception_class"] if failure else None,
+        deadline_at=failure["deadline_at"] if failure else None,
+        details={"child_instance_id": child["child_instance_id"],
+                 "child_status": child["status"]},
+    )
+
+
+def _check_signal(c: Ctx, run: Row, step: Step) -> str:
+    run_id, index = run["workflow_run_id"], run["step_index"]
+    if c.tx.consumed_signal(run_id, index) is not None:
+        return DONE
+    timers = c.tx.step_timers(run_id, index)
+    signal = c.tx.first_pending_signal(run["workflow_instance_id"], step.signal)
+    if signal is not None:
+        c.tx.consume_signal(signal["signal_id"], run_id, index, c.at)
+        data = json.loads(signal["data"]) if signal["data"] else None
+        if isinstance(data, dict) and data:
+            merge_state(c, run, data)
+        for timer in timers:
+            if timer["status"] == "scheduled":
+                c.tx.update_timer(timer["timer_id"], status="cancelled", closed_at=c.at)
+                c.event(run, "TimerCancelled", timer_id=timer["timer_id"], step=timer["step"],
+                        kind=timer["kind"], fire_at=timer["fire_at"], reason="signal_received",
+                        scheduled_event_id=timer["scheduled_event_id"])
+        return DONE
+    fired = next((t for t in timers if t["status"] == "fired"), None)
+    if fired is not None:
+        fail_run(c, run, category="timeout", step=step.name, timeout_kind="signal_wait",
+                 exception_class="SignalWaitTimeout", deadline_at=fired["fire_at"],
+                 message=f"Signal {step.signal!r} not received by {fired['fire_at']}")
+        return CLOSED
+    return OPEN
+
+
+def continue_as_new(c: Ctx, run: Row, instance: Row, wf: WorkflowType,
+                    task_id: int | None) -> None:
+    """Close this run and start the next one of the same instance with the state as input."""
+    from wfctl.engine.start import create_run
+
+    new_run_id = new_id()
+    run_number = instance["run_count"] + 1
+    new_run_deadline_at = clock.iso(clock.after(c.now, run["run_timeout_seconds"]))
+    close_run(c, run, "continued_as_new", "WorkflowContinuedAsNew", {
+        "new_run_id": new_run_id,
+        "new_run_number": run_number,
+        "execution_deadline_at": run["execution_deadline_at"],
+        "run_deadline_at": new_run_deadline_at,
+        "deadline_at": run["deadline_at"],
+    }, reason="continued_as_new", keep_task=task_id, apply_policy=False)
+    c.tx.update_instance(run["workflow_instance_id"], current_run_id=new_run_id,
+                         run_count=run_number, status="running", updated_at=c.at)
+    state = state_of(run)
+    create_run(
+        c, run["workflow_instance_id"], new_run_id, run_number, state,
+        execution_deadline_at=run["execution_deadline_at"],
+        run_timeout=run["run_timeout_seconds"],
+        deadline_at=run["deadline_at"],
+        workflow_task_timeout=run["workflow_task_timeout_seconds"],
+        started=_continued_attributes(instance, wf, run, state),
+    )
+
+
+def _continued_attributes(instance: Row, wf: WorkflowType, run: Row,
+                          state: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "workflow_type": wf.name,
+        "input": state,
+        "execution_timeout_seconds": durations.whole_seconds(instance["execution_timeout_seconds"]),
+        "deadline_seconds": durations.whole_seconds(instance["deadline_seconds"]),
+        "on_deadline": instance["on_deadline"],
+        "child_policy": instance["child_policy"],
+        "continued_from_run_id": run["workflow_run_id"],
+    }

@@ -1,0 +1,42 @@
+"""The exceptions wfctl raises for people: each message is written to be printed as `Error: …`."""
+
+from __future__ import annotations
+
+
+class WfctlError(Exception):
+    """Base of every error a user can cause; the CLI prints it on one line and exits 1."""
+
+
+class DefinitionError(WfctlError):
+    """workflows.yaml is missing, unreadable or invalid; the message names file:line and key path."""
+
+
+class InvalidInput(WfctlError):
+    """A command-line or API argument is not acceptable (bad JSON, bad duration, unknown type)."""
+
+
+class NotFound(WfctlError):
+    """No instance (or run) with that id."""
+
+
+class Conflict(WfctlError):
+    """The action does not fit the instance's current status (closed, duplicate, not failed)."""
+
+
+class StructuralLimitExceeded(WfctlError):
+    """A payload, a count or a history grew past a configured structural limit."""
+
+    def __init__(self, limit_kind: str, value: int, limit: int) -> None:
+        self.limit_kind = limit_kind
+        self.value = value
+        self.limit = limit
+        unit = " bytes" if limit_kind == "payload_size" else ""
+        super().__init__(f"{limit_kind} limit exceeded: {value}{unit} (limit {limit})")
+
+
+class ActivityCancelled(Exception):
+    """Raised inside a handler by `ctx.heartbeat()` once its attempt is no longer current.
+
+    The attempt timed out, was cancelled, or its workflow closed; whatever the handler returns
+    afterwards is discarded, so it should stop and clean up.
+    """

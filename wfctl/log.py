@@ -1,0 +1,94 @@
+"""Worker logs: one line per event on stderr, as text (coloured on a terminal) or JSON."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+LOGGER = logging.getLogger("wfctl")
+_WARN_EVENTS = re.compile(r"(TimedOut|Failed|DeadlineExceeded|RetryScheduled|Terminated|Lost)$")
+_DEBUG_EVENTS = re.compile(
+    r"^(WorkflowTask(Scheduled|Started|Completed)|ActivityScheduled|ActivityHeartbeatRecorded"
+    r"|TimerScheduled)$"
+)
+_FIELDS = (
+    "step", "attempt", "timeout_kind", "reason", "signal", "exception_class", "message",
+    "child_instance_id", "policy", "deadline_at", "retry_available_at", "handler",
+    "handler_error", "worker_id", "new_run_number",
+)
+_COLOURS = {"DEBUG": "\x1b[2m", "INFO": "\x1b[36m", "WARNING": "\x1b[33m", "ERROR": "\x1b[31m"}
+
+
+def snake(name: str) -> str:
+    """WorkflowDeadlineExceeded -> workflow_deadline_exceeded."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+class _TextFormatter(logging.Formatter):
+    def __init__(self, colour: bool) -> None:
+        super().__init__()
+        self.colour = colour
+
+    def format(self, record: logging.LogRecord) -> str:
+        at = datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
+        fields: dict[str, Any] = getattr(record, "fields", {})
+        level = record.levelname
+        if self.colour:
+            level = f"{_COLOURS.get(level, '')}{level}\x1b[0m"
+        parts = [at.replace("+00:00", "Z"), f"{level:<7}", record.getMessage()]
+        for key, value in fields.items():
+            if value is None:
+                continue
+            shown = json.dumps(value, ensure_ascii=False) if not isinstance(value, int | float) \
+                else str(value)
+            if isinstance(value, str) and re.fullmatch(r"[\w.:/+-]+", value):
+                shown = value
+            parts.append(f"{key}={shown}")
+        return " ".join(parts)
+
+
+class _JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        at = datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
+        document = {"time": at, "level": record.levelname.lower(), "event": record.getMessage()}
+        document.update(getattr(record, "fields", {}))
+        return json.dumps(document, ensure_ascii=False, default=str)
+
+
+def configure(level: str = "info", fmt: str = "text") -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    if fmt == "json":
+        handler.setFormatter(_JsonFormatter())
+    else:
+        colour = sys.stderr.isatty() and "NO_COLOR" not in os.environ
+        handler.setFormatter(_TextFormatter(colour))
+    LOGGER.handlers[:] = [handler]
+    LOGGER.setLevel(level.upper())
+    LOGGER.propagate = False
+
+
+def event(name: str, level: int = logging.INFO, **fields: Any) -> None:
+    if LOGGER.isEnabledFor(level):
+        LOGGER.log(level, name, extra={"fields": fields})
+
+
+def history_events(events: list[dict[str, Any]]) -> None:
+    """Log the events a transaction appended: the worker's log is a projection of history."""
+    for item in events:
+        name = item["event_type"]
+        level = logging.INFO
+        if _WARN_EVENTS.search(name):
+            level = logging.WARNING
+        elif _DEBUG_EVENTS.match(name):
+            level = logging.DEBUG
+        if not LOGGER.isEnabledFor(level):
+            continue
+        attributes = item["attributes"]
+        fields = {"instance": item["workflow_instance_id"], "run": item["run_number"]}
+        fields.update((key, attributes[key]) for key in _FIELDS if attributes.get(key) is not None)
+        LOGGER.log(level, snake(name), extra={"fields": fields})

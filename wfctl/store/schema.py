@@ -1,0 +1,243 @@
+"""The schema, as append-only migrations: never edit one that has been released, add the next."""
+
+from __future__ import annotations
+
+from sqlite_utils import Database
+from sqlite_utils.migrations import Migrations
+
+migrations = Migrations("wfctl")
+
+# Open = not yet closed; each deadline column gets a partial index over open rows only, so the
+# watchdog's scans cost a few index probes however many rows are closed or far from expiry.
+_M001 = """
+CREATE TABLE definitions (
+    digest TEXT PRIMARY KEY,
+    path TEXT NOT NULL,
+    source TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE instances (
+    workflow_instance_id TEXT PRIMARY KEY,
+    workflow_type TEXT NOT NULL,
+    definitions_digest TEXT NOT NULL REFERENCES definitions(digest),
+    status TEXT NOT NULL,
+    current_run_id TEXT NOT NULL,
+    run_count INTEGER NOT NULL,
+    execution_timeout_seconds REAL,
+    deadline_seconds REAL,
+    deadline_at TEXT,
+    on_deadline TEXT,
+    child_policy TEXT NOT NULL,
+    parent_instance_id TEXT,
+    last_seq INTEGER NOT NULL DEFAULT 0,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    closed_at TEXT
+);
+CREATE INDEX instances_created ON instances(created_at);
+CREATE INDEX instances_status_created ON instances(status, created_at);
+CREATE INDEX instances_type_created ON instances(workflow_type, created_at);
+CREATE TABLE runs (
+    workflow_run_id TEXT PRIMARY KEY,
+    workflow_instance_id TEXT NOT NULL REFERENCES instances(workflow_instance_id),
+    run_number INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    closed_reason TEXT,
+    run_timeout_seconds REAL,
+    execution_deadline_at TEXT,
+    run_deadline_at TEXT,
+    workflow_task_timeout_seconds REAL,
+    deadline_at TEXT,
+    deadline_claimed_by TEXT,
+    deadline_claimed_at TEXT,
+    step_index INTEGER NOT NULL DEFAULT 0,
+    step_started INTEGER NOT NULL DEFAULT 0,
+    wait_kind TEXT,
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    state TEXT NOT NULL,
+    history_count INTEGER NOT NULL DEFAULT 0,
+    failure_id INTEGER,
+    continued_to_run_id TEXT,
+    started_at TEXT NOT NULL,
+    closed_at TEXT,
+    UNIQUE (workflow_instance_id, run_number)
+);
+CREATE INDEX runs_execution_deadline ON runs(execution_deadline_at)
+    WHERE closed_at IS NULL AND execution_deadline_at IS NOT NULL;
+CREATE INDEX runs_run_deadline ON runs(run_deadline_at)
+    WHERE closed_at IS NULL AND run_deadline_at IS NOT NULL;
+CREATE INDEX runs_deadline ON runs(deadline_at)
+    WHERE status = 'running' AND deadline_at IS NOT NULL AND deadline_claimed_at IS NULL;
+CREATE INDEX runs_deadline_claimed ON runs(deadline_claimed_at)
+    WHERE deadline_claimed_at IS NOT NULL AND closed_at IS NULL;
+CREATE TABLE workflow_tasks (
+    task_id INTEGER PRIMARY KEY,
+    workflow_run_id TEXT NOT NULL REFERENCES runs(workflow_run_id),
+    workflow_instance_id TEXT NOT NULL,
+    status TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    available_at TEXT NOT NULL,
+    scheduled_event_id INTEGER NOT NULL,
+    started_event_id INTEGER,
+    owner TEXT,
+    started_at TEXT,
+    timeout_at TEXT,
+    closed_at TEXT
+);
+CREATE INDEX workflow_tasks_ready ON workflow_tasks(available_at) WHERE status = 'scheduled';
+CREATE INDEX workflow_tasks_timeout ON workflow_tasks(timeout_at)
+    WHERE status = 'started' AND timeout_at IS NOT NULL;
+CREATE INDEX workflow_tasks_owner ON workflow_tasks(owner) WHERE status = 'started';
+CREATE INDEX workflow_tasks_open ON workflow_tasks(workflow_run_id)
+    WHERE status IN ('scheduled', 'started');
+CREATE TABLE activities (
+    activity_id TEXT PRIMARY KEY,
+    workflow_run_id TEXT NOT NULL REFERENCES runs(workflow_run_id),
+    workflow_instance_id TEXT NOT NULL,
+    step_index INTEGER NOT NULL,
+    branch_index INTEGER NOT NULL,
+    step TEXT NOT NULL,
+    handler TEXT NOT NULL,
+    queue TEXT NOT NULL,
+    status TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    max_attempts INTEGER NOT NULL,
+    retry_policy TEXT NOT NULL,
+    available_at TEXT NOT NULL,
+    scheduled_at TEXT NOT NULL,
+    schedule_deadline_at TEXT,
+    close_deadline_at TEXT,
+    schedule_to_close_deadline_at TEXT,
+    heartbeat_deadline_at TEXT,
+    started_at TEXT,
+    owner TEXT,
+    last_heartbeat_at TEXT,
+    last_heartbeat_details TEXT,
+    last_heartbeat_event_at TEXT,
+    scheduled_event_id INTEGER NOT NULL,
+    started_event_id INTEGER,
+    last_error TEXT,
+    superseded INTEGER NOT NULL DEFAULT 0,
+    closed_at TEXT
+);
+CREATE INDEX activities_ready ON activities(queue, available_at)
+    WHERE status IN ('scheduled', 'retry_scheduled');
+CREATE INDEX activities_schedule_deadline ON activities(schedule_deadline_at)
+    WHERE status IN ('scheduled', 'retry_scheduled') AND schedule_deadline_at IS NOT NULL;
+CREATE INDEX activities_close_deadline ON activities(close_deadline_at)
+    WHERE status = 'started' AND close_deadline_at IS NOT NULL;
+CREATE INDEX activities_heartbeat_deadline ON activities(heartbeat_deadline_at)
+    WHERE status = 'started' AND heartbeat_deadline_at IS NOT NULL;
+CREATE INDEX activities_total_deadline ON activities(schedule_to_close_deadline_at)
+    WHERE status IN ('scheduled', 'retry_scheduled', 'started')
+    AND schedule_to_close_deadline_at IS NOT NULL;
+CREATE INDEX activities_owner ON activities(owner) WHERE status = 'started';
+CREATE INDEX activities_step ON activities(workflow_run_id, step_index, branch_index);
+CREATE TABLE timers (
+    timer_id TEXT PRIMARY KEY,
+    workflow_run_id TEXT NOT NULL REFERENCES runs(workflow_run_id),
+    workflow_instance_id TEXT NOT NULL,
+    step_index INTEGER NOT NULL,
+    step TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    fire_at TEXT NOT NULL,
+    status TEXT NOT NULL,
+    scheduled_event_id INTEGER NOT NULL,
+    superseded INTEGER NOT NULL DEFAULT 0,
+    closed_at TEXT
+);
+CREATE INDEX timers_due ON timers(fire_at) WHERE status = 'scheduled';
+CREATE INDEX timers_step ON timers(workflow_run_id, step_index);
+CREATE TABLE signals (
+    signal_id INTEGER PRIMARY KEY,
+    workflow_instance_id TEXT NOT NULL REFERENCES instances(workflow_instance_id),
+    name TEXT NOT NULL,
+    data TEXT,
+    received_at TEXT NOT NULL,
+    received_event_id INTEGER NOT NULL,
+    consumed_run_id TEXT,
+    consumed_step_index INTEGER,
+    consumed_at TEXT
+);
+CREATE INDEX signals_pending ON signals(workflow_instance_id, name, signal_id)
+    WHERE consumed_at IS NULL;
+CREATE INDEX signals_consumed ON signals(consumed_run_id, consumed_step_index)
+    WHERE consumed_at IS NOT NULL;
+CREATE TABLE children (
+    child_instance_id TEXT PRIMARY KEY REFERENCES instances(workflow_instance_id),
+    parent_instance_id TEXT NOT NULL,
+    parent_run_id TEXT NOT NULL REFERENCES runs(workflow_run_id),
+    step_index INTEGER NOT NULL,
+    branch_index INTEGER NOT NULL,
+    step TEXT NOT NULL,
+    workflow_type TEXT NOT NULL,
+    started_event_id INTEGER NOT NULL,
+    superseded INTEGER NOT NULL DEFAULT 0,
+    created_at TEXT NOT NULL
+);
+CREATE INDEX children_parent ON children(parent_run_id, step_index, branch_index);
+CREATE TABLE failures (
+    failure_id INTEGER PRIMARY KEY,
+    workflow_instance_id TEXT NOT NULL,
+    workflow_run_id TEXT NOT NULL,
+    activity_id TEXT,
+    failure_category TEXT NOT NULL,
+    propagation_kind TEXT,
+    timeout_kind TEXT,
+    exception_class TEXT,
+    message TEXT NOT NULL,
+    deadline_at TEXT,
+    details TEXT,
+    created_at TEXT NOT NULL
+);
+CREATE INDEX failures_run ON failures(workflow_run_id);
+CREATE TABLE workers (
+    worker_id TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    hostname TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    pid_started TEXT,
+    queues TEXT NOT NULL,
+    started_at TEXT NOT NULL,
+    heartbeat_at TEXT NOT NULL,
+    lease_expires_at TEXT NOT NULL,
+    stopped_at TEXT
+);
+CREATE INDEX workers_live ON workers(lease_expires_at) WHERE stopped_at IS NULL;
+CREATE TABLE events (
+    workflow_instance_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    workflow_run_id TEXT NOT NULL,
+    run_number INTEGER NOT NULL,
+    event_type TEXT NOT NULL,
+    at TEXT NOT NULL,
+    attributes TEXT NOT NULL,
+    PRIMARY KEY (workflow_instance_id, seq)
+) WITHOUT ROWID;
+CREATE TRIGGER events_are_append_only_update BEFORE UPDATE ON events
+BEGIN SELECT RAISE(ABORT, 'history is append-only'); END;
+CREATE TRIGGER events_are_append_only_delete BEFORE DELETE ON events
+BEGIN SELECT RAISE(ABORT, 'history is append-only'); END
+"""
+
+
+@migrations()
+def m001_initial(db: Database) -> None:
+    """Every table SPEC needs: instances, runs, tasks, activities, timers, signals, history."""
+    for statement in _split(_M001):
+        db.execute(statement)
+
+
+def _split(script: str) -> list[str]:
+    """Statements of a script; trigger bodies keep their inner semicolons."""
+    statements, current = [], []
+    for line in script.strip().splitlines():
+        current.append(line)
+        text = "\n".join(current).strip()
+        if text.endswith(";") and (not text.upper().startswith("CREATE TRIGGER")
+                                   or text.upper().endswith("END;")):
+            statements.append(text[:-1])
+            current = []
+    if current:
+        statements.append("\n".join(current).strip())
+    return [s for s in statements if s]

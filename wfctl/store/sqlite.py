@@ -1,0 +1,627 @@
+"""The SQLite store: connections, transactions and every query wfctl runs."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlite_utils import Database
+
+from wfctl.errors import WfctlError
+from wfctl.store.schema import migrations
+
+Row = dict[str, Any]
+OPEN_ACTIVITY = ("scheduled", "started", "retry_scheduled")
+CLOSED_RUN = ("completed", "failed", "timed_out", "cancelled", "terminated", "continued_as_new")
+_BUSY_TIMEOUT_MS = 30_000
+
+
+def _rows_as_dicts(cursor: sqlite3.Cursor, row: tuple) -> Row:
+    return {column[0]: value for column, value in zip(cursor.description, row, strict=True)}
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+class Store:
+    """One SQLite file, shared by every thread and process of wfctl.
+
+    Each thread gets its own connection. Writes in one process go through one lock, so that
+    threads of a process queue here instead of in SQLite's sleeping busy handler; processes
+    are serialized by `BEGIN IMMEDIATE`.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        self._local = threading.local()
+        self._write_lock = threading.Lock()
+        self._connections: list[sqlite3.Connection] = []
+        self._connections_lock = threading.Lock()
+        self._migrate()
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False,
+                timeout=_BUSY_TIMEOUT_MS / 1000,
+            )
+            conn.row_factory = _rows_as_dicts
+            # WAL: readers (describe, list) never block the writer, nor the writer them.
+            conn.execute("PRAGMA journal_mode=WAL")
+            # NORMAL is safe against crashes of any process in WAL mode; only an OS crash or
+            # power loss can drop the last commits, and the file stays consistent either way.
+            conn.execute("PRAGMA synchronous=NORMAL")
+            # Several workers share the file: wait for the write lock rather than fail.
+            conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
+            # References between runs, tasks and instances are checked, not assumed.
+            conn.execute("PRAGMA foreign_keys=ON")
+        except sqlite3.Error as exc:
+            raise WfctlError(f"cannot open database {self.path}: {exc}") from None
+        with self._connections_lock:
+            self._connections.append(conn)
+        return conn
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = self._connect()
+        return conn
+
+    def _migrate(self) -> None:
+        # sqlite-utils reads rows as tuples, so migrations get a plain connection of their own.
+        conn = sqlite3.connect(self.path, isolation_level=None, timeout=_BUSY_TIMEOUT_MS / 1000)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            db = Database(conn)
+            if not migrations.pending(db):
+                return
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                # Inside our IMMEDIATE transaction sqlite-utils nests each migration in a
+                # savepoint, so two processes opening a new file cannot both migrate it.
+                migrations.apply(db)
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            raise WfctlError(f"cannot open database {self.path}: {exc}") from None
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        with self._connections_lock:
+            for conn in self._connections:
+                conn.close()
+            self._connections.clear()
+        self._local = threading.local()
+
+    @contextmanager
+    def write(self) -> Iterator[Tx]:
+        """A write transaction: BEGIN IMMEDIATE takes the write lock up front."""
+        with self._write_lock:
+            conn = self.conn
+            conn.execute("BEGIN IMMEDIATE")
+            tx = Tx(conn)
+            try:
+                yield tx
+                tx.flush()
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    @contextmanager
+    def read(self) -> Iterator[Tx]:
+        """A read transaction: one consistent snapshot across several queries."""
+        conn = self.conn
+        conn.execute("BEGIN")
+        try:
+            yield Tx(conn)
+        finally:
+            conn.execute("COMMIT")
+
+    def data_version(self) -> int:
+        """Changes whenever another connection commits: a cheap way to notice new work."""
+        return self.conn.execute("PRAGMA data_version").fetchone()["data_version"]
+
+
+class Tx:
+    """The queries of one transaction."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self._seq: dict[str, int] = {}
+        self._history: dict[str, int] = {}
+
+    def _one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
+        return self.conn.execute(sql, params).fetchone()
+
+    def _all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        return self.conn.execute(sql, params).fetchall()
+
+    def _insert(self, table: str, row: Row) -> int:
+        columns = ", ".join(row)
+        marks = ", ".join("?" for _ in row)
+        cursor = self.conn.execute(
+            f"INSERT INTO {table} ({columns}) VALUES ({marks})", tuple(row.values())
+        )
+        return cursor.lastrowid or 0
+
+    def _update(self, table: str, key: str, value: Any, fields: Row,
+                where: str = "", params: Sequence[Any] = ()) -> int:
+        sets = ", ".join(f"{name} = ?" for name in fields)
+        cursor = self.conn.execute(
+            f"UPDATE {table} SET {sets} WHERE {key} = ?{where}",
+            (*fields.values(), value, *params),
+        )
+        return cursor.rowcount
+
+    def flush(self) -> None:
+        """Write the event counters kept in memory during the transaction."""
+        for instance_id, seq in self._seq.items():
+            self.conn.execute(
+                "UPDATE instances SET last_seq = ? WHERE workflow_instance_id = ?",
+                (seq, instance_id),
+            )
+        for run_id, count in self._history.items():
+            self.conn.execute(
+                "UPDATE runs SET history_count = ? WHERE workflow_run_id = ?", (count, run_id)
+            )
+        self._seq.clear()
+        self._history.clear()
+
+    # definitions
+
+    def put_definitions(self, digest: str, path: str, source: str, now: str) -> None:
+        self.conn.execute(
+            "INSERT OR IGNORE INTO definitions (digest, path, source, created_at) "
+            "VALUES (?, ?, ?, ?)", (digest, path, source, now),
+        )
+
+    def get_definitions(self, digest: str) -> Row | None:
+        return self._one("SELECT * FROM definitions WHERE digest = ?", (digest,))
+
+    # instances and runs
+
+    def get_instance(self, instance_id: str) -> Row | None:
+        return self._one(
+            "SELECT * FROM instances WHERE workflow_instance_id = ?", (instance_id,)
+        )
+
+    def insert_instance(self, row: Row) -> None:
+        self._insert("instances", row)
+
+    def update_instance(self, instance_id: str, **fields: Any) -> None:
+        self._update("instances", "workflow_instance_id", instance_id, fields)
+
+    def list_instances(self, *, status: str | None, workflow_type: str | None,
+                       since: str | None, limit: int) -> list[Row]:
+        clauses, params = [], []
+        if status:
+            clauses.append("i.status = ?")
+            params.append(status)
+        if workflow_type:
+            clauses.append("i.workflow_type = ?")
+            params.append(workflow_type)
+        if since:
+            clauses.append("i.created_at >= ?")
+            params.append(since)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        return self._all(
+            "SELECT i.*, r.run_number, r.execution_deadline_at, r.run_deadline_at, "
+            "r.step_index, r.wait_kind FROM instances i "
+            f"JOIN runs r ON r.workflow_run_id = i.current_run_id {where} "
+            "ORDER BY i.created_at DESC, i.rowid DESC LIMIT ?", (*params, limit),
+        )
+
+    def instance_ids(self, prefix: str, limit: int) -> list[str]:
+        rows = self._all(
+            "SELECT workflow_instance_id FROM instances WHERE workflow_instance_id LIKE ? "
+            "ESCAPE '\\' ORDER BY created_at DESC LIMIT ?",
+            (prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%", limit),
+        )
+        return [row["workflow_instance_id"] for row in rows]
+
+    def get_run(self, run_id: str) -> Row | None:
+        return self._one("SELECT * FROM runs WHERE workflow_run_id = ?", (run_id,))
+
+    def get_run_by_number(self, instance_id: str, run_number: int) -> Row | None:
+        return self._one(
+            "SELECT * FROM runs WHERE workflow_instance_id = ? AND run_number = ?",
+            (instance_id, run_number),
+        )
+
+    def insert_run(self, row: Row) -> None:
+        self._insert("runs", row)
+
+    def update_run(self, run_id: str, **fields: Any) -> None:
+        self._update("runs", "workflow_run_id", run_id, fields)
+
+    # history
+
+    def append_event(self, run: Row, event_type: str, at: str, attributes: Row) -> int:
+        """Append one event to the instance's history; returns its seq (the event id)."""
+        instance_id = run["workflow_instance_id"]
+        seq = self._seq.get(instance_id)
+        if seq is None:
+            seq = self._one(
+                "SELECT last_seq FROM instances WHERE workflow_instance_id = ?", (instance_id,)
+            )["last_seq"]
+        seq += 1
+        self._seq[instance_id] = seq
+        run_id = run["workflow_run_id"]
+        self._history[run_id] = self._history.get(run_id, run["history_count"]) + 1
+        run["history_count"] = self._history[run_id]
+        self.conn.execute(
+            "INSERT INTO events (workflow_instance_id, seq, workflow_run_id, run_number, "
+            "event_type, at, attributes) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (instance_id, seq, run_id, run["run_number"], event_type, at, dumps(attributes)),
+        )
+        return seq
+
+    def events(self, instance_id: str, *, run_number: int | None = None,
+               after_seq: int = 0, event_types: Sequence[str] = ()) -> list[Row]:
+        sql = "SELECT * FROM events WHERE workflow_instance_id = ? AND seq > ?"
+        params: list[Any] = [instance_id, after_seq]
+        if run_number is not None:
+            sql += " AND run_number = ?"
+            params.append(run_number)
+        if event_types:
+            sql += f" AND event_type IN ({', '.join('?' for _ in event_types)})"
+            params.extend(event_types)
+        return self._all(sql + " ORDER BY seq", params)
+
+    def event(self, instance_id: str, seq: int) -> Row | None:
+        return self._one(
+            "SELECT * FROM events WHERE workflow_instance_id = ? AND seq = ?", (instance_id, seq)
+        )
+
+    # workflow tasks
+
+    def open_workflow_task(self, run_id: str) -> Row | None:
+        return self._one(
+            "SELECT * FROM workflow_tasks WHERE workflow_run_id = ? "
+            "AND status IN ('scheduled', 'started')", (run_id,),
+        )
+
+    def insert_workflow_task(self, row: Row) -> int:
+        return self._insert("workflow_tasks", row)
+
+    def get_workflow_task(self, task_id: int) -> Row | None:
+        return self._one("SELECT * FROM workflow_tasks WHERE task_id = ?", (task_id,))
+
+    def update_workflow_task(self, task_id: int, *, expect_status: str | None = None,
+                             **fields: Any) -> bool:
+        where, params = ("", ()) if expect_status is None else (" AND status = ?",
+                                                                (expect_status,))
+        return self._update("workflow_tasks", "task_id", task_id, fields, where, params) == 1
+
+    def next_ready_workflow_task(self, now: str) -> Row | None:
+        return self._one(
+            "SELECT * FROM workflow_tasks WHERE status = 'scheduled' AND available_at <= ? "
+            "ORDER BY available_at LIMIT 1", (now,),
+        )
+
+    def cancel_workflow_tasks(self, run_id: str, now: str, keep: int | None) -> None:
+        self.conn.execute(
+            "UPDATE workflow_tasks SET status = 'cancelled', closed_at = ? "
+            "WHERE workflow_run_id = ? AND status IN ('scheduled', 'started') "
+            "AND task_id IS NOT ?", (now, run_id, keep),
+        )
+
+    def timed_out_workflow_tasks(self, now: str, limit: int) -> list[Row]:
+        return self._all(
+            "SELECT * FROM workflow_tasks WHERE status = 'started' AND timeout_at IS NOT NULL "
+            "AND timeout_at <= ? ORDER BY timeout_at LIMIT ?", (now, limit),
+        )
+
+    def workflow_tasks_owned_by(self, worker_ids: Sequence[str]) -> list[Row]:
+        marks = ", ".join("?" for _ in worker_ids)
+        return self._all(
+            f"SELECT * FROM workflow_tasks WHERE status = 'started' AND owner IN ({marks})",
+            tuple(worker_ids),
+        )
+
+    # activities
+
+    def insert_activity(self, row: Row) -> None:
+        self._insert("activities", row)
+
+    def get_activity(self, activity_id: str) -> Row | None:
+        return self._one("SELECT * FROM activities WHERE activity_id = ?", (activity_id,))
+
+    def update_activity(self, activity_id: str, *, expect_attempt: int | None = None,
+                        expect_status: Iterable[str] = (), **fields: Any) -> bool:
+        where, params = "", []
+        if expect_attempt is not None:
+            where += " AND attempt = ?"
+            params.append(expect_attempt)
+        statuses = tuple(expect_status)
+        if statuses:
+            where += f" AND status IN ({', '.join('?' for _ in statuses)})"
+            params.extend(statuses)
+        return self._update("activities", "activity_id", activity_id, fields, where,
+                            params) == 1
+
+    def step_activities(self, run_id: str, step_index: int) -> list[Row]:
+        return self._all(
+            "SELECT * FROM activities WHERE workflow_run_id = ? AND step_index = ? "
+            "AND superseded = 0 ORDER BY branch_index", (run_id, step_index),
+        )
+
+    def run_activities(self, run_id: str) -> list[Row]:
+        return self._all(
+            "SELECT * FROM activities WHERE workflow_run_id = ? ORDER BY scheduled_at, rowid",
+            (run_id,),
+        )
+
+    def open_activities(self, run_id: str) -> list[Row]:
+        return self._all(
+            "SELECT * FROM activities WHERE workflow_run_id = ? "
+            "AND status IN ('scheduled', 'started', 'retry_scheduled')", (run_id,),
+        )
+
+    def count_open_activities(self, run_id: str) -> int:
+        return self._one(
+            "SELECT count(*) AS n FROM activities WHERE workflow_run_id = ? "
+            "AND status IN ('scheduled', 'started', 'retry_scheduled')", (run_id,),
+        )["n"]
+
+    def next_ready_activity(self, queues: Sequence[str], now: str) -> Row | None:
+        """The oldest activity ready on these queues whose schedule deadlines still hold."""
+        best = None
+        for queue in queues:
+            row = self._one(
+                "SELECT * FROM activities WHERE queue = ? "
+                "AND status IN ('scheduled', 'retry_scheduled') AND available_at <= ? "
+                "AND (schedule_deadline_at IS NULL OR schedule_deadline_at > ?) "
+                "AND (schedule_to_close_deadline_at IS NULL OR schedule_to_close_deadline_at > ?) "
+                "ORDER BY available_at LIMIT 1", (queue, now, now, now),
+            )
+            if row is not None and (best is None or row["available_at"] < best["available_at"]):
+                best = row
+        return best
+
+    def next_activity_available_at(self, queues: Sequence[str]) -> str | None:
+        marks = ", ".join("?" for _ in queues)
+        return self._one(
+            f"SELECT min(available_at) AS at FROM activities WHERE queue IN ({marks}) "
+            "AND status IN ('scheduled', 'retry_scheduled')", tuple(queues),
+        )["at"]
+
+    def expired_activities(self, now: str, limit: int) -> list[Row]:
+        """Open activities past any of their four deadlines, found through the partial indexes."""
+        return self._all(
+            "SELECT * FROM activities WHERE activity_id IN ("
+            "SELECT activity_id FROM activities WHERE status IN ('scheduled', 'retry_scheduled')"
+            " AND schedule_deadline_at IS NOT NULL AND schedule_deadline_at <= ?1"
+            " UNION SELECT activity_id FROM activities WHERE status = 'started'"
+            " AND close_deadline_at IS NOT NULL AND close_deadline_at <= ?1"
+            " UNION SELECT activity_id FROM activities WHERE status = 'started'"
+            " AND heartbeat_deadline_at IS NOT NULL AND heartbeat_deadline_at <= ?1"
+            " UNION SELECT activity_id FROM activities"
+            " WHERE status IN ('scheduled', 'retry_scheduled', 'started')"
+            " AND schedule_to_close_deadline_at IS NOT NULL"
+            " AND schedule_to_close_deadline_at <= ?1) LIMIT ?2", (now, limit),
+        )
+
+    def activities_owned_by(self, worker_ids: Sequence[str]) -> list[Row]:
+        marks = ", ".join("?" for _ in worker_ids)
+        return self._all(
+            f"SELECT * FROM activities WHERE status = 'started' AND owner IN ({marks})",
+            tuple(worker_ids),
+        )
+
+    # timers
+
+    def insert_timer(self, row: Row) -> None:
+        self._insert("timers", row)
+
+    def update_timer(self, timer_id: str, *, expect_status: str | None = None,
+                     **fields: Any) -> bool:
+        where, params = ("", ()) if expect_status is None else (" AND status = ?",
+                                                                (expect_status,))
+        return self._update("timers", "timer_id", timer_id, fields, where, params) == 1
+
+    def step_timers(self, run_id: str, step_index: int) -> list[Row]:
+        return self._all(
+            "SELECT * FROM timers WHERE workflow_run_id = ? AND step_index = ? "
+            "AND superseded = 0", (run_id, step_index),
+        )
+
+    def run_timers(self, run_id: str) -> list[Row]:
+        return self._all(
+            "SELECT * FROM timers WHERE workflow_run_id = ? ORDER BY rowid", (run_id,)
+        )
+
+    def open_timers(self, run_id: str) -> list[Row]:
+        return self._all(
+            "SELECT * FROM timers WHERE workflow_run_id = ? AND status = 'scheduled'", (run_id,)
+        )
+
+    def due_timers(self, now: str, limit: int) -> list[Row]:
+        return self._all(
+            "SELECT * FROM timers WHERE status = 'scheduled' AND fire_at <= ? "
+            "ORDER BY fire_at LIMIT ?", (now, limit),
+        )
+
+    # signals
+
+    def insert_signal(self, row: Row) -> None:
+        self._insert("signals", row)
+
+    def first_pending_signal(self, instance_id: str, name: str) -> Row | None:
+        return self._one(
+            "SELECT * FROM signals WHERE workflow_instance_id = ? AND name = ? "
+            "AND consumed_at IS NULL ORDER BY signal_id LIMIT 1", (instance_id, name),
+        )
+
+    def count_pending_signals(self, instance_id: str) -> int:
+        return self._one(
+            "SELECT count(*) AS n FROM signals WHERE workflow_instance_id = ? "
+            "AND consumed_at IS NULL", (instance_id,),
+        )["n"]
+
+    def consume_signal(self, signal_id: int, run_id: str, step_index: int, now: str) -> None:
+        self.conn.execute(
+            "UPDATE signals SET consumed_run_id = ?, consumed_step_index = ?, consumed_at = ? "
+            "WHERE signal_id = ?", (run_id, step_index, now, signal_id),
+        )
+
+    def consumed_signal(self, run_id: str, step_index: int) -> Row | None:
+        return self._one(
+            "SELECT * FROM signals WHERE consumed_run_id = ? AND consumed_step_index = ? "
+            "ORDER BY signal_id DESC LIMIT 1", (run_id, step_index),
+        )
+
+    def release_signal(self, signal_id: int) -> None:
+        self.conn.execute(
+            "UPDATE signals SET consumed_run_id = NULL, consumed_step_index = NULL, "
+            "consumed_at = NULL WHERE signal_id = ?", (signal_id,),
+        )
+
+    # children
+
+    def insert_child(self, row: Row) -> None:
+        self._insert("children", row)
+
+    def child_link(self, child_instance_id: str) -> Row | None:
+        return self._one(
+            "SELECT * FROM children WHERE child_instance_id = ?", (child_instance_id,)
+        )
+
+    def step_children(self, run_id: str, step_index: int) -> list[Row]:
+        return self._all(
+            "SELECT c.*, i.status FROM children c JOIN instances i "
+            "ON i.workflow_instance_id = c.child_instance_id "
+            "WHERE c.parent_run_id = ? AND c.step_index = ? AND c.superseded = 0 "
+            "ORDER BY c.branch_index", (run_id, step_index),
+        )
+
+    def run_children(self, run_id: str) -> list[Row]:
+        return self._all(
+            "SELECT c.*, i.status, i.closed_at FROM children c JOIN instances i "
+            "ON i.workflow_instance_id = c.child_instance_id WHERE c.parent_run_id = ? "
+            "ORDER BY c.created_at, c.rowid", (run_id,),
+        )
+
+    def supersede_children(self, run_id: str, step_index: int) -> None:
+        self.conn.execute(
+            "UPDATE children SET superseded = 1 WHERE parent_run_id = ? AND step_index = ? "
+            "AND child_instance_id IN (SELECT workflow_instance_id FROM instances "
+            "WHERE status IN ('failed', 'timed_out', 'cancelled', 'terminated'))",
+            (run_id, step_index),
+        )
+
+    # failures
+
+    def insert_failure(self, row: Row) -> int:
+        return self._insert("failures", row)
+
+    def get_failure(self, failure_id: int) -> Row | None:
+        return self._one("SELECT * FROM failures WHERE failure_id = ?", (failure_id,))
+
+    def activity_failure(self, activity_id: str) -> Row | None:
+        return self._one(
+            "SELECT * FROM failures WHERE activity_id = ? ORDER BY failure_id DESC LIMIT 1",
+            (activity_id,),
+        )
+
+    # deadlines (must complete within)
+
+    def expired_deadlines(self, now: str, limit: int) -> list[Row]:
+        return self._all(
+            "SELECT * FROM runs WHERE status = 'running' AND deadline_at IS NOT NULL "
+            "AND deadline_claimed_at IS NULL AND deadline_at <= ? ORDER BY deadline_at LIMIT ?",
+            (now, limit),
+        )
+
+    def earliest_deadline(self) -> str | None:
+        return self._one(
+            "SELECT min(deadline_at) AS at FROM runs WHERE status = 'running' "
+            "AND deadline_at IS NOT NULL AND deadline_claimed_at IS NULL"
+        )["at"]
+
+    def claimed_deadlines(self) -> list[Row]:
+        return self._all(
+            "SELECT * FROM runs WHERE deadline_claimed_at IS NOT NULL AND closed_at IS NULL"
+        )
+
+    def claim_deadline(self, run_id: str, worker_id: str, now: str,
+                       previous_owner: str | None) -> bool:
+        cursor = self.conn.execute(
+            "UPDATE runs SET deadline_claimed_by = ?, deadline_claimed_at = ? "
+            "WHERE workflow_run_id = ? AND closed_at IS NULL AND deadline_claimed_by IS ?",
+            (worker_id, now, run_id, previous_owner),
+        )
+        return cursor.rowcount == 1
+
+    # workflow timeouts
+
+    def runs_past_deadline_without_task(self, now: str, limit: int) -> list[Row]:
+        return self._all(
+            "SELECT * FROM runs WHERE workflow_run_id IN ("
+            "SELECT workflow_run_id FROM runs WHERE closed_at IS NULL"
+            " AND execution_deadline_at IS NOT NULL AND execution_deadline_at <= ?1"
+            " UNION SELECT workflow_run_id FROM runs WHERE closed_at IS NULL"
+            " AND run_deadline_at IS NOT NULL AND run_deadline_at <= ?1) "
+            "AND NOT EXISTS (SELECT 1 FROM workflow_tasks t "
+            "WHERE t.workflow_run_id = runs.workflow_run_id "
+            "AND t.status IN ('scheduled', 'started')) LIMIT ?2", (now, limit),
+        )
+
+    def next_due(self) -> str | None:
+        """The earliest instant at which the watchdog has something to do."""
+        row = self._one(
+            "SELECT min(at) AS at FROM ("
+            "SELECT min(execution_deadline_at) AS at FROM runs WHERE closed_at IS NULL"
+            " AND execution_deadline_at IS NOT NULL"
+            " UNION ALL SELECT min(run_deadline_at) FROM runs WHERE closed_at IS NULL"
+            " AND run_deadline_at IS NOT NULL"
+            " UNION ALL SELECT min(timeout_at) FROM workflow_tasks WHERE status = 'started'"
+            " AND timeout_at IS NOT NULL"
+            " UNION ALL SELECT min(fire_at) FROM timers WHERE status = 'scheduled'"
+            " UNION ALL SELECT min(schedule_deadline_at) FROM activities"
+            " WHERE status IN ('scheduled', 'retry_scheduled') AND schedule_deadline_at IS NOT NULL"
+            " UNION ALL SELECT min(close_deadline_at) FROM activities WHERE status = 'started'"
+            " AND close_deadline_at IS NOT NULL"
+            " UNION ALL SELECT min(heartbeat_deadline_at) FROM activities WHERE status = 'started'"
+            " AND heartbeat_deadline_at IS NOT NULL"
+            " UNION ALL SELECT min(schedule_to_close_deadline_at) FROM activities"
+            " WHERE status IN ('scheduled', 'retry_scheduled', 'started')"
+            " AND schedule_to_close_deadline_at IS NOT NULL)"
+        )
+        return row["at"]
+
+    # workers
+
+    def register_worker(self, row: Row) -> None:
+        self._insert("workers", row)
+
+    def renew_worker(self, worker_id: str, now: str, lease_expires_at: str) -> bool:
+        cursor = self.conn.execute(
+            "UPDATE workers SET heartbeat_at = ?, lease_expires_at = ? "
+            "WHERE worker_id = ? AND stopped_at IS NULL", (now, lease_expires_at, worker_id),
+        )
+        return cursor.rowcount == 1
+
+    def stop_worker(self, worker_id: str, now: str) -> None:
+        self.conn.execute(
+            "UPDATE workers SET stopped_at = ? WHERE worker_id = ? AND stopped_at IS NULL",
+            (now, worker_id),
+        )
+
+    def live_workers(self) -> list[Row]:
+        return self._all("SELECT * FROM workers WHERE stopped_at IS NULL")
+
+    def get_worker(self, worker_id: str) -> Row | None:
+        return self._one("SELECT * FROM workers WHERE worker_id = ?", (worker_id,))

@@ -1,0 +1,148 @@
+"""Finds expired deadlines and lost workers, and hands each to the engine."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from wfctl import clock
+from wfctl.engine import Engine
+from wfctl.engine.activities import expired_timeout, lose_attempt, time_out_activity
+from wfctl.engine.core import schedule_workflow_task
+from wfctl.engine.decide import time_out_workflow_task
+from wfctl.store import Row
+
+BATCH = 500
+HOSTNAME = socket.gethostname()
+
+
+@dataclass
+class SweepReport:
+    """What one watchdog pass did, and when the next one has work."""
+
+    activities_timed_out: int = 0
+    workflow_tasks_timed_out: int = 0
+    timers_fired: int = 0
+    runs_woken: int = 0
+    workers_lost: list[str] = field(default_factory=list)
+    next_due: datetime | None = None
+
+    @property
+    def acted(self) -> bool:
+        return bool(self.activities_timed_out or self.workflow_tasks_timed_out
+                    or self.timers_fired or self.runs_woken or self.workers_lost)
+
+
+def process_started(pid: int) -> str | None:
+    """When the process started (Linux), so that a reused pid is not taken for the old one."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def worker_alive(worker: Row | None, at: str) -> bool:
+    """A worker is alive while its lease holds, and, on this host, while its process exists."""
+    if worker is None or worker["stopped_at"] is not None or worker["lease_expires_at"] <= at:
+        return False
+    if worker["hostname"] != HOSTNAME:
+        return True
+    try:
+        os.kill(worker["pid"], 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    started = process_started(worker["pid"])
+    return worker["pid_started"] is None or started is None or started == worker["pid_started"]
+
+
+def sweep(engine: Engine, now: datetime) -> SweepReport:
+    """One pass: lost workers, activity and workflow-task timeouts, timers, run deadlines."""
+    report = SweepReport()
+    at = clock.iso(now)
+    with engine.store.read() as tx:
+        lost = [w for w in tx.live_workers() if not worker_alive(w, at)]
+        due = tx.next_due()
+    if lost:
+        _lose_workers(engine, lost, now, report)
+    if due is not None and due <= at:
+        _expire(engine, now, report)
+    with engine.store.read() as tx:
+        report.next_due = clock.parse(tx.next_due())
+    return report
+
+
+def _lose_workers(engine: Engine, lost: list[Row], now: datetime, report: SweepReport) -> None:
+    with engine.transaction(now) as c:
+        ids = [w["worker_id"] for w in lost]
+        for worker_id in ids:
+            c.tx.stop_worker(worker_id, c.at)
+        for activity in c.tx.activities_owned_by(ids):
+            lose_attempt(c, activity, activity["owner"])
+        for task in c.tx.workflow_tasks_owned_by(ids):
+            run = c.tx.get_run(task["workflow_run_id"])
+            c.tx.update_workflow_task(task["task_id"], status="cancelled", closed_at=c.at)
+            schedule_workflow_task(c, run, "worker_lost")
+        report.workers_lost.extend(ids)
+
+
+def _expire(engine: Engine, now: datetime, report: SweepReport) -> None:
+    with engine.transaction(now) as c:
+        for activity in c.tx.expired_activities(c.at, BATCH):
+            kind = expired_timeout(activity, c.at)
+            if kind is not None:
+                time_out_activity(c, activity, kind)
+                report.activities_timed_out += 1
+        for task in c.tx.timed_out_workflow_tasks(c.at, BATCH):
+            time_out_workflow_task(c, task)
+            report.workflow_tasks_timed_out += 1
+        for timer in c.tx.due_timers(c.at, BATCH):
+            if c.tx.update_timer(timer["timer_id"], expect_status="scheduled", status="fired",
+                                 closed_at=c.at):
+                run = c.tx.get_run(timer["workflow_run_id"])
+                c.event(run, "TimerFired", timer_id=timer["timer_id"], step=timer["step"],
+                        kind=timer["kind"], fire_at=timer["fire_at"],
+                        scheduled_event_id=timer["scheduled_event_id"])
+                schedule_workflow_task(c, run, "timer_fired")
+                report.timers_fired += 1
+        for run in c.tx.runs_past_deadline_without_task(c.at, BATCH):
+            schedule_workflow_task(c, run, "deadline_expired")
+            report.runs_woken += 1
+
+
+HandlerRunner = Callable[[str, dict[str, Any]], object]
+
+
+def sweep_deadlines(engine: Engine, worker_id: str, now: datetime, run_handler: HandlerRunner,
+                    *, later: Callable[[], datetime] | None = None) -> list[dict[str, Any]]:
+    """One deadline check: claim each expiry, run its on_deadline handler, record the failure.
+
+    `later` reads the time after a handler ran (the worker passes the clock; tests leave it).
+    A handler's exception is recorded on WorkflowDeadlineExceeded, never dropped.
+    """
+    failed = []
+    claims = engine.claim_expired_deadlines(worker_id, now, worker_alive)
+    for claim in claims:
+        handler_error = None
+        if claim.on_deadline:
+            try:
+                run_handler(claim.on_deadline, claim.state)
+            except Exception as exc:
+                handler_error = {"exception_class": type(exc).__name__, "message": str(exc)}
+        recorded_at = later() if later else now
+        if engine.record_deadline_exceeded(claim, handler_error, recorded_at):
+            failed.append({
+                "workflow_instance_id": claim.workflow_instance_id,
+                "workflow_run_id": claim.workflow_run_id,
+                "deadline_at": claim.deadline_at,
+                "on_deadline": claim.on_deadline,
+                "handler_error": handler_error,
+                "reclaimed": claim.reclaimed,
+            })
+    return failed

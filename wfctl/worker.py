@@ -1,0 +1,372 @@
+"""The worker: claim, run handlers, heartbeat, keep watch on time, stop cleanly on signals."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from types import FrameType
+from typing import Any
+
+from wfctl import clock, handlers, log, systemd
+from wfctl.context import _NOTHING, ActivityContext, HeartbeatBuffer
+from wfctl.engine import Engine
+from wfctl.engine.activities import ActivityTask
+from wfctl.errors import ActivityCancelled
+from wfctl.watchdog import HOSTNAME, process_started, sweep, sweep_deadlines
+
+ONCE_NOTICE = (
+    "deadline checks skipped in --once mode; run 'wfctl deadlines check' or a long-running worker"
+)
+# How often the watchdog and the deadline loop look again when nothing is due sooner.
+WATCH_TICK = 0.25
+HOUSEKEEPING_TICK = 0.1
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    queues: tuple[str, ...] = ("default",)
+    concurrency: int = 4
+    poll_interval: float = 0.1
+    deadline_interval: float = 60.0
+    max_tasks: int | None = None
+    worker_lease: float = 30.0
+    grace: float = 30.0
+
+
+class Worker:
+    """One `wfctl work` process: handler slots plus watchdog, deadline and housekeeping loops."""
+
+    def __init__(self, engine: Engine, options: WorkerOptions | None = None) -> None:
+        self.engine = engine
+        self.options = options or WorkerOptions()
+        self.worker_id = f"{HOSTNAME}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self._stop = threading.Event()
+        self._force = threading.Event()
+        self._wake = threading.Condition()
+        self._wake_generation = 0
+        self._busy = 0
+        self._finished = 0
+        self._tasks_done = 0
+        self._lock = threading.Lock()
+        self._running: dict[tuple[str, int], tuple[ActivityTask, HeartbeatBuffer]] = {}
+        self._once = False
+        self._registered = False
+        engine.add_waker(self.wake)
+
+    # lifecycle
+
+    def register(self, now: datetime, kind: str = "worker") -> None:
+        with self.engine.store.write() as tx:
+            tx.register_worker({
+                "worker_id": self.worker_id,
+                "kind": kind,
+                "hostname": HOSTNAME,
+                "pid": os.getpid(),
+                "pid_started": process_started(os.getpid()),
+                "queues": ",".join(self.options.queues),
+                "started_at": clock.iso(now),
+                "heartbeat_at": clock.iso(now),
+                "lease_expires_at": clock.iso(now + timedelta(seconds=self.options.worker_lease)),
+            })
+        self._registered = True
+
+    def renew(self, now: datetime) -> None:
+        with self.engine.store.write() as tx:
+            tx.renew_worker(self.worker_id, clock.iso(now),
+                            clock.iso(now + timedelta(seconds=self.options.worker_lease)))
+
+    def unregister(self, now: datetime) -> None:
+        if self._registered:
+            with self.engine.store.write() as tx:
+                tx.stop_worker(self.worker_id, clock.iso(now))
+            self._registered = False
+
+    def wake(self) -> None:
+        with self._wake:
+            self._wake_generation += 1
+            self._wake.notify_all()
+
+    def request_stop(self) -> None:
+        """First signal: claim nothing new, let running handlers finish."""
+        self._stop.set()
+        self.wake()
+
+    def request_force_stop(self) -> None:
+        """Second signal: stop now."""
+        self._force.set()
+        self._stop.set()
+        self.wake()
+
+    # one unit of work
+
+    def step(self, now: datetime, *, fixed: bool = False) -> bool:
+        """Claim and run one task, a workflow task first; False when nothing was ready.
+
+        With `fixed`, everything happens at `now` (tests); otherwise results are reported at
+        the time they arrive.
+        """
+        if self._peek_workflow_task(now):
+            task = self.engine.claim_workflow_task(self.worker_id, now)
+            if task is not None:
+                self.engine.complete_workflow_task(task, now if fixed else clock.now())
+                return True
+        if self._stop.is_set() or not self._peek_activity(now):
+            return False
+        activity = self.engine.claim_activity(self.worker_id, self.options.queues, now)
+        if activity is None:
+            return False
+        self._run_activity(activity, now if fixed else None)
+        return True
+
+    def run_once(self, now: datetime) -> bool:
+        """One pass at a fixed instant: enforce timeouts, then run every ready task."""
+        did = sweep(self.engine, now).acted
+        while self.step(now, fixed=True):
+            did = True
+        return did
+
+    def _peek_workflow_task(self, now: datetime) -> bool:
+        with self.engine.store.read() as tx:
+            return tx.next_ready_workflow_task(clock.iso(now)) is not None
+
+    def _peek_activity(self, now: datetime) -> bool:
+        with self.engine.store.read() as tx:
+            return tx.next_ready_activity(self.options.queues, clock.iso(now)) is not None
+
+    def _run_activity(self, task: ActivityTask, fixed: datetime | None) -> None:
+        def write(details: Any) -> bool:
+            return self.engine.record_heartbeat(task, details, fixed or clock.now())
+
+        buffer = HeartbeatBuffer(write, task.heartbeat_timeout)
+        ctx = ActivityContext(
+            workflow_id=task.workflow_instance_id, run_id=task.workflow_run_id,
+            activity_id=task.activity_id, step=task.step, attempt=task.attempt,
+            max_attempts=task.max_attempts, last_heartbeat_details=task.last_heartbeat_details,
+            schedule_to_close_deadline_at=task.schedule_to_close_deadline_at,
+            close_deadline_at=task.close_deadline_at,
+            heartbeat_deadline_at=task.heartbeat_deadline_at,
+            heartbeat_timeout=task.heartbeat_timeout, heartbeats=buffer,
+        )
+
+        def moved() -> None:
+            ctx.heartbeat_deadline_at = clock.after(clock.now(), task.heartbeat_timeout)
+
+        buffer.on_write = moved
+        key = (task.activity_id, task.attempt)
+        with self._lock:
+            self._running[key] = (task, buffer)
+        try:
+            self._execute(task, ctx, buffer, fixed)
+        finally:
+            with self._lock:
+                self._running.pop(key, None)
+                self._tasks_done += 1
+                limit = self.options.max_tasks
+                if limit is not None and self._tasks_done >= limit:
+                    self._stop.set()
+
+    def _execute(self, task: ActivityTask, ctx: ActivityContext, buffer: HeartbeatBuffer,
+                 fixed: datetime | None) -> None:
+        try:
+            result = handlers.call(task.handler, task.state, ctx)
+        except ActivityCancelled:
+            self._discarded(task, "the attempt was cancelled or timed out")
+            return
+        except Exception as exc:
+            pending = buffer.take_pending()
+            details = {} if pending is _NOTHING else {"heartbeat_details": pending}
+            rejected = self.engine.fail_activity(
+                task, type(exc).__name__, str(exc) or type(exc).__name__, fixed or clock.now(),
+                exception_classes=[cls.__name__ for cls in type(exc).__mro__], **details,
+            )
+        else:
+            pending = buffer.take_pending()
+            details = {} if pending is _NOTHING else {"heartbeat_details": pending}
+            rejected = self.engine.complete_activity(task, result, fixed or clock.now(),
+                                                     **details)
+        if rejected:
+            self._discarded(task, rejected)
+
+    def _discarded(self, task: ActivityTask, reason: str) -> None:
+        log.event("activity_result_discarded", logging.WARNING,
+                  instance=task.workflow_instance_id, step=task.step, attempt=task.attempt,
+                  reason=reason)
+
+    # the long-running worker
+
+    def run(self, *, once: bool = False) -> int:
+        """Run until stopped (or, with `once`, until nothing is ready); returns the exit code."""
+        self._once = once
+        self.register(clock.now())
+        log.event("worker_started", worker_id=self.worker_id, queues=",".join(self.options.queues),
+                  concurrency=self.options.concurrency, mode="once" if once else "long-running")
+        threads = [threading.Thread(target=self._housekeeping_loop, name="housekeeping",
+                                    daemon=True)]
+        if once:
+            log.event("deadline_checks_skipped", logging.WARNING, message=ONCE_NOTICE)
+            sweep(self.engine, clock.now())
+        else:
+            threads.append(threading.Thread(target=self._watchdog_loop, name="watchdog",
+                                            daemon=True))
+            threads.append(threading.Thread(target=self._deadline_loop, name="deadlines",
+                                            daemon=True))
+        slots = [threading.Thread(target=self._slot_loop, name=f"slot-{n}", daemon=True)
+                 for n in range(self.options.concurrency)]
+        for thread in threads + slots:
+            thread.start()
+        if not once:
+            systemd.notify("READY=1")
+        code = self._supervise(slots)
+        systemd.notify("STOPPING=1")
+        self._stop.set()
+        self.wake()
+        self._release_running()
+        self.unregister(clock.now())
+        log.event("worker_stopped", worker_id=self.worker_id, tasks=self._tasks_done)
+        return code
+
+    def _supervise(self, slots: Sequence[threading.Thread]) -> int:
+        """Watch for commits by other processes, and drain on the first stop request."""
+        store = self.engine.store
+        version = store.data_version()
+        while not self._stop.is_set():
+            if not any(thread.is_alive() for thread in slots):
+                return 0
+            self._stop.wait(self.options.poll_interval)
+            current = store.data_version()
+            if current != version:
+                version = current
+                self.wake()
+        if self._force.is_set():
+            return 1
+        log.event("worker_draining", worker_id=self.worker_id, running=len(self._running),
+                  grace_seconds=self.options.grace)
+        deadline = clock.now() + timedelta(seconds=self.options.grace)
+        while any(thread.is_alive() for thread in slots) and not self._force.is_set():
+            if clock.now() >= deadline:
+                break
+            self._force.wait(0.05)
+        return 1 if self._force.is_set() else 0
+
+    def _release_running(self) -> None:
+        with self._lock:
+            running = list(self._running.values())
+        for task, buffer in running:
+            buffer.cancelled = True
+            self.engine.release_activity(task, clock.now(), "worker_shutdown")
+
+    def _slot_loop(self) -> None:
+        while not self._stop.is_set():
+            with self._wake:
+                generation = self._wake_generation
+                finished = self._finished
+                self._busy += 1
+            did = False
+            try:
+                did = self.step(clock.now())
+            finally:
+                with self._wake:
+                    self._busy -= 1
+                    if did:
+                        self._finished += 1
+                        self._wake.notify_all()
+            if did:
+                continue
+            with self._wake:
+                if self._once:
+                    # Done when nothing is ready, no other slot is mid-task, and none finished
+                    # a task since this slot looked (a finish can make new work ready).
+                    if self._busy == 0 and self._finished == finished:
+                        self._stop.set()
+                        self._wake.notify_all()
+                        return
+                    self._wake.wait(0.05)
+                elif generation == self._wake_generation:
+                    self._wake.wait(self._idle_wait())
+
+    def _idle_wait(self) -> float:
+        with self.engine.store.read() as tx:
+            next_at = clock.parse(tx.next_activity_available_at(self.options.queues))
+        if next_at is None:
+            return 1.0
+        return max(0.0, min(1.0, (next_at - clock.now()).total_seconds()))
+
+    def _watchdog_loop(self) -> None:
+        while not self._stop.is_set():
+            now = clock.now()
+            try:
+                report = sweep(self.engine, now)
+                if report.acted:
+                    self.engine.process_workflow_tasks(self.worker_id, clock.now())
+                wait = WATCH_TICK
+                if report.next_due is not None:
+                    wait = min(wait, max(0.0, (report.next_due - clock.now()).total_seconds()))
+            except Exception:
+                log.LOGGER.exception("watchdog pass failed; retrying")
+                wait = 1.0
+            self._stop.wait(wait)
+
+    def _deadline_loop(self) -> None:
+        next_sweep = clock.now()
+        while not self._stop.is_set():
+            now = clock.now()
+            try:
+                earliest = self.engine.earliest_deadline()
+                if now >= next_sweep or (earliest is not None and earliest <= now):
+                    sweep_deadlines(self.engine, self.worker_id, now, self._call_on_deadline,
+                                    later=clock.now)
+                    next_sweep = now + timedelta(seconds=self.options.deadline_interval)
+                    earliest = self.engine.earliest_deadline()
+                wake_at = min(next_sweep, earliest) if earliest is not None else next_sweep
+                wait = min(WATCH_TICK, max(0.0, (wake_at - clock.now()).total_seconds()))
+            except Exception:
+                log.LOGGER.exception("deadline check failed; retrying")
+                wait = 1.0
+            self._stop.wait(wait)
+
+    @staticmethod
+    def _call_on_deadline(spec: str, state: dict[str, Any]) -> object:
+        return handlers.call(spec, state)
+
+    def _housekeeping_loop(self) -> None:
+        renew_every = min(5.0, self.options.worker_lease / 3)
+        ping_every = systemd.watchdog_interval()
+        last_renew = last_ping = clock.now()
+        while not self._force.is_set() and self._registered:
+            now = clock.now()
+            try:
+                with self._lock:
+                    buffers = [buffer for _, buffer in self._running.values()]
+                for buffer in buffers:
+                    buffer.flush_if_due()
+                if (now - last_renew).total_seconds() >= renew_every:
+                    self.renew(now)
+                    last_renew = now
+                if ping_every is not None and (now - last_ping).total_seconds() >= ping_every:
+                    systemd.notify(f"WATCHDOG=1\nSTATUS=running {len(buffers)} handlers, "
+                                   f"{self._tasks_done} tasks done")
+                    last_ping = now
+            except Exception:
+                log.LOGGER.exception("housekeeping pass failed; retrying")
+            self._force.wait(HOUSEKEEPING_TICK)
+
+
+def install_signal_handlers(worker: Worker) -> None:
+    """The first SIGTERM/SIGINT drains, a second stops at once; handlers only set flags."""
+    received = {"count": 0}
+
+    def handle(signum: int, frame: FrameType | None) -> None:
+        received["count"] += 1
+        if received["count"] == 1:
+            worker.request_stop()
+        else:
+            worker.request_force_stop()
+
+    signal.signal(signal.SIGTERM, handle)
+    signal.signal(signal.SIGINT, handle)
