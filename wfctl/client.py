@@ -10,6 +10,7 @@ from typing import Any
 from wfctl import clock, definitions, durations, handlers
 from wfctl.definitions import Definitions
 from wfctl.engine import Engine
+from wfctl.engine.start import validate_start
 from wfctl.errors import InvalidInput
 from wfctl.store import Store
 from wfctl.watchdog import sweep_deadlines
@@ -81,8 +82,10 @@ class Client:
                                 ("run_timeout", run_timeout), ("deadline", deadline))
             if value is not _UNSET
         }
-        return self.engine.start(self.definitions(), workflow_type, workflow_id, input,
-                                 self._now(), overrides=overrides, on_duplicate=on_duplicate)
+        definitions = self.definitions()
+        validate_start(definitions, workflow_type, workflow_id, input, on_duplicate)
+        return self.engine.start(definitions, workflow_type, workflow_id, input, self._now(),
+                                 overrides=overrides, on_duplicate=on_duplicate)
 
     def describe(self, workflow_id: str, run: int | None = None) -> dict[str, Any]:
         """The `describe --json` document; raises NotFound for an unknown id."""

@@ -245,6 +245,8 @@ class Worker:
                 self.wake()
         if self._force.is_set():
             return 1
+        if self._once:
+            return 0
         log.event("worker_draining", worker_id=self.worker_id, running=len(self._running),
                   grace_seconds=self.options.grace)
         deadline = clock.now() + timedelta(seconds=self.options.grace)

@@ -20,25 +20,30 @@ INSTANCE_ID = re.compile(r"^[^\s\x00-\x1f]{1,200}$")
 OVERRIDABLE = ("execution_timeout", "run_timeout", "deadline")
 
 
+def validate_start(definitions: Definitions, workflow_type: str, instance_id: str | None,
+                   input: dict[str, Any] | None, on_duplicate: str) -> dict[str, Any]:
+    """Every check a start makes before anything is written; returns the input state."""
+    if definitions.get(workflow_type) is None:
+        known = ", ".join(sorted(definitions.types))
+        raise InvalidInput(f"unknown workflow type {workflow_type!r} (defined: {known})")
+    if instance_id is not None and not INSTANCE_ID.match(instance_id):
+        raise InvalidInput(f"invalid instance id {instance_id!r}: 1 to 200 characters, no spaces")
+    if on_duplicate not in ("reject", "return-existing"):
+        raise InvalidInput(f"on_duplicate must be reject or return-existing (got {on_duplicate!r})")
+    state = {} if input is None else input
+    if not isinstance(state, dict):
+        raise InvalidInput(f"input must be a JSON object (got {type(state).__name__})")
+    check_payload(definitions.limits, state)
+    return state
+
+
 def start(engine: Engine, definitions: Definitions, workflow_type: str,
           instance_id: str | None, input: dict[str, Any] | None, now: datetime, *,
           overrides: dict[str, float | None] | None = None,
           on_duplicate: str = "reject") -> dict[str, Any]:
     """Start an instance; `overrides` holds only the timeouts given at start (None = NONE)."""
-    wf = definitions.get(workflow_type)
-    if wf is None:
-        known = ", ".join(sorted(definitions.types))
-        raise InvalidInput(f"unknown workflow type {workflow_type!r} (defined: {known})")
-    if instance_id is not None and not INSTANCE_ID.match(instance_id):
-        raise InvalidInput(
-            f"invalid instance id {instance_id!r}: 1 to 200 characters, no spaces"
-        )
-    if on_duplicate not in ("reject", "return-existing"):
-        raise InvalidInput(f"--on-duplicate must be reject or return-existing (got {on_duplicate!r})")
-    state = {} if input is None else input
-    if not isinstance(state, dict):
-        raise InvalidInput(f"input must be a JSON object (got {type(state).__name__})")
-    check_payload(definitions.limits, state)
+    state = validate_start(definitions, workflow_type, instance_id, input, on_duplicate)
+    wf = definitions.types[workflow_type]
     instance_id = instance_id or f"{workflow_type}-{uuid.uuid4().hex[:12]}"
     with engine.transaction(now) as c:
         existing = c.tx.get_instance(instance_id)

@@ -1,0 +1,529 @@
+"""The command line: parse, call the Client, render. No workflow logic lives here."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, NoReturn
+
+import typer
+import yaml
+from dateutil import parser as date_parser
+
+from wfctl import __version__, clock, durations, handlers, log, render, systemd
+from wfctl.client import Client
+from wfctl.errors import NotFound, WfctlError
+from wfctl.worker import WorkerOptions, install_signal_handlers
+
+app = typer.Typer(
+    help="Durable workflows declared in YAML, on one SQLite file.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+    rich_markup_mode=None,
+)
+deadlines_app = typer.Typer(help="Deadline (must complete within) checks.", no_args_is_help=True)
+app.add_typer(deadlines_app, name="deadlines")
+
+STATUSES = ("running", "waiting", "paused", "completed", "failed", "timed_out", "cancelled",
+            "terminated")
+EXAMPLES = Path(__file__).parent / "examples"
+
+
+def _client(ctx: typer.Context) -> Client:
+    return ctx.obj
+
+
+def _fail(message: str) -> NoReturn:
+    sys.stderr.write(f"Error: {message}\n")
+    raise typer.Exit(1)
+
+
+def _print_json(document: Any) -> None:
+    sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+
+
+def _duration(option: str, value: str | None, *, allow_none: bool = True) -> float | None:
+    if value is None:
+        return None
+    try:
+        seconds = durations.parse_timeout(yaml.safe_load(value) if value.strip().startswith("{")
+                                          else value)
+    except (durations.DurationError, yaml.YAMLError) as exc:
+        _fail(f"{option}: {exc}")
+    if seconds is None and not allow_none:
+        _fail(f"{option}: expected a duration, not NONE")
+    return seconds
+
+
+def _interval(option: str, value: str, minimum: float = 0.001) -> float:
+    try:
+        return durations.parse_interval(value, minimum=minimum)
+    except durations.DurationError as exc:
+        _fail(f"{option}: {exc}")
+
+
+def _json_object(option: str, text: str | None) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        _fail(f"{option}: invalid JSON: {exc.msg} (line {exc.lineno} column {exc.colno})")
+    if not isinstance(value, dict):
+        _fail(f"{option}: expected a JSON object (got {type(value).__name__})")
+    return value
+
+
+def _version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"wfctl {__version__}\n")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    ctx: typer.Context,
+    db: str = typer.Option("wfctl.db", "--db", envvar="WFCTL_DB",
+                           help="The SQLite database file (created on first use)."),
+    workflows: str = typer.Option("workflows.yaml", "--workflows", "-w",
+                                  envvar="WFCTL_WORKFLOWS", help="The definitions file."),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    ctx.obj = Client(db, workflows)
+    ctx.call_on_close(ctx.obj.close)
+
+
+@app.command()
+def validate(ctx: typer.Context,
+             as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Check the definitions: a table of types with their timeouts and deadlines; warnings."""
+    definitions = _client(ctx).definitions()
+    problems = [f"{definitions.path}:{line}: {path}: {why}"
+                for spec, path, line in definitions.handlers()
+                if (why := handlers.check(spec)) is not None]
+    if as_json:
+        _print_json({
+            "valid": not problems,
+            "workflow_types": {
+                wf.name: {
+                    "steps": [s.name for s in wf.steps],
+                    "execution_timeout_seconds": durations.whole_seconds(wf.execution_timeout),
+                    "run_timeout_seconds": durations.whole_seconds(wf.run_timeout),
+                    "deadline_seconds": durations.whole_seconds(wf.deadline),
+                    "on_deadline": wf.on_deadline,
+                    "workflow_task_timeout_seconds":
+                        durations.whole_seconds(wf.workflow_task_timeout),
+                    "child_policy": wf.child_policy,
+                }
+                for wf in definitions.types.values()
+            },
+            "warnings": list(definitions.warnings),
+            "errors": problems,
+        })
+    else:
+        render.definitions(render.console(), definitions)
+        err = render.console(stderr=True)
+        for warning in definitions.warnings:
+            err.print(f"Warning: {warning}", style="yellow", markup=False)
+    if problems:
+        _fail(problems[0] if len(problems) == 1 else
+              f"{len(problems)} handlers cannot be imported; first: {problems[0]}")
+
+
+@app.command()
+def start(
+    ctx: typer.Context,
+    workflow_type: str = typer.Argument(..., metavar="TYPE", help="A workflow type.",
+                                        autocompletion=lambda: _complete_types()),
+    instance_id: str | None = typer.Argument(None, metavar="[ID]",
+                                             help="Instance id (generated when omitted)."),
+    input_json: str | None = typer.Option(None, "--input", help="Input state, a JSON object."),
+    input_file: Path | None = typer.Option(None, "--input-file",
+                                           help="Read the input JSON from a file ('-' = stdin)."),
+    execution_timeout: str | None = typer.Option(None, "--execution-timeout",
+                                                 help="All runs together, e.g. 2h or NONE."),
+    run_timeout: str | None = typer.Option(None, "--run-timeout", help="Each run, e.g. 30m."),
+    deadline: str | None = typer.Option(None, "--deadline",
+                                        help="Must complete within, e.g. 24h or P1D."),
+    on_duplicate: str = typer.Option("reject", "--on-duplicate",
+                                     help="reject | return-existing"),
+    wait: bool = typer.Option(False, "--wait", help="Follow it live; exit 0 only if it completed."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Start an instance of a workflow type; prints its ids and deadlines."""
+    if input_json is not None and input_file is not None:
+        _fail("--input and --input-file exclude each other")
+    if input_file is not None:
+        try:
+            text = sys.stdin.read() if str(input_file) == "-" else input_file.read_text()
+        except OSError as exc:
+            _fail(f"--input-file: cannot read {input_file}: {exc.strerror}")
+        data = _json_object("--input-file", text)
+    else:
+        data = _json_object("--input", input_json)
+    if on_duplicate not in ("reject", "return-existing"):
+        _fail(f"--on-duplicate: expected reject or return-existing (got {on_duplicate!r})")
+    overrides = {}
+    for name, option, value in (("execution_timeout", "--execution-timeout", execution_timeout),
+                                ("run_timeout", "--run-timeout", run_timeout),
+                                ("deadline", "--deadline", deadline)):
+        if value is not None:
+            overrides[name] = _duration(option, value)
+    client = _client(ctx)
+    result = client.start(workflow_type, instance_id, input=data, on_duplicate=on_duplicate,
+                          **overrides)
+    if wait and result["outcome"] != "rejected_duplicate":
+        _follow_until_closed(client, result, as_json)
+        return
+    if as_json:
+        _print_json(result)
+    else:
+        render.started(render.console(), result, clock.now())
+    if result["outcome"] == "rejected_duplicate":
+        _fail(f"instance {result['workflow_instance_id']} is already open; pass "
+              "--on-duplicate return-existing to get it, or choose another id")
+
+
+def _follow_until_closed(client: Client, result: dict[str, Any], as_json: bool) -> None:
+    from wfctl.live import follow_start
+
+    final = follow_start(client, result["workflow_instance_id"], quiet=as_json)
+    if as_json:
+        _print_json(final)
+    if final["status"] != "completed":
+        raise typer.Exit(1)
+
+
+@app.command()
+def work(
+    ctx: typer.Context,
+    queue: list[str] = typer.Option(["default"], "--queue", "-q",
+                                    help="Serve this queue (repeatable)."),
+    concurrency: int = typer.Option(4, "--concurrency", "-c", min=1,
+                                    help="Handlers run at once."),
+    once: bool = typer.Option(False, "--once",
+                              help="One pass over every ready task, then exit (no deadline check)."),
+    deadline_interval: str = typer.Option("60s", "--deadline-interval",
+                                          help="Longest gap between deadline checks."),
+    poll_interval: str = typer.Option("100ms", "--poll-interval",
+                                      help="How often an idle worker looks for new work."),
+    max_tasks: int | None = typer.Option(None, "--max-tasks", min=1,
+                                         help="Stop after this many activity tasks."),
+    worker_lease: str = typer.Option("30s", "--worker-lease",
+                                     help="Liveness lease; a lapsed worker's attempts are retried."),
+    grace: str = typer.Option("30s", "--grace",
+                              help="How long the first SIGTERM lets running handlers finish."),
+    log_format: str = typer.Option("text", "--log-format", help="text | json"),
+    log_level: str = typer.Option("info", "--log-level", help="debug | info | warning | error"),
+) -> None:
+    """Run handlers until SIGTERM/SIGINT (the first drains, a second stops at once)."""
+    if log_format not in ("text", "json"):
+        _fail(f"--log-format: expected text or json (got {log_format!r})")
+    if log_level.lower() not in ("debug", "info", "warning", "error"):
+        _fail(f"--log-level: expected debug, info, warning or error (got {log_level!r})")
+    options = WorkerOptions(
+        queues=tuple(dict.fromkeys(queue)),
+        concurrency=concurrency,
+        poll_interval=_interval("--poll-interval", poll_interval),
+        deadline_interval=_interval("--deadline-interval", deadline_interval, minimum=1),
+        max_tasks=max_tasks,
+        worker_lease=_interval("--worker-lease", worker_lease, minimum=1),
+        grace=_interval("--grace", grace, minimum=0),
+    )
+    log.configure(log_level, log_format)
+    client = _client(ctx)
+    if Path(client.workflows_path).exists():
+        client.definitions()
+    else:
+        log.event("definitions_not_found", 30, path=client.workflows_path,
+                  message="handler modules are imported from the current folder")
+    worker = client.worker(options)
+    worker.engine.add_listener(log.history_events)
+    install_signal_handlers(worker)
+    raise typer.Exit(worker.run(once=once))
+
+
+@app.command("list")
+def list_command(
+    ctx: typer.Context,
+    status: str | None = typer.Option(None, "--status", help="Only this status."),
+    workflow_type: str | None = typer.Option(None, "--type", help="Only this workflow type."),
+    since: str | None = typer.Option(None, "--since",
+                                     help="Created at or after (any date python-dateutil reads)."),
+    limit: int = typer.Option(50, "--limit", min=1, help="At most this many."),
+    watch: bool = typer.Option(False, "--watch", help="Refresh until interrupted."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Instances, newest first, with the nearest deadline of each."""
+    if status is not None and status not in STATUSES:
+        _fail(f"--status: expected one of {', '.join(STATUSES)} (got {status!r})")
+    since_at = None
+    if since is not None:
+        try:
+            since_at = date_parser.parse(since)
+        except (ValueError, OverflowError):
+            _fail(f"--since: cannot read {since!r} as a date")
+        if since_at.tzinfo is None:
+            since_at = since_at.astimezone()
+    client = _client(ctx)
+
+    def rows() -> list[dict[str, Any]]:
+        if not Path(client.db_path).exists():
+            return []
+        return client.list(status=status, workflow_type=workflow_type, since=since_at,
+                           limit=limit)
+
+    if as_json:
+        _print_json(rows())
+    elif watch:
+        from wfctl.live import watch_list
+
+        watch_list(rows)
+    else:
+        render.instances(render.console(), rows(), clock.now())
+
+
+def _require_db(client: Client, instance_id: str) -> None:
+    if not Path(client.db_path).exists():
+        raise NotFound(f"no instance {instance_id!r} (no database at {client.db_path})")
+
+
+@app.command()
+def describe(
+    ctx: typer.Context,
+    instance_id: str = typer.Argument(..., metavar="ID", autocompletion=lambda: _complete_ids()),
+    run: int | None = typer.Option(None, "--run", min=1, help="Show this run."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Everything about one instance: status, every deadline, activities, timers, children."""
+    client = _client(ctx)
+    try:
+        _require_db(client, instance_id)
+        doc = client.describe(instance_id, run)
+    except NotFound as exc:
+        if as_json:
+            _print_json({"found": False, "reason": "instance_not_found"
+                         if "no instance" in str(exc) else "run_not_found"})
+        _fail(str(exc))
+    if as_json:
+        _print_json(doc)
+    else:
+        render.describe(render.console(), doc, clock.now())
+
+
+@app.command()
+def history(
+    ctx: typer.Context,
+    instance_id: str = typer.Argument(..., metavar="ID", autocompletion=lambda: _complete_ids()),
+    run: int | None = typer.Option(None, "--run", min=1, help="Only this run."),
+    all_runs: bool = typer.Option(False, "--all-runs", help="Every run, with its number."),
+    follow: bool = typer.Option(False, "--follow", "-f",
+                                help="Keep printing new events until the workflow closes."),
+    event_type: list[str] = typer.Option([], "--event-type", help="Only these event types."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """The append-only event history: seq, time, event, details."""
+    if run is not None and all_runs:
+        _fail("--run and --all-runs exclude each other")
+    client = _client(ctx)
+    _require_db(client, instance_id)
+    events = client.history(instance_id, run=run, all_runs=all_runs,
+                            event_types=tuple(event_type))
+    if as_json:
+        _print_json(events)
+        return
+    out = render.console()
+    start_at = _start_at(client, instance_id)
+    render.history(out, events, start_at=start_at, show_run=all_runs)
+    if follow:
+        from wfctl.live import follow_history
+
+        follow_history(client, instance_id, out, after_seq=events[-1]["seq"] if events else 0,
+                       start_at=start_at, all_runs=all_runs or run is None,
+                       event_types=tuple(event_type))
+
+
+def _start_at(client: Client, instance_id: str) -> str | None:
+    return client.describe(instance_id)["created_at"]
+
+
+@app.command()
+def retry(
+    ctx: typer.Context,
+    instance_id: str = typer.Argument(..., metavar="ID", autocompletion=lambda: _complete_ids()),
+    extend_deadline: str | None = typer.Option(None, "--extend-deadline",
+                                               help="New deadline: now + this duration."),
+    clear_deadline: bool = typer.Option(False, "--clear-deadline", help="Remove the deadline."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Run a failed or timed_out instance again from the failed step (the deadline is kept)."""
+    extend = _duration("--extend-deadline", extend_deadline, allow_none=False)
+    client = _client(ctx)
+    _require_db(client, instance_id)
+    result = client.retry(instance_id, extend_deadline=extend, clear_deadline=clear_deadline)
+    if as_json:
+        _print_json(result)
+    else:
+        step = f" from step {result['step']}" if result["step"] else ""
+        sys.stdout.write(f"Retrying {instance_id}{step}; deadline "
+                         f"{result['deadline_change']}: {result['deadline_at'] or 'none'}\n")
+    for warning in result["warnings"]:
+        sys.stderr.write(f"Warning: {warning}\n")
+
+
+@app.command()
+def signal(
+    ctx: typer.Context,
+    instance_id: str = typer.Argument(..., metavar="ID", autocompletion=lambda: _complete_ids()),
+    name: str = typer.Argument(..., metavar="NAME"),
+    data: str | None = typer.Option(None, "--data", help="A JSON object merged into the state."),
+) -> None:
+    """Deliver a signal (buffered until a wait_for_signal step takes it)."""
+    payload = _json_object("--data", data)
+    client = _client(ctx)
+    _require_db(client, instance_id)
+    result = client.signal(instance_id, name, payload)
+    state = "buffered" if result["buffered"] else "delivered"
+    sys.stdout.write(f"Signal {name} {state} to {instance_id}\n")
+
+
+def _control(action: str) -> Any:
+    def command(
+        ctx: typer.Context,
+        instance_id: str = typer.Argument(..., metavar="ID",
+                                          autocompletion=lambda: _complete_ids()),
+    ) -> None:
+        client = _client(ctx)
+        _require_db(client, instance_id)
+        result = getattr(client, action)(instance_id)
+        sys.stdout.write(f"{instance_id}: {result['status']}\n")
+
+    return command
+
+
+def _closing(action: str) -> Any:
+    def command(
+        ctx: typer.Context,
+        instance_id: str = typer.Argument(..., metavar="ID",
+                                          autocompletion=lambda: _complete_ids()),
+        reason: str | None = typer.Option(None, "--reason", help="Recorded in the history."),
+    ) -> None:
+        client = _client(ctx)
+        _require_db(client, instance_id)
+        result = getattr(client, action)(instance_id, reason)
+        shown = "cancel requested" if result.get("cancel_requested") else result["status"]
+        sys.stdout.write(f"{instance_id}: {shown}\n")
+
+    return command
+
+
+app.command("pause", help="No new step starts until resume.")(_control("pause"))
+app.command("resume", help="Let a paused instance continue.")(_control("resume"))
+app.command("cancel", help="Cooperative cancel: open work is cancelled at the next decision.")(
+    _closing("cancel"))
+app.command("terminate", help="Immediate stop; open work is cancelled now.")(
+    _closing("terminate"))
+
+
+@deadlines_app.command("check")
+def deadlines_check(ctx: typer.Context,
+                    as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """One deadline sweep (for cron): fails every running workflow past its deadline."""
+    client = _client(ctx)
+    failed = client.check_deadlines() if Path(client.db_path).exists() else []
+    if as_json:
+        _print_json({"failed": failed, "count": len(failed)})
+        return
+    for item in failed:
+        error = item["handler_error"]
+        note = f"; {item['on_deadline']} raised {error['exception_class']}: {error['message']}" \
+            if error else ""
+        sys.stdout.write(f"{item['workflow_instance_id']}: deadline {item['deadline_at']} "
+                         f"exceeded, failed{note}\n")
+    sys.stdout.write(f"{len(failed)} workflow{'s' if len(failed) != 1 else ''} failed "
+                     "by deadline\n")
+
+
+@app.command("systemd-unit")
+def systemd_unit(
+    ctx: typer.Context,
+    user: str | None = typer.Option(None, "--user", help="Run the worker as this user."),
+    grace: str = typer.Option("30s", "--grace", help="The worker's drain grace period."),
+) -> None:
+    """Print a systemd service unit (Type=notify) for `wfctl work` on these files."""
+    client = _client(ctx)
+    executable = shutil.which("wfctl") or f"{sys.executable} -m wfctl"
+    sys.stdout.write(systemd.unit(executable=executable, db=client.db_path,
+                                  workflows=client.workflows_path, user=user,
+                                  grace=_interval("--grace", grace, minimum=0)))
+
+
+@app.command()
+def demo(keep: bool = typer.Option(False, "--keep", help="Keep the temporary folder.")) -> None:
+    """Run the example ETL workflow on a temporary database and show what it recorded."""
+    folder = Path(tempfile.mkdtemp(prefix="wfctl-demo-"))
+    db = folder / "wfctl.db"
+    out = render.console()
+    try:
+        with Client(db, EXAMPLES / "workflows.yaml") as client:
+            result = client.start("etl", "demo-etl", input={"source": "demo://orders.csv"})
+            out.print(f"Started etl demo-etl on {db}; a worker runs it now "
+                      "(one step fails once and is retried, one waits on a timer)...\n")
+            worker = client.worker(WorkerOptions(concurrency=2))
+            thread = threading.Thread(target=worker.run, daemon=True)
+            thread.start()
+            while client.describe(result["workflow_instance_id"])["run"]["closed_at"] is None:
+                time.sleep(0.1)
+            worker.request_stop()
+            thread.join(10)
+            now = clock.now()
+            render.describe(out, client.describe("demo-etl"), now)
+            render.history(out, client.history("demo-etl"),
+                           start_at=_start_at(client, "demo-etl"))
+    finally:
+        if keep:
+            out.print(f"\nKept {folder}: try  wfctl --db {db} describe demo-etl")
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _complete_types() -> list[str]:
+    try:
+        with Client(*_paths()) as client:
+            return sorted(client.definitions().types)
+    except Exception:
+        return []
+
+
+def _complete_ids() -> list[str]:
+    db, _ = _paths()
+    if not Path(db).exists():
+        return []
+    try:
+        with Client(db) as client:
+            return [row["workflow_instance_id"] for row in client.list(limit=200)]
+    except Exception:
+        return []
+
+
+def _paths() -> tuple[str, str]:
+    return (os.environ.get("WFCTL_DB", "wfctl.db"),
+            os.environ.get("WFCTL_WORKFLOWS", "workflows.yaml"))
+
+
+def main() -> None:
+    """The console script: user errors become one `Error:` line and exit status 1."""
+    try:
+        app(prog_name="wfctl")
+    except WfctlError as exc:
+        sys.stderr.write(f"Error: {exc}\n")
+        sys.exit(1)
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -1,0 +1,1 @@
+"""The example ETL workflow that `wfctl demo` runs and `workflows.yaml.example` declares."""
