@@ -132,12 +132,11 @@ class Worker:
         return did
 
     def _peek_workflow_task(self, now: datetime) -> bool:
-        with self.engine.store.read() as tx:
-            return tx.next_ready_workflow_task(clock.iso(now)) is not None
+        return self.engine.store.peek().next_ready_workflow_task(clock.iso(now)) is not None
 
     def _peek_activity(self, now: datetime) -> bool:
-        with self.engine.store.read() as tx:
-            return tx.next_ready_activity(self.options.queues, clock.iso(now)) is not None
+        peek = self.engine.store.peek()
+        return peek.next_ready_activity(self.options.queues, clock.iso(now)) is not None
 
     def _run_activity(self, task: ActivityTask, fixed: datetime | None) -> None:
         def write(details: Any) -> bool:

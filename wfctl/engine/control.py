@@ -154,7 +154,7 @@ def retry(engine: Engine, instance_id: str, now: datetime, *,
         fields: dict[str, Any] = {"deadline_at": deadline_at}
         if change != "kept":
             fields["deadline_seconds"] = extend_deadline
-        c.tx.update_instance(instance_id, **fields)
+        c.update_instance(instance_id, **fields)
         steps = c.workflow_type(instance).steps
         step = steps[index].name if index < len(steps) else None
         c.event(run, "WorkflowRetried", step=step, step_index=index,

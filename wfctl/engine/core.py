@@ -36,6 +36,7 @@ class Ctx:
         self.at: str = clock.iso(now)
         self.woke = False
         self.appended: list[dict[str, Any]] = []
+        self._instances: dict[str, Row] = {}
 
     def event(self, run: Row, event_type: str, **attributes: Any) -> int:
         seq = self.tx.append_event(run, event_type, self.at, attributes)
@@ -58,7 +59,11 @@ class Ctx:
         return self.definitions(instance).limits
 
     def instance(self, instance_id: str) -> Row:
-        return self.tx.get_instance(instance_id)
+        """The instance row, read once per transaction (set_status keeps it current)."""
+        found = self._instances.get(instance_id)
+        if found is None:
+            found = self._instances[instance_id] = self.tx.get_instance(instance_id)
+        return found
 
     def set_run(self, run: Row, **fields: Any) -> None:
         run.update(fields)
@@ -71,7 +76,11 @@ class Ctx:
         if "closed_at" in fields:
             instance_fields["closed_at"] = fields["closed_at"]
         if status != "continued_as_new":
-            self.tx.update_instance(run["workflow_instance_id"], **instance_fields)
+            self.update_instance(run["workflow_instance_id"], **instance_fields)
+
+    def update_instance(self, instance_id: str, **fields: Any) -> None:
+        self.tx.update_instance(instance_id, **fields)
+        self._instances.pop(instance_id, None)
 
 
 def state_of(run: Row) -> dict[str, Any]:

@@ -124,12 +124,12 @@ def decide(c: Ctx, run: Row, task_id: int | None) -> None:
         return
     instance = c.instance(run["workflow_instance_id"])
     limits = c.limits(instance)
-    if limits.history_size and run["history_count"] >= limits.history_size:
+    events = c.tx.history_count(run)
+    if limits.history_size and events >= limits.history_size:
         fail_run(c, run, category="structural_limit", keep_task=task_id,
-                 message=f"history_size limit exceeded: {run['history_count']} "
-                         f"(limit {limits.history_size})",
+                 message=f"history_size limit exceeded: {events} (limit {limits.history_size})",
                  exception_class="StructuralLimitExceeded",
-                 details={"limit_kind": "history_size", "value": run["history_count"],
+                 details={"limit_kind": "history_size", "value": events,
                           "limit": limits.history_size})
         return
     if run["cancel_requested"]:
@@ -175,12 +175,9 @@ def _show_waiting(c: Ctx, run: Row, step: Step) -> None:
 
 def _begin_step(c: Ctx, run: Row, instance: Row, wf: WorkflowType, step: Step,
                 task_id: int | None) -> str:
-    index = run["step_index"]
     if step.kind in ("activity", "workflow", "parallel"):
         branches = step.branches or (step,)
-        existing = {a["branch_index"] for a in c.tx.step_activities(run["workflow_run_id"], index)}
-        existing |= {ch["branch_index"]
-                     for ch in c.tx.step_children(run["workflow_run_id"], index)}
+        existing = {item["branch_index"] for item in _step_items(c, run, step)}
         missing = [(b, branch) for b, branch in enumerate(branches) if b not in existing]
         limit = c.limits(instance).pending_activity_count
         wanted = sum(1 for _, branch in missing if branch.kind == "activity")
@@ -302,9 +299,9 @@ def _check_step(c: Ctx, run: Row, step: Step) -> str:
 
 
 def _check_branches(c: Ctx, run: Row, step: Step) -> str:
-    run_id, index = run["workflow_run_id"], run["step_index"]
-    activities = c.tx.step_activities(run_id, index)
-    children = c.tx.step_children(run_id, index)
+    items = _step_items(c, run, step)
+    activities = [item for item in items if "activity_id" in item]
+    children = [item for item in items if "child_instance_id" in item]
     for activity in activities:
         if activity["status"] in ("failed", "timed_out", "cancelled"):
             failure = c.tx.activity_failure(activity["activity_id"])
@@ -330,6 +327,16 @@ def _check_branches(c: Ctx, run: Row, step: Step) -> str:
     completed = sum(1 for a in activities if a["status"] == "completed")
     completed += sum(1 for ch in children if ch["status"] == "completed")
     return DONE if completed == branches else OPEN
+
+
+def _step_items(c: Ctx, run: Row, step: Step) -> list[Row]:
+    """The activities and children the current step started (not superseded by a retry)."""
+    kinds = {branch.kind for branch in step.branches or (step,)}
+    run_id, index = run["workflow_run_id"], run["step_index"]
+    items = c.tx.step_activities(run_id, index) if "activity" in kinds else []
+    if "workflow" in kinds:
+        items += c.tx.step_children(run_id, index)
+    return items
 
 
 def _fail_for_child(c: Ctx, run: Row, child: Row) -> None:
@@ -393,8 +400,8 @@ def continue_as_new(c: Ctx, run: Row, instance: Row, wf: WorkflowType,
         "run_deadline_at": new_run_deadline_at,
         "deadline_at": run["deadline_at"],
     }, reason="continued_as_new", keep_task=task_id, apply_policy=False)
-    c.tx.update_instance(run["workflow_instance_id"], current_run_id=new_run_id,
-                         run_count=run_number, status="running", updated_at=c.at)
+    c.update_instance(run["workflow_instance_id"], current_run_id=new_run_id,
+                      run_count=run_number, status="running", updated_at=c.at)
     state = state_of(run)
     create_run(
         c, run["workflow_instance_id"], new_run_id, run_number, state,

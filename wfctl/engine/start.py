@@ -99,7 +99,7 @@ def create_instance(c: Ctx, definitions: Definitions, wf: WorkflowType, instance
     if existing is None:
         c.tx.insert_instance({"workflow_instance_id": instance_id, "created_at": c.at, **instance})
     else:
-        c.tx.update_instance(instance_id, **instance)
+        c.update_instance(instance_id, **instance)
     return create_run(
         c, instance_id, run_id, run_number, state,
         execution_deadline_at=clock.iso(clock.after(c.now, values["execution_timeout"])),
@@ -134,7 +134,7 @@ def create_run(c: Ctx, instance_id: str, run_id: str, run_number: int, state: di
         "deadline_at": deadline_at,
         "state": check_payload(c.limits(c.instance(instance_id)), state),
         "started_at": c.at,
-        "history_count": 0,
+        "first_seq": c.tx.last_seq(instance_id) + 1,
     }
     c.tx.insert_run(run)
     run = c.tx.get_run(run_id)

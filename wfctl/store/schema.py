@@ -29,7 +29,6 @@ CREATE TABLE instances (
     on_deadline TEXT,
     child_policy TEXT NOT NULL,
     parent_instance_id TEXT,
-    last_seq INTEGER NOT NULL DEFAULT 0,
     created_at TEXT NOT NULL,
     updated_at TEXT NOT NULL,
     closed_at TEXT
@@ -55,7 +54,7 @@ CREATE TABLE runs (
     wait_kind TEXT,
     cancel_requested INTEGER NOT NULL DEFAULT 0,
     state TEXT NOT NULL,
-    history_count INTEGER NOT NULL DEFAULT 0,
+    first_seq INTEGER NOT NULL,
     failure_id INTEGER,
     continued_to_run_id TEXT,
     started_at TEXT NOT NULL,

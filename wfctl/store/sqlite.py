@@ -112,7 +112,6 @@ class Store:
             tx = Tx(conn)
             try:
                 yield tx
-                tx.flush()
                 conn.execute("COMMIT")
             except BaseException:
                 if conn.in_transaction:
@@ -129,6 +128,10 @@ class Store:
         finally:
             conn.execute("COMMIT")
 
+    def peek(self) -> Tx:
+        """Queries outside a transaction: each one statement, for cheap single reads."""
+        return Tx(self.conn)
+
     def data_version(self) -> int:
         """Changes whenever another connection commits: a cheap way to notice new work."""
         return self.conn.execute("PRAGMA data_version").fetchone()["data_version"]
@@ -140,7 +143,6 @@ class Tx:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
         self._seq: dict[str, int] = {}
-        self._history: dict[str, int] = {}
 
     def _one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
         return self.conn.execute(sql, params).fetchone()
@@ -164,20 +166,6 @@ class Tx:
             (*fields.values(), value, *params),
         )
         return cursor.rowcount
-
-    def flush(self) -> None:
-        """Write the event counters kept in memory during the transaction."""
-        for instance_id, seq in self._seq.items():
-            self.conn.execute(
-                "UPDATE instances SET last_seq = ? WHERE workflow_instance_id = ?",
-                (seq, instance_id),
-            )
-        for run_id, count in self._history.items():
-            self.conn.execute(
-                "UPDATE runs SET history_count = ? WHERE workflow_run_id = ?", (count, run_id)
-            )
-        self._seq.clear()
-        self._history.clear()
 
     # definitions
 
@@ -248,25 +236,31 @@ class Tx:
 
     # history
 
-    def append_event(self, run: Row, event_type: str, at: str, attributes: Row) -> int:
-        """Append one event to the instance's history; returns its seq (the event id)."""
-        instance_id = run["workflow_instance_id"]
+    def last_seq(self, instance_id: str) -> int:
         seq = self._seq.get(instance_id)
         if seq is None:
             seq = self._one(
-                "SELECT last_seq FROM instances WHERE workflow_instance_id = ?", (instance_id,)
-            )["last_seq"]
-        seq += 1
-        self._seq[instance_id] = seq
-        run_id = run["workflow_run_id"]
-        self._history[run_id] = self._history.get(run_id, run["history_count"]) + 1
-        run["history_count"] = self._history[run_id]
+                "SELECT coalesce(max(seq), 0) AS seq FROM events WHERE workflow_instance_id = ?",
+                (instance_id,),
+            )["seq"]
+            self._seq[instance_id] = seq
+        return seq
+
+    def append_event(self, run: Row, event_type: str, at: str, attributes: Row) -> int:
+        """Append one event to the instance's history; returns its seq (the event id)."""
+        instance_id = run["workflow_instance_id"]
+        seq = self._seq[instance_id] = self.last_seq(instance_id) + 1
         self.conn.execute(
             "INSERT INTO events (workflow_instance_id, seq, workflow_run_id, run_number, "
             "event_type, at, attributes) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (instance_id, seq, run_id, run["run_number"], event_type, at, dumps(attributes)),
+            (instance_id, seq, run["workflow_run_id"], run["run_number"], event_type, at,
+             dumps(attributes)),
         )
         return seq
+
+    def history_count(self, run: Row) -> int:
+        """Events of a run: a run's events are contiguous, from its first_seq to the last."""
+        return self.last_seq(run["workflow_instance_id"]) - run["first_seq"] + 1
 
     def events(self, instance_id: str, *, run_number: int | None = None,
                after_seq: int = 0, event_types: Sequence[str] = ()) -> list[Row]:

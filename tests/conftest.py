@@ -1,0 +1,108 @@
+"""Shared fixtures: a database in tmp_path, definitions from text, and a hand-driven clock."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from wfctl import Client
+from wfctl.engine import Engine
+from wfctl.engine.activities import ActivityTask
+from wfctl.watchdog import SweepReport, sweep
+from wfctl.worker import Worker, WorkerOptions
+
+TESTS = Path(__file__).parent
+if str(TESTS) not in sys.path:
+    sys.path.insert(0, str(TESTS))
+
+T0 = datetime(2026, 4, 12, 12, 0, tzinfo=UTC)
+
+
+def at(seconds: float) -> datetime:
+    """The instant `seconds` after T0, the start of every engine test."""
+    return T0 + timedelta(seconds=seconds)
+
+
+class Clock:
+    """A clock the test moves by hand; Client calls read it, nothing sleeps."""
+
+    def __init__(self, start: datetime = T0) -> None:
+        self.now = start
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def set(self, seconds: float) -> datetime:
+        self.now = at(seconds)
+        return self.now
+
+
+class Env:
+    """A workflows.yaml, a database and a Client over them, with engine shortcuts."""
+
+    def __init__(self, folder: Path, client: Client, clock: Clock) -> None:
+        self.folder = folder
+        self.client = client
+        self.clock = clock
+        self.worker = Worker(client.engine, WorkerOptions(queues=("default",)))
+
+    @property
+    def engine(self) -> Engine:
+        return self.client.engine
+
+    def start(self, workflow_type: str, instance_id: str, *, now: float = 0,
+              **options: Any) -> dict[str, Any]:
+        self.clock.set(now)
+        return self.client.start(workflow_type, instance_id, **options)
+
+    def run(self, now: float) -> bool:
+        """One worker pass at T0 + now: timeouts, then every ready task."""
+        return self.worker.run_once(at(now))
+
+    def decide(self, now: float) -> int:
+        """Process every ready workflow task at T0 + now."""
+        return self.engine.process_workflow_tasks(self.worker.worker_id, at(now))
+
+    def claim(self, now: float, queues: tuple[str, ...] = ("default",),
+              worker_id: str | None = None) -> ActivityTask | None:
+        return self.engine.claim_activity(worker_id or self.worker.worker_id, queues, at(now))
+
+    def sweep(self, now: float) -> SweepReport:
+        return sweep(self.engine, at(now))
+
+    def describe(self, instance_id: str, run: int | None = None) -> dict[str, Any]:
+        return self.client.describe(instance_id, run)
+
+    def history(self, instance_id: str, **options: Any) -> list[dict[str, Any]]:
+        return self.client.history(instance_id, **options)
+
+    def event_types(self, instance_id: str, **options: Any) -> list[str]:
+        return [event["event_type"] for event in self.history(instance_id, **options)]
+
+    def events(self, instance_id: str, event_type: str, **options: Any) -> list[dict[str, Any]]:
+        return [event for event in self.history(instance_id, **options)
+                if event["event_type"] == event_type]
+
+
+@pytest.fixture
+def make_env(tmp_path: Path) -> Callable[[str], Env]:
+    """make_env(yaml_text) -> Env; handlers come from tests/wfh.py as `wfh:function`."""
+    created: list[Env] = []
+
+    def make(definitions: str) -> Env:
+        workflows = tmp_path / "workflows.yaml"
+        workflows.write_text(textwrap.dedent(definitions))
+        clock = Clock()
+        env = Env(tmp_path, Client(tmp_path / "wfctl.db", workflows, clock_now=clock), clock)
+        created.append(env)
+        return env
+
+    yield make
+    for env in created:
+        env.client.close()
