@@ -12,16 +12,30 @@ import time
 from pathlib import Path
 from typing import Any, NoReturn
 
+import click
 import typer
 import yaml
 from dateutil import parser as date_parser
+from typer.core import TyperGroup
 
 from wfctl import __version__, clock, durations, handlers, log, render, systemd
 from wfctl.client import Client
 from wfctl.errors import NotFound, WfctlError
 from wfctl.worker import WorkerOptions, install_signal_handlers
 
+class _Commands(TyperGroup):
+    """Translates wfctl's errors once, at the edge: one `Error:` line on stderr, exit 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except WfctlError as exc:
+            sys.stderr.write(f"Error: {exc}\n")
+            raise typer.Exit(1) from None
+
+
 app = typer.Typer(
+    cls=_Commands,
     help="Durable workflows declared in YAML, on one SQLite file.",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
@@ -519,11 +533,5 @@ def _paths() -> tuple[str, str]:
 
 
 def main() -> None:
-    """The console script: user errors become one `Error:` line and exit status 1."""
-    try:
-        app(prog_name="wfctl")
-    except WfctlError as exc:
-        sys.stderr.write(f"Error: {exc}\n")
-        sys.exit(1)
-    except KeyboardInterrupt:
-        sys.exit(130)
+    """The console script."""
+    app(prog_name="wfctl")

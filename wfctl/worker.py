@@ -225,8 +225,12 @@ class Worker:
         systemd.notify("STOPPING=1")
         self._stop.set()
         self.wake()
+        for slot in slots:
+            slot.join(0.2)
         self._release_running()
         self.unregister(clock.now())
+        for thread in threads:
+            thread.join(2)
         log.event("worker_stopped", worker_id=self.worker_id, tasks=self._tasks_done)
         return code
 

@@ -41,7 +41,7 @@ class Store:
         self.path = str(path)
         self._local = threading.local()
         self._write_lock = threading.Lock()
-        self._connections: list[sqlite3.Connection] = []
+        self._connections: list[tuple[threading.Thread, sqlite3.Connection]] = []
         self._connections_lock = threading.Lock()
         self._migrate()
 
@@ -63,8 +63,6 @@ class Store:
             conn.execute("PRAGMA foreign_keys=ON")
         except sqlite3.Error as exc:
             raise WfctlError(f"cannot open database {self.path}: {exc}") from None
-        with self._connections_lock:
-            self._connections.append(conn)
         return conn
 
     @property
@@ -72,6 +70,8 @@ class Store:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             conn = self._local.conn = self._connect()
+            with self._connections_lock:
+                self._connections.append((threading.current_thread(), conn))
         return conn
 
     def _migrate(self) -> None:
@@ -97,10 +97,20 @@ class Store:
             conn.close()
 
     def close(self) -> None:
+        """Close this thread's connection and those of threads that have ended.
+
+        A connection still in use by a live thread is left to that thread: closing it under
+        a running query would crash the query.
+        """
+        current = threading.current_thread()
         with self._connections_lock:
-            for conn in self._connections:
-                conn.close()
-            self._connections.clear()
+            keep = []
+            for thread, conn in self._connections:
+                if thread is current or not thread.is_alive():
+                    conn.close()
+                else:
+                    keep.append((thread, conn))
+            self._connections = keep
         self._local = threading.local()
 
     @contextmanager

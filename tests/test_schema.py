@@ -1,0 +1,140 @@
+"""The schema: a fresh database has exactly these tables and columns; history is append-only."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from wfctl.store import Store
+from wfctl.store.schema import migrations
+
+EXPECTED = {
+    "definitions": ["digest", "path", "source", "created_at"],
+    "instances": [
+        "workflow_instance_id", "workflow_type", "definitions_digest", "status",
+        "current_run_id", "run_count", "execution_timeout_seconds", "deadline_seconds",
+        "deadline_at", "on_deadline", "child_policy", "parent_instance_id", "created_at",
+        "updated_at", "closed_at",
+    ],
+    "runs": [
+        "workflow_run_id", "workflow_instance_id", "run_number", "status", "closed_reason",
+        "run_timeout_seconds", "execution_deadline_at", "run_deadline_at",
+        "workflow_task_timeout_seconds", "deadline_at", "deadline_claimed_by",
+        "deadline_claimed_at", "step_index", "step_started", "wait_kind", "cancel_requested",
+        "state", "first_seq", "failure_id", "continued_to_run_id", "started_at", "closed_at",
+    ],
+    "workflow_tasks": [
+        "task_id", "workflow_run_id", "workflow_instance_id", "status", "reason",
+        "available_at", "scheduled_event_id", "started_event_id", "owner", "started_at",
+        "timeout_at", "closed_at",
+    ],
+    "activities": [
+        "activity_id", "workflow_run_id", "workflow_instance_id", "step_index", "branch_index",
+        "step", "handler", "queue", "status", "attempt", "max_attempts", "retry_policy",
+        "available_at", "scheduled_at", "schedule_deadline_at", "close_deadline_at",
+        "schedule_to_close_deadline_at", "heartbeat_deadline_at", "started_at", "owner",
+        "last_heartbeat_at", "last_heartbeat_details", "last_heartbeat_event_at",
+        "scheduled_event_id", "started_event_id", "last_error", "superseded", "closed_at",
+    ],
+    "timers": [
+        "timer_id", "workflow_run_id", "workflow_instance_id", "step_index", "step", "kind",
+        "fire_at", "status", "scheduled_event_id", "superseded", "closed_at",
+    ],
+    "signals": [
+        "signal_id", "workflow_instance_id", "name", "data", "received_at", "received_event_id",
+        "consumed_run_id", "consumed_step_index", "consumed_at",
+    ],
+    "children": [
+        "child_instance_id", "parent_instance_id", "parent_run_id", "step_index",
+        "branch_index", "step", "workflow_type", "started_event_id", "superseded", "created_at",
+    ],
+    "failures": [
+        "failure_id", "workflow_instance_id", "workflow_run_id", "activity_id",
+        "failure_category", "propagation_kind", "timeout_kind", "exception_class", "message",
+        "deadline_at", "details", "created_at",
+    ],
+    "workers": [
+        "worker_id", "kind", "hostname", "pid", "pid_started", "queues", "started_at",
+        "heartbeat_at", "lease_expires_at", "stopped_at",
+    ],
+    "events": [
+        "workflow_instance_id", "seq", "workflow_run_id", "run_number", "event_type", "at",
+        "attributes",
+    ],
+}
+
+
+def columns(path) -> dict[str, list[str]]:
+    conn = sqlite3.connect(path)
+    try:
+        tables = [row[0] for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+            "AND name != '_sqlite_migrations' ORDER BY rowid")]
+        return {table: [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
+                for table in tables}
+    finally:
+        conn.close()
+
+
+def test_a_fresh_database_has_the_expected_columns(tmp_path):
+    Store(tmp_path / "w.db").close()
+    assert columns(tmp_path / "w.db") == EXPECTED
+
+
+def test_migrations_are_recorded_and_applied_once(tmp_path):
+    path = tmp_path / "w.db"
+    Store(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute("INSERT INTO definitions VALUES ('d', 'p', 's', 't')")
+    conn.commit()
+    conn.close()
+
+    Store(path).close()
+
+    conn = sqlite3.connect(path)
+    applied = [row[0] for row in conn.execute(
+        "SELECT name FROM _sqlite_migrations WHERE migration_set = 'wfctl'")]
+    assert applied == [m.name for m in migrations._migrations]
+    assert conn.execute("SELECT count(*) FROM definitions").fetchone()[0] == 1
+    conn.close()
+
+
+def test_a_database_from_the_first_schema_upgrades_keeping_its_rows(tmp_path):
+    path = tmp_path / "w.db"
+    Store(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute("INSERT INTO definitions VALUES ('d', 'p', 's', 't')")
+    later = [m.name for m in migrations._migrations[1:]]
+    conn.executemany("DELETE FROM _sqlite_migrations WHERE name = ?", [(n,) for n in later])
+    conn.commit()
+    conn.close()
+
+    Store(path).close()
+
+    assert columns(path) == EXPECTED
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT digest FROM definitions").fetchall() == [("d",)]
+    conn.close()
+
+
+def test_connections_use_wal_and_enforce_references(tmp_path):
+    store = Store(tmp_path / "w.db")
+    conn = store.conn
+    assert conn.execute("PRAGMA journal_mode").fetchone()["journal_mode"] == "wal"
+    assert conn.execute("PRAGMA foreign_keys").fetchone()["foreign_keys"] == 1
+    assert conn.execute("PRAGMA busy_timeout").fetchone()["timeout"] >= 1000
+    assert conn.execute("PRAGMA synchronous").fetchone()["synchronous"] == 1
+    store.close()
+
+
+def test_history_cannot_be_edited_or_deleted(tmp_path):
+    Store(tmp_path / "w.db").close()
+    conn = sqlite3.connect(tmp_path / "w.db")
+    conn.execute("INSERT INTO events VALUES ('i', 1, 'r', 1, 'WorkflowStarted', 't', '{}')")
+    conn.commit()
+    with pytest.raises(sqlite3.IntegrityError, match="history is append-only"):
+        conn.execute("UPDATE events SET event_type = 'X'")
+    with pytest.raises(sqlite3.IntegrityError, match="history is append-only"):
+        conn.execute("DELETE FROM events")
+    conn.close()
