@@ -101,6 +101,11 @@ class Client:
         return self.engine.list_instances(status=status, workflow_type=workflow_type,
                                           since=clock.iso(since), limit=limit)
 
+    def instance_ids(self, prefix: str = "", limit: int = 200) -> list[str]:
+        """Instance ids starting with `prefix`, newest first (shell completion)."""
+        with self.engine.store.read() as tx:
+            return tx.instance_ids(prefix, limit)
+
     def signal(self, workflow_id: str, name: str,
                data: dict[str, Any] | None = None) -> dict[str, Any]:
         if data is not None and not isinstance(data, dict):
@@ -137,9 +142,15 @@ class Client:
         """One deadline sweep (what `wfctl deadlines check` runs); returns what it failed."""
         checker = Worker(self.engine, WorkerOptions(queues=()))
         checker.register(self._now(), kind="deadlines")
+
+        def run_handler(spec: str, state: dict[str, Any]) -> object:
+            # The claims wait their turn while handlers run: a lapsed lease would let a worker
+            # take them over and run their handlers a second time.
+            checker.renew(self._now())
+            return self._call_handler(spec, state)
+
         try:
-            return sweep_deadlines(self.engine, checker.worker_id, self._now(),
-                                   lambda spec, state: self._call_handler(spec, state),
+            return sweep_deadlines(self.engine, checker.worker_id, self._now(), run_handler,
                                    later=self._now)
         finally:
             checker.unregister(self._now())

@@ -12,8 +12,8 @@ from typing import Any
 from wfctl import clock
 from wfctl.engine import Engine
 from wfctl.engine.activities import expired_timeout, lose_attempt, time_out_activity
-from wfctl.engine.core import schedule_workflow_task
-from wfctl.engine.decide import time_out_workflow_task
+from wfctl.engine.core import Ctx, schedule_workflow_task
+from wfctl.engine.decide import expired_workflow_timeout, time_out_workflow_task
 from wfctl.store import Row
 
 BATCH = 500
@@ -68,13 +68,13 @@ def sweep(engine: Engine, now: datetime) -> SweepReport:
     at = clock.iso(now)
     with engine.store.read() as tx:
         lost = [w for w in tx.live_workers() if not worker_alive(w, at)]
-        due = tx.next_due()
+        due = tx.next_due(at)
     if lost:
         _lose_workers(engine, lost, now, report)
     if due is not None and due <= at:
         _expire(engine, now, report)
     with engine.store.read() as tx:
-        report.next_due = clock.parse(tx.next_due())
+        report.next_due = clock.parse(tx.next_due(at))
     return report
 
 
@@ -103,9 +103,11 @@ def _expire(engine: Engine, now: datetime, report: SweepReport) -> None:
             time_out_workflow_task(c, task)
             report.workflow_tasks_timed_out += 1
         for timer in c.tx.due_timers(c.at, BATCH):
+            run = c.tx.get_run(timer["workflow_run_id"])
+            if _times_out_first(c, run, timer["fire_at"]):
+                continue
             if c.tx.update_timer(timer["timer_id"], expect_status="scheduled", status="fired",
                                  closed_at=c.at):
-                run = c.tx.get_run(timer["workflow_run_id"])
                 c.event(run, "TimerFired", timer_id=timer["timer_id"], step=timer["step"],
                         kind=timer["kind"], fire_at=timer["fire_at"],
                         scheduled_event_id=timer["scheduled_event_id"])
@@ -114,6 +116,14 @@ def _expire(engine: Engine, now: datetime, report: SweepReport) -> None:
         for run in c.tx.runs_past_deadline_without_task(c.at, BATCH):
             schedule_workflow_task(c, run, "deadline_expired")
             report.runs_woken += 1
+
+
+def _times_out_first(c: Ctx, run: Row, fire_at: str) -> bool:
+    """A watchdog that catches up late leaves a timer due after its run's execution or run
+    deadline to the timeout procedure, which cancels it (the run is woken below)."""
+    return (expired_workflow_timeout(run, fire_at) is not None
+            and run["deadline_claimed_at"] is None
+            and c.tx.open_workflow_task(run["workflow_run_id"]) is None)
 
 
 HandlerRunner = Callable[[str, dict[str, Any]], object]

@@ -77,9 +77,16 @@ class Worker:
         self._registered = True
 
     def renew(self, now: datetime) -> None:
+        lease_expires_at = clock.iso(now + timedelta(seconds=self.options.worker_lease))
         with self.engine.store.write() as tx:
-            tx.renew_worker(self.worker_id, clock.iso(now),
-                            clock.iso(now + timedelta(seconds=self.options.worker_lease)))
+            renewed = tx.renew_worker(self.worker_id, clock.iso(now), lease_expires_at)
+            if not renewed and not self._stop.is_set():
+                # Another watchdog saw the lease lapse (this process stalled) and retried our
+                # attempts; what this worker claims from now on must be watched again.
+                tx.revive_worker(self.worker_id, clock.iso(now), lease_expires_at)
+        if not renewed and not self._stop.is_set():
+            log.event("worker_lease_lapsed", logging.WARNING, worker_id=self.worker_id,
+                      message="declared lost while stalled; its attempts were retried")
 
     def unregister(self, now: datetime) -> None:
         if self._registered:
@@ -220,9 +227,8 @@ class Worker:
         for thread in threads + slots:
             thread.start()
         if not once:
-            systemd.notify("READY=1")
+            systemd.notify(f"READY=1\nSTATUS={self.status_line()}")
         code = self._supervise(slots)
-        systemd.notify("STOPPING=1")
         self._stop.set()
         self.wake()
         for slot in slots:
@@ -246,6 +252,8 @@ class Worker:
             if current != version:
                 version = current
                 self.wake()
+        # Told before the drain, so that systemd waits for it (up to TimeoutStopSec=).
+        systemd.notify(f"STOPPING=1\nSTATUS={self.status_line()}")
         if self._force.is_set():
             return 1
         if self._once:
@@ -264,7 +272,10 @@ class Worker:
             running = list(self._running.values())
         for task, buffer in running:
             buffer.cancelled = True
-            self.engine.release_activity(task, clock.now(), "worker_shutdown")
+            # The latest heartbeat details go with the release, so the next attempt resumes.
+            pending = buffer.take_pending()
+            details = {} if pending is _NOTHING else {"heartbeat_details": pending}
+            self.engine.release_activity(task, clock.now(), "worker_shutdown", **details)
 
     def _slot_loop(self) -> None:
         while not self._stop.is_set():
@@ -339,10 +350,18 @@ class Worker:
     def _call_on_deadline(spec: str, state: dict[str, Any]) -> object:
         return handlers.call(spec, state)
 
+    def status_line(self) -> str:
+        """What `systemctl status` shows: the state, running handlers and tasks done."""
+        state = "stopping" if self._stop.is_set() else "serving " + ",".join(self.options.queues)
+        running, done = len(self._running), self._tasks_done
+        return (f"{state}; {running} handler{'s' if running != 1 else ''} running, "
+                f"{done} task{'s' if done != 1 else ''} done")
+
     def _housekeeping_loop(self) -> None:
         renew_every = min(5.0, self.options.worker_lease / 3)
         ping_every = systemd.watchdog_interval()
         last_renew = last_ping = clock.now()
+        last_status = self.status_line()
         while not self._force.is_set() and self._registered:
             now = clock.now()
             try:
@@ -353,10 +372,14 @@ class Worker:
                 if (now - last_renew).total_seconds() >= renew_every:
                     self.renew(now)
                     last_renew = now
+                # The watchdog ping comes from this loop, so a wedged worker stops pinging.
+                status = self.status_line()
                 if ping_every is not None and (now - last_ping).total_seconds() >= ping_every:
-                    systemd.notify(f"WATCHDOG=1\nSTATUS=running {len(buffers)} handlers, "
-                                   f"{self._tasks_done} tasks done")
-                    last_ping = now
+                    systemd.notify(f"WATCHDOG=1\nSTATUS={status}")
+                    last_ping, last_status = now, status
+                elif status != last_status:
+                    systemd.notify(f"STATUS={status}")
+                    last_status = status
             except Exception:
                 log.LOGGER.exception("housekeeping pass failed; retrying")
             self._force.wait(HOUSEKEEPING_TICK)

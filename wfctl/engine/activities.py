@@ -17,6 +17,7 @@ from wfctl.engine.core import (
     schedule_workflow_task,
     state_of,
 )
+from wfctl.engine.decide import expired_workflow_timeout, time_out_run
 from wfctl.errors import StructuralLimitExceeded
 from wfctl.store import CLOSED_RUN, Row, dumps
 
@@ -124,6 +125,11 @@ def _current(c: Ctx, task: ActivityTask) -> tuple[Row | None, str | None]:
     run = c.tx.get_run(activity["workflow_run_id"])
     if run["deadline_claimed_at"] is not None:
         return None, "the workflow's deadline expired"
+    # Likewise a run past its execution or run timeout: the timeout procedure runs now.
+    expired_run = expired_workflow_timeout(run, c.at)
+    if expired_run is not None:
+        time_out_run(c, run, *expired_run, keep_task=None)
+        return None, f"the workflow's {expired_run[0]} expired at {expired_run[1]}"
     return activity, None
 
 
@@ -193,7 +199,8 @@ def fail_activity(engine: Engine, task: ActivityTask, exception_class: str, mess
         return None
 
 
-def release_activity(engine: Engine, task: ActivityTask, now: datetime, reason: str) -> None:
+def release_activity(engine: Engine, task: ActivityTask, now: datetime, reason: str,
+                     heartbeat_details: Any = _KEEP) -> None:
     """Give back an attempt a stopping worker cannot finish; it is retried at once."""
     with engine.transaction(now) as c:
         activity, _ = _current(c, task)
@@ -203,7 +210,7 @@ def release_activity(engine: Engine, task: ActivityTask, now: datetime, reason: 
         _attempt_failed(c, run, activity, retryable=True, reason=reason,
                         exception_class="WorkerStopped",
                         message=f"worker {task.worker_id} stopped before the handler finished",
-                        backoff=0.0)
+                        backoff=0.0, extra=_heartbeat_fields(heartbeat_details))
 
 
 def record_heartbeat(engine: Engine, task: ActivityTask, details: Any, now: datetime) -> bool:
@@ -289,8 +296,8 @@ def _attempt_failed(c: Ctx, run: Row, activity: Row, *, retryable: bool, reason:
         c.tx.update_activity(
             activity["activity_id"], expect_attempt=activity["attempt"],
             status="retry_scheduled", attempt=activity["attempt"] + 1, owner=None,
-            available_at=clock.iso(available), started_at=None, close_deadline_at=None,
-            heartbeat_deadline_at=None,
+            available_at=clock.iso(available), started_at=None, started_event_id=None,
+            close_deadline_at=None, heartbeat_deadline_at=None,
             schedule_deadline_at=clock.iso(clock.after(available,
                                                        policy["schedule_to_start_timeout"])),
             last_error=dumps(error) if error else None, **extra,

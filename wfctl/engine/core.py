@@ -242,6 +242,7 @@ def notify_parent(c: Ctx, run: Row, status: str) -> None:
         attributes["failure"] = failure_view(failure)
         if status == "timed_out":
             attributes["timeout_kind"] = failure["timeout_kind"]
+            attributes["deadline_at"] = failure["deadline_at"]
     c.event(parent, TERMINAL_CHILD_EVENT.get(status, "ChildWorkflowFailed"), **attributes)
     schedule_workflow_task(c, parent, "child_closed")
 

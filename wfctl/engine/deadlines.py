@@ -43,16 +43,21 @@ def claim_expired_deadlines(engine: Engine, worker_id: str, now: datetime,
     """Claim running runs past their deadline, and claims left by processes that died.
 
     The claim is its own transaction, so that with several workers each expiry is handled
-    once, and from the claim on the run advances no further.
+    once, and from the claim on the run advances no further. Calls with one `worker_id`
+    must not overlap: its earlier claims still open are taken as left by a failed sweep.
     """
     with engine.transaction(now) as c:
         claims = []
         for run in c.tx.expired_deadlines(c.at, limit):
             if c.tx.claim_deadline(run["workflow_run_id"], worker_id, c.at, None):
                 claims.append(_claim(c, worker_id, run, reclaimed=False))
+        fresh = {claim.workflow_run_id for claim in claims}
         for run in c.tx.claimed_deadlines():
             owner = run["deadline_claimed_by"]
-            if owner != worker_id and not is_alive(c.tx.get_worker(owner), c.at) \
+            # A claim of this worker's own that it did not just make is left from a sweep that
+            # failed before recording (one worker's sweeps never overlap): finish it too.
+            orphaned = owner == worker_id or not is_alive(c.tx.get_worker(owner), c.at)
+            if run["workflow_run_id"] not in fresh and orphaned \
                     and c.tx.claim_deadline(run["workflow_run_id"], worker_id, c.at, owner):
                 claims.append(_claim(c, worker_id, run, reclaimed=True))
         return claims

@@ -125,7 +125,7 @@ def decide(c: Ctx, run: Row, task_id: int | None) -> None:
     instance = c.instance(run["workflow_instance_id"])
     limits = c.limits(instance)
     events = c.tx.history_count(run)
-    if limits.history_size and events >= limits.history_size:
+    if limits.history_size and events > limits.history_size:
         fail_run(c, run, category="structural_limit", keep_task=task_id,
                  message=f"history_size limit exceeded: {events} (limit {limits.history_size})",
                  exception_class="StructuralLimitExceeded",
@@ -310,13 +310,17 @@ def _check_branches(c: Ctx, run: Row, step: Step) -> str:
             fail_run(
                 c, run, category=failure["failure_category"] if failure else "activity",
                 step=activity["step"],
-                message=f"Activity {activity['step']} {verb}: "
-                        f"{failure['message'] if failure else activity['status']}",
+                # A timeout's record already reads "Activity fetch timed out: heartbeat".
+                message=failure["message"] if failure and activity["status"] == "timed_out"
+                else f"Activity {activity['step']} {verb}: "
+                     f"{failure['message'] if failure else activity['status']}",
                 activity_id=activity["activity_id"],
                 propagation_kind=failure["propagation_kind"] if failure else "activity",
                 timeout_kind=failure["timeout_kind"] if failure else None,
                 exception_class=failure["exception_class"] if failure else None,
                 deadline_at=failure["deadline_at"] if failure else None,
+                # e.g. a structural limit's limit_kind, value and limit
+                details=json.loads(failure["details"]) if failure and failure["details"] else None,
             )
             return CLOSED
     for child in children:
@@ -364,6 +368,11 @@ def _check_signal(c: Ctx, run: Row, step: Step) -> str:
         return DONE
     timers = c.tx.step_timers(run_id, index)
     signal = c.tx.first_pending_signal(run["workflow_instance_id"], step.signal)
+    # A signal received at or after the wait's timeout is late: the outcome depends on the
+    # instants recorded, never on whether a worker happened to decide in between.
+    if signal is not None and any(t["kind"] == "signal_timeout"
+                                  and t["fire_at"] <= signal["received_at"] for t in timers):
+        signal = None
     if signal is not None:
         c.tx.consume_signal(signal["signal_id"], run_id, index, c.at)
         data = json.loads(signal["data"]) if signal["data"] else None

@@ -19,6 +19,12 @@ Row = dict[str, Any]
 OPEN_ACTIVITY = ("scheduled", "started", "retry_scheduled")
 CLOSED_RUN = ("completed", "failed", "timed_out", "cancelled", "terminated", "continued_as_new")
 _BUSY_TIMEOUT_MS = 30_000
+# A run past its execution or run deadline needs the watchdog only while nothing else will decide
+# it: an open workflow task will, and so will a claimed expiry of its `deadline`.
+_RUN_NEEDS_WAKING = (
+    "AND runs.deadline_claimed_at IS NULL AND NOT EXISTS (SELECT 1 FROM workflow_tasks t "
+    "WHERE t.workflow_run_id = runs.workflow_run_id AND t.status IN ('scheduled', 'started'))"
+)
 
 
 def _rows_as_dicts(cursor: sqlite3.Cursor, row: tuple) -> Row:
@@ -578,19 +584,25 @@ class Tx:
             " AND execution_deadline_at IS NOT NULL AND execution_deadline_at <= ?1"
             " UNION SELECT workflow_run_id FROM runs WHERE closed_at IS NULL"
             " AND run_deadline_at IS NOT NULL AND run_deadline_at <= ?1) "
-            "AND NOT EXISTS (SELECT 1 FROM workflow_tasks t "
-            "WHERE t.workflow_run_id = runs.workflow_run_id "
-            "AND t.status IN ('scheduled', 'started')) LIMIT ?2", (now, limit),
+            f"{_RUN_NEEDS_WAKING} LIMIT ?2", (now, limit),
         )
 
-    def next_due(self) -> str | None:
-        """The earliest instant at which the watchdog has something to do."""
+    def next_due(self, now: str) -> str | None:
+        """The earliest instant at which the watchdog has something to do.
+
+        A run past its deadline counts only while the watchdog can act on it (no open workflow
+        task, no claimed deadline); otherwise the watchdog would wake again at once, forever.
+        """
         row = self._one(
             "SELECT min(at) AS at FROM ("
             "SELECT min(execution_deadline_at) AS at FROM runs WHERE closed_at IS NULL"
-            " AND execution_deadline_at IS NOT NULL"
+            " AND execution_deadline_at IS NOT NULL AND execution_deadline_at > ?1"
             " UNION ALL SELECT min(run_deadline_at) FROM runs WHERE closed_at IS NULL"
-            " AND run_deadline_at IS NOT NULL"
+            " AND run_deadline_at IS NOT NULL AND run_deadline_at > ?1"
+            " UNION ALL SELECT min(execution_deadline_at) FROM runs WHERE closed_at IS NULL"
+            f" AND execution_deadline_at IS NOT NULL AND execution_deadline_at <= ?1 {_RUN_NEEDS_WAKING}"
+            " UNION ALL SELECT min(run_deadline_at) FROM runs WHERE closed_at IS NULL"
+            f" AND run_deadline_at IS NOT NULL AND run_deadline_at <= ?1 {_RUN_NEEDS_WAKING}"
             " UNION ALL SELECT min(timeout_at) FROM workflow_tasks WHERE status = 'started'"
             " AND timeout_at IS NOT NULL"
             " UNION ALL SELECT min(fire_at) FROM timers WHERE status = 'scheduled'"
@@ -602,7 +614,7 @@ class Tx:
             " AND heartbeat_deadline_at IS NOT NULL"
             " UNION ALL SELECT min(schedule_to_close_deadline_at) FROM activities"
             " WHERE status IN ('scheduled', 'retry_scheduled', 'started')"
-            " AND schedule_to_close_deadline_at IS NOT NULL)"
+            " AND schedule_to_close_deadline_at IS NOT NULL)", (now,),
         )
         return row["at"]
 
@@ -617,6 +629,12 @@ class Tx:
             "WHERE worker_id = ? AND stopped_at IS NULL", (now, lease_expires_at, worker_id),
         )
         return cursor.rowcount == 1
+
+    def revive_worker(self, worker_id: str, now: str, lease_expires_at: str) -> None:
+        self.conn.execute(
+            "UPDATE workers SET heartbeat_at = ?, lease_expires_at = ?, stopped_at = NULL "
+            "WHERE worker_id = ?", (now, lease_expires_at, worker_id),
+        )
 
     def stop_worker(self, worker_id: str, now: str) -> None:
         self.conn.execute(
