@@ -1,0 +1,94 @@
+"""A real `wfctl work` process times a run out on time while its only slot is busy (issue 3)."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from wfctl import Client, clock
+
+HANDLERS = '''
+"""Handlers for the process test, imported by the worker from beside workflows.yaml."""
+
+import time
+from pathlib import Path
+
+
+def busy(state):
+    Path(state["marker"]).write_text("started")
+    time.sleep(state["sleep"])
+    return {"finished": True}
+'''
+
+WORKFLOWS = """
+version: 1
+workflows:
+  busy:
+    run_timeout: 2s
+    steps:
+      - activity: wfh_process_busy:busy
+        start_to_close: 1m
+        max_attempts: 1
+"""
+
+
+def wait_for(predicate, seconds: float) -> bool:
+    """Poll what the worker wrote; the timeout itself is the worker's doing, not ours."""
+    limit = time.monotonic() + seconds
+    while time.monotonic() < limit:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+@pytest.mark.process
+def test_a_long_running_worker_times_out_a_run_within_a_second_while_a_handler_is_busy(
+        tmp_path: Path):
+    (tmp_path / "wfh_process_busy.py").write_text(HANDLERS)
+    workflows = tmp_path / "workflows.yaml"
+    workflows.write_text(textwrap.dedent(WORKFLOWS))
+    db = tmp_path / "wfctl.db"
+    marker = tmp_path / "handler-started"
+    log = (tmp_path / "worker.log").open("w")
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "wfctl", "--db", str(db), "-w", str(workflows), "work",
+         "--concurrency", "1", "--grace", "10s"],
+        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=log,
+    )
+    try:
+        with Client(db, workflows) as client:
+            client.start("busy", "b1", input={"marker": str(marker), "sleep": 4})
+            assert wait_for(marker.exists, 5), "the worker never ran the handler"
+            assert wait_for(lambda: client.describe("b1")["status"] == "timed_out", 5)
+
+            doc = client.describe("b1")
+            timed_out = client.history("b1", event_types=("WorkflowTimedOut",))[0]
+            started = client.history("b1", event_types=("ActivityStarted",))[0]
+            run_deadline = clock.parse(doc["run"]["run_deadline_at"])
+            late = (clock.parse(timed_out["at"]) - run_deadline).total_seconds()
+            assert 0 <= late < 1.0, f"timed out {late:.3f}s after the run deadline"
+            assert (clock.parse(timed_out["at"]) - clock.parse(started["at"])).total_seconds() < 4, \
+                "the handler was still sleeping when the run timed out"
+            assert timed_out["attributes"]["timeout_kind"] == "run_timeout"
+            assert doc["failure"]["exception_class"] == "WorkflowTimeoutException"
+            assert [a["status"] for a in doc["activities"]] == ["cancelled"]
+            assert client.history("b1")[-2]["event_type"] == "ActivityCancelled"
+
+            worker.send_signal(signal.SIGTERM)
+            assert worker.wait(timeout=15) == 0
+
+            assert client.history("b1")[-1]["event_type"] == "WorkflowTimedOut"
+            assert client.describe("b1")["state"] == {"marker": str(marker), "sleep": 4}
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+        log.close()
+    assert "activity_result_discarded" in (tmp_path / "worker.log").read_text()
