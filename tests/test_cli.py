@@ -147,10 +147,11 @@ def test_list_is_newest_first_and_filters(cli):
     cli("work", "--once")
     cli("start", "etl", "b")
     code, rows = cli.json("list")
+    assert code == 0
     assert [row["workflow_instance_id"] for row in rows] == ["b", "a"]
-    code, rows = cli.json("list", "--status", "completed")
+    _, rows = cli.json("list", "--status", "completed")
     assert [row["workflow_instance_id"] for row in rows] == ["a"]
-    code, rows = cli.json("list", "--type", "other")
+    _, rows = cli.json("list", "--type", "other")
     assert rows == []
     result = cli("list", "--status", "bogus")
     assert result.exit_code == 1

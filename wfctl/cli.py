@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -12,7 +13,6 @@ import time
 from pathlib import Path
 from typing import Any, NoReturn
 
-import click
 import typer
 import yaml
 from dateutil import parser as date_parser
@@ -23,10 +23,11 @@ from wfctl.client import Client
 from wfctl.errors import NotFound, WfctlError
 from wfctl.worker import WorkerOptions, install_signal_handlers
 
+
 class _Commands(TyperGroup):
     """Translates wfctl's errors once, at the edge: one `Error:` line on stderr, exit 1."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: typer.Context) -> Any:
         try:
             return super().invoke(ctx)
         except WfctlError as exc:
@@ -100,6 +101,39 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
+def _completion_paths(ctx: typer.Context) -> tuple[str, str]:
+    """The --db and --workflows of the command line being completed (or their defaults)."""
+    params = ctx.find_root().params
+    return (params.get("db") or os.environ.get("WFCTL_DB", "wfctl.db"),
+            params.get("workflows") or os.environ.get("WFCTL_WORKFLOWS", "workflows.yaml"))
+
+
+def _complete_types(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Workflow type names from the definitions file; nothing when it cannot be read."""
+    _, workflows = _completion_paths(ctx)
+    try:
+        names = Client(workflows=workflows).definitions().types
+    except Exception:
+        return []
+    return sorted(name for name in names if name.startswith(incomplete))
+
+
+def _complete_ids(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Instance ids from the database, newest first; never creates the database."""
+    db, _ = _completion_paths(ctx)
+    if not Path(db).exists():
+        return []
+    try:
+        with Client(db) as client:
+            return client.instance_ids(incomplete)
+    except Exception:
+        return []
+
+
+def _starting(values: tuple[str, ...], incomplete: str) -> list[str]:
+    return [value for value in values if value.startswith(incomplete)]
+
+
 @app.callback()
 def main_options(
     ctx: typer.Context,
@@ -155,7 +189,7 @@ def validate(ctx: typer.Context,
 def start(
     ctx: typer.Context,
     workflow_type: str = typer.Argument(..., metavar="TYPE", help="A workflow type.",
-                                        autocompletion=lambda: _complete_types()),
+                                        autocompletion=_complete_types),
     instance_id: str | None = typer.Argument(None, metavar="[ID]",
                                              help="Instance id (generated when omitted)."),
     input_json: str | None = typer.Option(None, "--input", help="Input state, a JSON object."),
@@ -208,7 +242,11 @@ def start(
 def _follow_until_closed(client: Client, result: dict[str, Any], as_json: bool) -> None:
     from wfctl.live import follow_start
 
-    final = follow_start(client, result["workflow_instance_id"], quiet=as_json)
+    try:
+        final = follow_start(client, result["workflow_instance_id"], quiet=as_json)
+    except KeyboardInterrupt:
+        # Interrupting the view leaves the workflow running; 130 says it was not followed out.
+        raise typer.Exit(130) from None
     if as_json:
         _print_json(final)
     if final["status"] != "completed":
@@ -234,8 +272,13 @@ def work(
                                      help="Liveness lease; a lapsed worker's attempts are retried."),
     grace: str = typer.Option("30s", "--grace",
                               help="How long the first SIGTERM lets running handlers finish."),
-    log_format: str = typer.Option("text", "--log-format", help="text | json"),
-    log_level: str = typer.Option("info", "--log-level", help="debug | info | warning | error"),
+    log_format: str = typer.Option(
+        "text", "--log-format", help="text | json",
+        autocompletion=lambda incomplete: _starting(("text", "json"), incomplete)),
+    log_level: str = typer.Option(
+        "info", "--log-level", help="debug | info | warning | error",
+        autocompletion=lambda incomplete: _starting(("debug", "info", "warning", "error"),
+                                                    incomplete)),
 ) -> None:
     """Run handlers until SIGTERM/SIGINT (the first drains, a second stops at once)."""
     if log_format not in ("text", "json"):
@@ -267,8 +310,12 @@ def work(
 @app.command("list")
 def list_command(
     ctx: typer.Context,
-    status: str | None = typer.Option(None, "--status", help="Only this status."),
-    workflow_type: str | None = typer.Option(None, "--type", help="Only this workflow type."),
+    status: str | None = typer.Option(
+        None, "--status", help="Only this status.",
+        autocompletion=lambda incomplete: _starting(STATUSES, incomplete)),
+    workflow_type: str | None = typer.Option(
+        None, "--type", help="Only this workflow type.",
+        autocompletion=_complete_types),
     since: str | None = typer.Option(None, "--since",
                                      help="Created at or after (any date python-dateutil reads)."),
     limit: int = typer.Option(50, "--limit", min=1, help="At most this many."),
@@ -312,7 +359,7 @@ def _require_db(client: Client, instance_id: str) -> None:
 @app.command()
 def describe(
     ctx: typer.Context,
-    instance_id: str = typer.Argument(..., metavar="ID", autocompletion=lambda: _complete_ids()),
+    instance_id: str = typer.Argument(..., metavar="ID", autocompletion=_complete_ids),
     run: int | None = typer.Option(None, "--run", min=1, help="Show this run."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
@@ -335,17 +382,23 @@ def describe(
 @app.command()
 def history(
     ctx: typer.Context,
-    instance_id: str = typer.Argument(..., metavar="ID", autocompletion=lambda: _complete_ids()),
+    instance_id: str = typer.Argument(..., metavar="ID", autocompletion=_complete_ids),
     run: int | None = typer.Option(None, "--run", min=1, help="Only this run."),
     all_runs: bool = typer.Option(False, "--all-runs", help="Every run, with its number."),
     follow: bool = typer.Option(False, "--follow", "-f",
                                 help="Keep printing new events until the workflow closes."),
-    event_type: list[str] = typer.Option([], "--event-type", help="Only these event types."),
+    event_type: list[str] = typer.Option(
+        [], "--event-type", help="Only these event types (repeatable).",
+        autocompletion=lambda incomplete: _starting(render.EVENT_TYPES, incomplete)),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """The append-only event history: seq, time, event, details."""
     if run is not None and all_runs:
         _fail("--run and --all-runs exclude each other")
+    unknown = [name for name in event_type if name not in render.EVENT_TYPES]
+    if unknown:
+        _fail(f"--event-type: unknown event type {unknown[0]!r} "
+              f"(one of {', '.join(render.EVENT_TYPES)})")
     client = _client(ctx)
     _require_db(client, instance_id)
     events = client.history(instance_id, run=run, all_runs=all_runs,
@@ -359,9 +412,12 @@ def history(
     if follow:
         from wfctl.live import follow_history
 
-        follow_history(client, instance_id, out, after_seq=events[-1]["seq"] if events else 0,
-                       start_at=start_at, all_runs=all_runs or run is None,
-                       event_types=tuple(event_type))
+        # Without --run, following goes on into the runs a continue-as-new starts.
+        with contextlib.suppress(KeyboardInterrupt):
+            follow_history(client, instance_id, out,
+                           after_seq=events[-1]["seq"] if events else 0, start_at=start_at,
+                           all_runs=all_runs or run is None, show_run=all_runs,
+                           event_types=tuple(event_type))
 
 
 def _start_at(client: Client, instance_id: str) -> str | None:
@@ -371,7 +427,7 @@ def _start_at(client: Client, instance_id: str) -> str | None:
 @app.command()
 def retry(
     ctx: typer.Context,
-    instance_id: str = typer.Argument(..., metavar="ID", autocompletion=lambda: _complete_ids()),
+    instance_id: str = typer.Argument(..., metavar="ID", autocompletion=_complete_ids),
     extend_deadline: str | None = typer.Option(None, "--extend-deadline",
                                                help="New deadline: now + this duration."),
     clear_deadline: bool = typer.Option(False, "--clear-deadline", help="Remove the deadline."),
@@ -395,7 +451,7 @@ def retry(
 @app.command()
 def signal(
     ctx: typer.Context,
-    instance_id: str = typer.Argument(..., metavar="ID", autocompletion=lambda: _complete_ids()),
+    instance_id: str = typer.Argument(..., metavar="ID", autocompletion=_complete_ids),
     name: str = typer.Argument(..., metavar="NAME"),
     data: str | None = typer.Option(None, "--data", help="A JSON object merged into the state."),
 ) -> None:
@@ -412,7 +468,7 @@ def _control(action: str) -> Any:
     def command(
         ctx: typer.Context,
         instance_id: str = typer.Argument(..., metavar="ID",
-                                          autocompletion=lambda: _complete_ids()),
+                                          autocompletion=_complete_ids),
     ) -> None:
         client = _client(ctx)
         _require_db(client, instance_id)
@@ -426,7 +482,7 @@ def _closing(action: str) -> Any:
     def command(
         ctx: typer.Context,
         instance_id: str = typer.Argument(..., metavar="ID",
-                                          autocompletion=lambda: _complete_ids()),
+                                          autocompletion=_complete_ids),
         reason: str | None = typer.Option(None, "--reason", help="Recorded in the history."),
     ) -> None:
         client = _client(ctx)
@@ -506,30 +562,6 @@ def demo(keep: bool = typer.Option(False, "--keep", help="Keep the temporary fol
             out.print(f"\nKept {folder}: try  wfctl --db {db} describe demo-etl")
         else:
             shutil.rmtree(folder, ignore_errors=True)
-
-
-def _complete_types() -> list[str]:
-    try:
-        with Client(*_paths()) as client:
-            return sorted(client.definitions().types)
-    except Exception:
-        return []
-
-
-def _complete_ids() -> list[str]:
-    db, _ = _paths()
-    if not Path(db).exists():
-        return []
-    try:
-        with Client(db) as client:
-            return [row["workflow_instance_id"] for row in client.list(limit=200)]
-    except Exception:
-        return []
-
-
-def _paths() -> tuple[str, str]:
-    return (os.environ.get("WFCTL_DB", "wfctl.db"),
-            os.environ.get("WFCTL_WORKFLOWS", "workflows.yaml"))
 
 
 def main() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from rich.console import Console, Group
@@ -14,11 +15,12 @@ from rich.text import Text
 from wfctl import clock, render
 from wfctl.client import Client
 
+# How often a follower looks at the database again; it only reads, so this costs little.
 POLL = 0.2
 
 
 def follow_history(client: Client, instance_id: str, out: Console, *, after_seq: int,
-                   start_at: str | None, all_runs: bool,
+                   start_at: str | None, all_runs: bool, show_run: bool,
                    event_types: tuple[str, ...] = ()) -> None:
     """Print new events as they are recorded, until the instance closes."""
     store = client.engine.store
@@ -27,74 +29,122 @@ def follow_history(client: Client, instance_id: str, out: Console, *, after_seq:
         current = store.data_version()
         if current != version:
             version = current
+            closed = client.describe(instance_id)["closed_at"] is not None
             events = client.history(instance_id, all_runs=all_runs, after_seq=after_seq,
                                     event_types=event_types)
             if events:
-                render.history(out, events, start_at=start_at, show_run=all_runs, header=False)
+                render.history(out, events, start_at=start_at, show_run=show_run, header=False)
                 after_seq = events[-1]["seq"]
-            if client.describe(instance_id)["closed_at"] is not None:
+            # Looked at before reading the events, so the last ones are never missed.
+            if closed:
                 return
         time.sleep(POLL)
 
 
 def follow_start(client: Client, instance_id: str, *, quiet: bool) -> dict[str, Any]:
-    """Follow a just-started instance until it closes; returns its final describe."""
+    """Follow a just-started instance until it closes; returns its final describe.
+
+    On a terminal: a live view of the step, attempts and countdowns. Piped: the history, line by
+    line. `quiet` (for --json) keeps stdout free: the live view goes to stderr if that is a
+    terminal, and nothing is printed otherwise.
+    """
     out = render.console(stderr=quiet)
-    if quiet or render.plain(out):
-        start_at = client.describe(instance_id)["created_at"]
-        if not quiet:
-            render.history(out, client.history(instance_id, all_runs=True), start_at=start_at,
-                           show_run=True)
-            last = client.history(instance_id, all_runs=True)
-            follow_history(client, instance_id, out, after_seq=last[-1]["seq"] if last else 0,
-                           start_at=start_at, all_runs=True)
-        else:
+    if render.plain(out):
+        if quiet:
             while client.describe(instance_id)["closed_at"] is None:
                 time.sleep(POLL)
+        else:
+            start_at = client.describe(instance_id)["created_at"]
+            events = client.history(instance_id, all_runs=True)
+            render.history(out, events, start_at=start_at, show_run=True)
+            follow_history(client, instance_id, out,
+                           after_seq=events[-1]["seq"] if events else 0,
+                           start_at=start_at, all_runs=True, show_run=True)
         return client.describe(instance_id)
-    with Live(console=out, refresh_per_second=5, transient=False) as live:
+    with Live(console=out, refresh_per_second=5, transient=quiet) as live:
         while True:
             doc = client.describe(instance_id)
-            live.update(_live_view(doc))
+            recent = client.history(instance_id, all_runs=True)[-5:]
+            live.update(live_view(doc, recent, clock.now()))
             if doc["closed_at"] is not None:
                 return doc
             time.sleep(POLL)
 
 
-def _live_view(doc: dict[str, Any]) -> Group:
-    now = clock.now()
+def live_view(doc: dict[str, Any], recent: list[dict[str, Any]], now: datetime) -> Group:
+    """What `start --wait` shows: status and step, countdowns, open attempts, latest events."""
     run = doc["run"]
-    header = Text.assemble((doc["workflow_type"], "bold"), " ", doc["workflow_instance_id"],
+    header = Text.assemble((doc["workflow_type"], "bold"), " ", (doc["workflow_instance_id"], "bold"),
                            "  ", render.status_text(doc["status"]),
-                           f"  run {run['run_number']}  step ", (run["current_step"] or "-", "bold"))
+                           f"  run {run['run_number']}  step ",
+                           (run["current_step"] or "-", "bold"))
+    if run["wait_kind"]:
+        header.append(f"  waiting on {run['wait_kind']}", style="blue")
     countdowns = Table.grid(padding=(0, 2))
-    for label, at in (("execution deadline", run["execution_deadline_at"]),
-                      ("run deadline", run["run_deadline_at"]), ("deadline", doc["deadline_at"])):
+    for label, at in (("execution timeout", run["execution_deadline_at"]),
+                      ("run timeout", run["run_deadline_at"]), ("deadline", doc["deadline_at"])):
         if at:
-            countdowns.add_row(label, at, render.relative(at, now))
+            countdowns.add_row(label, at, render.relative(at, now) if run["closed_at"] is None
+                               else render.at_close(at, run["closed_at"]))
+    for timer in doc["timers"]:
+        if timer["status"] == "scheduled":
+            countdowns.add_row(f"timer {timer['step']}", timer["fire_at"],
+                               render.relative(timer["fire_at"], now))
     activities = Table.grid(padding=(0, 2))
     for activity in doc["activities"][-5:]:
-        deadline = activity["close_deadline_at"] or activity["heartbeat_deadline_at"]
-        activities.add_row(activity["step"], render.status_text(activity["status"]),
-                           f"attempt {activity['attempt']}/{activity['max_attempts']}",
-                           render.relative(deadline, now) if deadline and activity["status"]
-                           == "started" else Text(""))
-    parts: list[Any] = [header, countdowns, activities]
+        nearest = _nearest(activity)
+        error = activity.get("last_error")
+        activities.add_row(
+            activity["step"], render.status_text(activity["status"]),
+            f"attempt {activity['attempt']}/{activity['max_attempts']}",
+            Text(f"{nearest[0]} ").append_text(render.relative(nearest[1], now))
+            if nearest else Text(""),
+            Text(f"last error {error['exception_class']}: {error['message']}", style="red")
+            if error and activity["status"] in render.OPEN_ACTIVITY else Text(""),
+        )
+    events = Table.grid(padding=(0, 2))
+    for event in recent:
+        events.add_row(str(event["seq"]),
+                       render.styled(event["event_type"],
+                                     "bold red" if render.is_alarm(event["event_type"]) else None),
+                       render.event_line(event))
+    parts: list[Any] = [header, countdowns, activities, events]
     if doc["failure"]:
-        parts.append(Text(f"{doc['failure']['failure_category']}: {doc['failure']['message']}",
+        failure = doc["failure"]
+        kind = f" [{failure['timeout_kind']}]" if failure.get("timeout_kind") else ""
+        parts.append(Text(f"{failure['failure_category']}{kind}: {failure['message']}",
                           style="bold red"))
     return Group(*parts)
 
 
-def watch_list(rows: Callable[[], list[dict[str, Any]]]) -> None:
-    out = render.console()
-    with Live(console=out, refresh_per_second=2) as live:
-        try:
+def _nearest(activity: dict[str, Any]) -> tuple[str, str] | None:
+    """The open attempt's deadline that comes first, with its kind."""
+    if activity["status"] not in render.OPEN_ACTIVITY:
+        return None
+    pending = [(activity[key], label) for label, key in (
+        ("schedule-to-start", "schedule_deadline_at"), ("start-to-close", "close_deadline_at"),
+        ("schedule-to-close", "schedule_to_close_deadline_at"),
+        ("heartbeat", "heartbeat_deadline_at")) if activity[key] is not None]
+    if not pending:
+        return None
+    at, label = min(pending)
+    return label, at
+
+
+def watch_list(rows: Callable[[], list[dict[str, Any]]], out: Console | None = None, *,
+               interval: float = 1.0) -> None:
+    """Refresh the list until interrupted; piped, print it again at each refresh."""
+    out = out or render.console()
+    try:
+        if render.plain(out):
             while True:
-                table_console = Console(record=True, width=out.width)
-                with table_console.capture():
-                    render.instances(table_console, rows(), clock.now())
-                live.update(Text.from_ansi(table_console.export_text(styles=True)))
-                time.sleep(1)
-        except KeyboardInterrupt:
-            return
+                current = rows()
+                render.emit(out, Text(f"-- {clock.iso(clock.now())}"))
+                render.instances(out, current, clock.now())
+                time.sleep(interval)
+        with Live(console=out, refresh_per_second=2) as live:
+            while True:
+                live.update(render.instances_table(out, rows(), clock.now()))
+                time.sleep(interval)
+    except KeyboardInterrupt:
+        return

@@ -17,7 +17,8 @@ _DEBUG_EVENTS = re.compile(
     r"|TimerScheduled)$"
 )
 _FIELDS = (
-    "step", "attempt", "timeout_kind", "reason", "signal", "exception_class", "message",
+    "step", "attempt", "failure_category", "timeout_kind", "limit_kind", "reason", "signal",
+    "exception_class", "message",
     "child_instance_id", "policy", "deadline_at", "retry_available_at", "handler",
     "handler_error", "worker_id", "new_run_number",
 )
@@ -41,7 +42,7 @@ class _TextFormatter(logging.Formatter):
         if self.colour:
             level = f"{_COLOURS.get(level, '')}{level}\x1b[0m"
         parts = [at.replace("+00:00", "Z"), f"{level:<7}", record.getMessage()]
-        for key, value in fields.items():
+        for key, value in {**fields, **_exception(record)}.items():
             if value is None:
                 continue
             shown = json.dumps(value, ensure_ascii=False) if not isinstance(value, int | float) \
@@ -57,7 +58,18 @@ class _JsonFormatter(logging.Formatter):
         at = datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
         document = {"time": at, "level": record.levelname.lower(), "event": record.getMessage()}
         document.update(getattr(record, "fields", {}))
+        document.update(_exception(record))
+        if record.exc_info:
+            document["traceback"] = self.formatException(record.exc_info)
         return json.dumps(document, ensure_ascii=False, default=str)
+
+
+def _exception(record: logging.LogRecord) -> dict[str, str]:
+    """An unexpected error's class and message, kept on the event's one line."""
+    if not record.exc_info or record.exc_info[1] is None:
+        return {}
+    error = record.exc_info[1]
+    return {"exception": f"{type(error).__name__}: {error}"}
 
 
 def configure(level: str = "info", fmt: str = "text") -> None:

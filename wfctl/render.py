@@ -9,7 +9,7 @@ from typing import Any
 
 from dateutil import tz
 from rich import box
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -24,6 +24,20 @@ STATUS_STYLE = {
     "retry_scheduled": "yellow", "fired": "green",
 }
 ALARM_EVENTS = ("TimedOut", "Failed", "DeadlineExceeded", "Terminated", "Cancelled")
+# The event names SPEC §5 fixes; `history --event-type` checks against them and completes them.
+EVENT_TYPES = (
+    "WorkflowStarted", "WorkflowTaskScheduled", "WorkflowTaskStarted", "WorkflowTaskCompleted",
+    "WorkflowTaskTimedOut", "ActivityScheduled", "ActivityStarted", "ActivityHeartbeatRecorded",
+    "ActivityCompleted", "ActivityFailed", "ActivityRetryScheduled", "ActivityTimedOut",
+    "ActivityCancelled", "TimerScheduled", "TimerFired", "TimerCancelled", "SignalWaitOpened",
+    "SignalReceived", "ChildWorkflowStarted", "ChildWorkflowCompleted", "ChildWorkflowFailed",
+    "ChildWorkflowTimedOut", "ParentClosePolicyApplied", "WorkflowPaused", "WorkflowResumed",
+    "WorkflowDeadlineExceeded", "WorkflowRetried", "WorkflowContinuedAsNew", "WorkflowCompleted",
+    "WorkflowFailed", "WorkflowTimedOut", "WorkflowCancelRequested", "WorkflowCancelled",
+    "WorkflowTerminated", "StartRejected",
+)
+OPEN_ACTIVITY = ("scheduled", "started", "retry_scheduled")
+INSTANT_WIDTHS = {"at (UTC)": 29, "fires at (UTC)": 29, "closed (UTC)": 29}
 
 
 def console(*, stderr: bool = False) -> Console:
@@ -40,6 +54,18 @@ def plain(out: Console) -> bool:
     return not out.is_terminal or out.no_color
 
 
+def emit(out: Console, *renderables: RenderableType) -> None:
+    """Print; plain output loses the blanks rich pads its last column with."""
+    if not plain(out):
+        out.print(*renderables)
+        return
+    with out.capture() as captured:
+        for renderable in renderables:
+            out.print(renderable)
+    lines = [line.rstrip() for line in captured.get().splitlines()]
+    out.print(Text.from_ansi("\n".join(lines)), soft_wrap=True)
+
+
 def table(out: Console, *columns: str) -> Table:
     if plain(out):
         grid = Table(box=None, show_edge=False, pad_edge=False, header_style="",
@@ -47,7 +73,16 @@ def table(out: Console, *columns: str) -> Table:
     else:
         grid = Table(box=box.SIMPLE_HEAVY, header_style="bold")
     for column in columns:
-        grid.add_column(column, overflow="fold")
+        # An instant is read whole: a narrow terminal folds the other columns first.
+        grid.add_column(column, overflow="fold", min_width=INSTANT_WIDTHS.get(column))
+    return grid
+
+
+def fields(out: Console) -> Table:
+    """A two-column grid of names and values, without a header."""
+    grid = table(out, "field", "value")
+    grid.show_header = False
+    grid.columns[0].style = "" if plain(out) else "bold"
     return grid
 
 
@@ -59,23 +94,43 @@ def status_text(status: str | None) -> Text:
     return styled(status, STATUS_STYLE.get(status or ""))
 
 
+def span(seconds: float) -> str:
+    """A distance in time for reading at a glance: the two largest units, '23m 10s'."""
+    if seconds < 1:
+        return f"{round(seconds * 1000)}ms"
+    remaining = round(seconds)
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        amount, remaining = divmod(remaining, size)
+        if amount or parts:
+            parts.append(f"{amount}{unit}")
+    return " ".join(part for part in parts[:2] if not part.startswith("0"))
+
+
 def relative(at: str | None, now: datetime) -> Text:
-    """'in 23m10s' / 'expired 5s ago', coloured by how close the instant is."""
+    """'in 23m 10s' / 'expired 5s ago', coloured by how close the instant is."""
     if at is None:
         return styled(None)
     seconds = (clock.parse(at) - now).total_seconds()
     if seconds <= 0:
-        return Text(f"expired {durations.format(-seconds)} ago", style="bold red")
+        return Text(f"expired {span(-seconds)} ago", style="bold red")
     style = "red" if seconds < 60 else "yellow" if seconds < 600 else "green"
-    return Text(f"in {durations.format(seconds)}", style=style)
+    return Text(f"in {span(seconds)}", style=style)
+
+
+def at_close(at: str, closed_at: str) -> Text:
+    """Where a deadline stood when its run closed: passed, or how far it still was."""
+    seconds = (clock.parse(at) - clock.parse(closed_at)).total_seconds()
+    if seconds <= 0:
+        return Text(f"passed {span(-seconds)} before the run closed", style="bold red")
+    return Text(f"not reached: closed {span(seconds)} before", style="dim")
 
 
 def ago(at: str | None, now: datetime) -> str:
     if at is None:
         return "-"
     seconds = (now - clock.parse(at)).total_seconds()
-    return f"{durations.format(abs(seconds))} ago" if seconds >= 0 \
-        else f"in {durations.format(-seconds)}"
+    return f"{span(seconds)} ago" if seconds >= 0 else f"in {span(-seconds)}"
 
 
 def local(at: str | None) -> str:
@@ -88,90 +143,137 @@ def seconds_text(value: float | None) -> str:
     return durations.format(value) if value is not None else "none"
 
 
+def _json(value: Any, limit: int | None = None) -> str:
+    shown = json.dumps(value, ensure_ascii=False)
+    if limit is not None and len(shown) > limit:
+        shown = shown[:limit - 3] + "..."
+    return shown
+
+
 # describe
 
 def describe(out: Console, doc: dict[str, Any], now: datetime) -> None:
+    """Everything `describe --json` has, for a person: header, time, activities, failure."""
     run = doc["run"]
     title = Text.assemble(
-        (doc["workflow_type"], "bold"), " ", doc["workflow_instance_id"], "  ",
-        status_text(doc["status"]),
-        f"  run {run['run_number']} of {doc['run_count']}",
+        (doc["workflow_type"], "bold"), " ", (doc["workflow_instance_id"], "bold"), "  ",
+        status_text(doc["status"]), f"  run {run['run_number']} of {doc['run_count']}",
     )
-    summary = table(out, "field", "value")
-    summary.show_header = False
-    rows = [
-        ("run id", run["workflow_run_id"]),
-        ("run status", status_text(run["status"])),
-        ("closed reason", run["closed_reason"]),
-        ("current step", run["current_step"]),
-        ("waiting on", run["wait_kind"]),
-        ("started", f"{run['started_at']}  ({ago(run['started_at'], now)})"),
-        ("closed", run["closed_at"]),
-        ("child policy", doc["child_policy"]),
-        ("parent", doc["parent_workflow_instance_id"]),
-    ]
-    if run["cancel_requested"]:
-        rows.append(("cancel", Text("requested", style="magenta")))
-    for name, value in rows:
-        if value is not None:
-            summary.add_row(name, value if isinstance(value, Text) else str(value))
-    parts: list[Any] = [summary, _time_panel(out, doc, now)]
+    parts: list[RenderableType] = [_summary(out, doc, now), _time_panel(out, doc, now)]
     if doc["activities"]:
         parts.append(_activities(out, doc["activities"], now))
+        parts.append(_activity_times(out, doc["activities"]))
     if doc["timers"]:
-        timers = table(out, "timer", "step", "kind", "fires at", "when", "status")
+        timers = table(out, "timer", "step", "kind", "fires at (UTC)", "when", "status")
         for timer in doc["timers"]:
             timers.add_row(timer["timer_id"], timer["step"], timer["kind"], timer["fire_at"],
                            relative(timer["fire_at"], now) if timer["status"] == "scheduled"
                            else styled("-"), status_text(timer["status"]))
         parts.append(_titled(out, "Timers", timers))
     if doc["children"]:
-        children = table(out, "child instance", "type", "step", "status")
+        children = table(out, "child instance", "type", "step", "status", "closed (UTC)")
         for child in doc["children"]:
             children.add_row(child["workflow_instance_id"], child["workflow_type"],
-                             child["step"], status_text(child["status"]))
+                             child["step"], status_text(child["status"]),
+                             child.get("closed_at") or "-")
         parts.append(_titled(out, "Children", children))
     if doc["failure"]:
         parts.append(_failure(out, doc["failure"]))
     parts.append(_titled(out, "State", Text(json.dumps(doc["state"], indent=2,
                                                        ensure_ascii=False))))
     if plain(out):
-        out.print(title)
-        for part in parts:
-            out.print(part)
+        emit(out, title, *parts)
     else:
         out.print(Panel(Group(*parts), title=title, title_align="left", box=box.ROUNDED))
 
 
-def _titled(out: Console, title: str, body: Any) -> Any:
+def _summary(out: Console, doc: dict[str, Any], now: datetime) -> Table:
+    run = doc["run"]
+    step = None
+    if run["current_step"] is not None:
+        step = f"{run['current_step']} (step {run['step_index'] + 1})"
+    closed = None
+    if run["closed_at"]:
+        took = (clock.parse(run["closed_at"]) - clock.parse(run["started_at"])).total_seconds()
+        closed = f"{run['closed_at']}  (after {span(max(0.0, took))}, {ago(run['closed_at'], now)})"
+    rows: list[tuple[str, str | Text | None]] = [
+        ("run id", run["workflow_run_id"]),
+        ("run status", status_text(run["status"])),
+        ("closed reason", run["closed_reason"]),
+        ("continued as", f"run {run['run_number'] + 1}, id {run['continued_to_run_id']}"
+         if run["continued_to_run_id"] else None),
+        ("current step", step),
+        ("waiting on", run["wait_kind"]),
+        ("created", f"{doc['created_at']}  ({ago(doc['created_at'], now)})"
+         if doc.get("created_at") else None),
+        ("run started", f"{run['started_at']}  ({ago(run['started_at'], now)})"),
+        ("run closed", closed),
+        ("instance closed", doc.get("closed_at")
+         if doc.get("closed_at") not in (None, run["closed_at"]) else None),
+        ("deadline claimed", run["deadline_claimed_at"]),
+        ("child policy", doc["child_policy"]),
+        ("parent", doc["parent_workflow_instance_id"]),
+        ("cancel", Text("requested", style="magenta") if run["cancel_requested"] else None),
+    ]
+    summary = fields(out)
+    for name, value in rows:
+        if value is not None:
+            summary.add_row(name, value)
+    return summary
+
+
+def _titled(out: Console, title: str, body: RenderableType) -> RenderableType:
     if plain(out):
         return Group(Text(f"\n{title}"), body)
-    return Panel(body, title=title, title_align="left", box=box.MINIMAL)
+    return Panel(body, title=Text(title, style="bold"), title_align="left", box=box.MINIMAL)
 
 
-def _time_panel(out: Console, doc: dict[str, Any], now: datetime) -> Any:
+def _time_panel(out: Console, doc: dict[str, Any], now: datetime) -> RenderableType:
+    """Each workflow timeout: configured value, instant in UTC and local time, how far it is.
+
+    Piped, the instant is the exact ISO text (for grep); on a terminal it is shortened to the
+    second, with the local time under it, so that the table fits beside the countdown.
+    """
     run = doc["run"]
-    closed = run["closed_at"] is not None
-    grid = table(out, "limit", "value", "at (UTC)", "local", "when")
+    short = not plain(out)
+    grid = table(out, "timeout", "configured", *(("at",) if short else ("at (UTC)", "local")),
+                 "when")
     rows = [
         ("execution timeout", doc["execution_timeout_seconds"], run["execution_deadline_at"]),
         ("run timeout", run["run_timeout_seconds"], run["run_deadline_at"]),
         ("deadline", doc["deadline_seconds"], doc["deadline_at"]),
-        ("workflow task timeout", run["workflow_task_timeout_seconds"], None),
     ]
     for name, seconds, at in rows:
-        when = relative(at, now) if at and not closed else styled("-")
-        grid.add_row(name, seconds_text(seconds), at or "-", local(at), when)
+        if at is None:
+            when = styled("-")
+        elif run["closed_at"] is not None:
+            when = at_close(at, run["closed_at"])
+        else:
+            when = relative(at, now)
+        instants = [_utc_and_local(at)] if short else [at or "-", local(at)]
+        grid.add_row(name, seconds_text(seconds), *instants, when)
+    task_timeout = seconds_text(run["workflow_task_timeout_seconds"])
+    grid.add_row("workflow task timeout", task_timeout, *(["-"] * (1 if short else 2)),
+                 styled("each workflow task", "dim"))
     if doc["on_deadline"]:
-        grid.add_row("on deadline", doc["on_deadline"], "", "", "")
-    return _titled(out, "Time", grid)
+        grid.add_row("on deadline", doc["on_deadline"], *([""] * (2 if short else 3)))
+    local_zone = now.astimezone(tz.tzlocal()).strftime("%Z")
+    return _titled(out, f"Time (now {clock.iso(now)}, local zone {local_zone})", grid)
 
 
-def retry_chips(policy: dict[str, Any]) -> str:
-    """The retry policy as short chips: '3 attempts · backoff 1s→1m · start-to-close 5m'."""
+def _utc_and_local(at: str | None) -> str:
+    if at is None:
+        return "-"
+    utc = clock.parse(at).strftime("%Y-%m-%d %H:%M:%S UTC")
+    here = local(at)
+    return utc if here[:19] == utc[:19] else f"{utc}\n{here}"
+
+
+def retry_chips(policy: dict[str, Any]) -> list[str]:
+    """The retry policy as short chips: '3 attempts', 'backoff 1s→1m', 'start-to-close 5m'."""
     chips = [f"{policy['max_attempts']} attempt{'s' if policy['max_attempts'] != 1 else ''}"]
     waits = policy["backoff_seconds"]
-    if waits:
+    if waits and policy["max_attempts"] != 1:
         chips.append(f"backoff {durations.format(waits[0])}→{durations.format(max(waits))}"
                      if len(set(waits)) > 1 else f"backoff {durations.format(waits[0])}")
     for key, label in (("schedule_to_start_timeout", "schedule-to-start"),
@@ -182,51 +284,87 @@ def retry_chips(policy: dict[str, Any]) -> str:
             chips.append(f"{label} {durations.format(policy[key])}")
     if policy.get("non_retryable"):
         chips.append("non-retryable " + ",".join(policy["non_retryable"]))
-    return " · ".join(chips)
+    return chips
 
 
-def _activities(out: Console, activities: list[dict[str, Any]], now: datetime) -> Any:
-    grid = table(out, "step", "status", "attempt", "policy", "deadlines", "heartbeat")
+def chips_text(out: Console, chips: list[str]) -> Text:
+    if plain(out):
+        return Text(" · ".join(chips))
+    text = Text()
+    for chip in chips:
+        text.append(f" {chip} ", style="black on grey78")
+        text.append(" ")
+    text.rstrip()
+    return text
+
+
+def _activities(out: Console, activities: list[dict[str, Any]], now: datetime) -> RenderableType:
+    grid = table(out, "step", "status", "attempt", "retry policy", "open deadlines",
+                 "last heartbeat", "last error")
     for activity in activities:
         deadlines = Text()
-        for label, key in (("schedule-to-start", "schedule_deadline_at"),
-                           ("start-to-close", "close_deadline_at"),
-                           ("schedule-to-close", "schedule_to_close_deadline_at"),
-                           ("heartbeat", "heartbeat_deadline_at")):
-            at = activity[key]
-            if at is not None and activity["status"] in ("scheduled", "started",
-                                                          "retry_scheduled"):
-                deadlines.append(f"{label} ")
-                deadlines.append_text(relative(at, now))
-                deadlines.append("\n")
+        if activity["status"] == "retry_scheduled" and activity.get("available_at"):
+            deadlines.append("next attempt ")
+            deadlines.append_text(relative(activity["available_at"], now))
+        if activity["status"] in OPEN_ACTIVITY:
+            for label, key in (("schedule-to-start", "schedule_deadline_at"),
+                               ("start-to-close", "close_deadline_at"),
+                               ("schedule-to-close", "schedule_to_close_deadline_at"),
+                               ("heartbeat", "heartbeat_deadline_at")):
+                if activity[key] is not None:
+                    if deadlines:
+                        deadlines.append("; " if plain(out) else "\n")
+                    deadlines.append(f"{label} ")
+                    deadlines.append_text(relative(activity[key], now))
         heartbeat = "-"
         if activity["last_heartbeat_at"]:
             heartbeat = f"{ago(activity['last_heartbeat_at'], now)} " \
-                        f"{json.dumps(activity['last_heartbeat_details'])}"
+                        f"{_json(activity['last_heartbeat_details'])}"
+        error = activity.get("last_error")
+        error_text = styled(f"{error.get('exception_class')}: {error.get('message')}", "red") \
+            if error else styled("-")
         status = status_text(activity["status"])
         if activity["superseded"]:
             status.append(" (retried)", style="dim")
         grid.add_row(activity["step"], status,
                      f"{activity['attempt']}/{activity['max_attempts']}",
-                     retry_chips(activity["retry_policy"]), deadlines.rstrip() or "-",
-                     heartbeat)
+                     chips_text(out, retry_chips(activity["retry_policy"])),
+                     deadlines if deadlines else styled("-"), heartbeat, error_text)
     return _titled(out, "Activities", grid)
 
 
-def _failure(out: Console, failure: dict[str, Any]) -> Any:
-    body = Text()
-    body.append("category ", style="bold")
-    body.append(f"{failure['failure_category']}\n", style="bold red")
+def _activity_times(out: Console, activities: list[dict[str, Any]]) -> RenderableType:
+    """Each activity's ids and every instant it recorded, deadlines included."""
+    grid = table(out, "activity", "step", "handler", "queue", "times (UTC)")
+    for activity in activities:
+        times = []
+        for label, key in (("scheduled", "scheduled_at"), ("available", "available_at"),
+                           ("started", "started_at"), ("closed", "closed_at"),
+                           ("schedule-to-start deadline", "schedule_deadline_at"),
+                           ("start-to-close deadline", "close_deadline_at"),
+                           ("schedule-to-close deadline", "schedule_to_close_deadline_at"),
+                           ("heartbeat deadline", "heartbeat_deadline_at")):
+            value = activity.get(key)
+            if value is not None and not (key == "available_at"
+                                          and value == activity.get("scheduled_at")):
+                times.append(f"{label} {value}")
+        grid.add_row(activity["activity_id"], activity["step"], activity["handler"],
+                     activity.get("queue") or "-", ("; " if plain(out) else "\n").join(times))
+    return _titled(out, "Activity times", grid)
+
+
+def _failure(out: Console, failure: dict[str, Any]) -> RenderableType:
+    grid = fields(out)
+    grid.add_row("category", Text(str(failure["failure_category"]), style="bold red"))
     if failure.get("timeout_kind"):
-        body.append("timeout kind ", style="bold")
-        body.append(f"{failure['timeout_kind']}\n", style="bold yellow")
-    for key in ("exception_class", "deadline_at", "limit_kind", "value", "limit",
-                "child_instance_id", "handler_error"):
-        if failure.get(key) is not None:
-            body.append(f"{key.replace('_', ' ')} ", style="bold")
-            body.append(f"{failure[key]}\n")
-    body.append(failure["message"])
-    return _titled(out, "Failure", body)
+        grid.add_row("timeout kind", Text(str(failure["timeout_kind"]), style="bold yellow"))
+    grid.add_row("message", Text(str(failure.get("message") or "-")))
+    for key, value in failure.items():
+        if key in ("failure_category", "timeout_kind", "message") or value is None:
+            continue
+        shown = value if isinstance(value, str) else _json(value)
+        grid.add_row(key.replace("_", " "), Text(shown))
+    return _titled(out, "Failure", grid)
 
 
 # history
@@ -236,10 +374,16 @@ def event_line(event: dict[str, Any]) -> str:
     kind, a = event["event_type"], event["attributes"]
     step = a.get("step")
     if kind == "ActivityTimedOut":
-        line = f"Activity {step} timed out: {a['timeout_kind']} (attempt {a['attempt']})"
-        if a["timeout_kind"] == "heartbeat" and a.get("last_heartbeat_at"):
-            gap = (clock.parse(event["at"]) - clock.parse(a["last_heartbeat_at"])).total_seconds()
-            line += f" (last heartbeat {durations.format(gap)} ago)"
+        line = f"Activity {step} timed out: {a['timeout_kind']}"
+        if a["timeout_kind"] == "heartbeat":
+            if a.get("last_heartbeat_at"):
+                gap = (clock.parse(event["at"]) - clock.parse(a["last_heartbeat_at"]))
+                line += f" (last heartbeat {span(gap.total_seconds())} ago)"
+            else:
+                line += " (no heartbeat recorded)"
+        line += f"; attempt {a['attempt']}, deadline {a['deadline_at']}"
+        if a.get("last_heartbeat_details") is not None:
+            line += f", last details {_json(a['last_heartbeat_details'], 60)}"
         return line
     if kind == "ActivityRetryScheduled":
         why = f"timed out: {a['timeout_kind']}" if a.get("timeout_kind") else \
@@ -248,12 +392,32 @@ def event_line(event: dict[str, Any]) -> str:
                 f"{a['max_attempts']} at {a['retry_available_at']} "
                 f"(backoff {durations.format(a['backoff_seconds'])})")
     if kind == "ActivityFailed":
-        return f"Activity {step} failed: {a['exception_class']}: {a['message']}"
+        return f"Activity {step} failed: {a['exception_class']}: {a['message']}" + \
+            ("" if a.get("retryable", True) else " (not retryable)")
+    if kind == "ActivityScheduled":
+        return (f"Activity {step} ({a['handler']}) scheduled on queue {a.get('queue')}, "
+                f"attempt {a['attempt']} of {a['max_attempts']}" + _deadlines(a))
+    if kind == "ActivityStarted":
+        return f"Activity {step} attempt {a['attempt']} started by {a['worker_id']}" + \
+            _deadlines(a)
+    if kind == "ActivityCompleted":
+        return f"Activity {step} completed (attempt {a['attempt']}): {_json(a.get('result'), 80)}"
+    if kind == "ActivityCancelled":
+        return f"Activity {step} attempt {a['attempt']} cancelled: {a.get('reason')}"
+    if kind == "WorkflowStarted":
+        limits = [f"{label} {durations.format(a[seconds])} (until {a[at]})"
+                  for label, seconds, at in (
+                      ("execution timeout", "execution_timeout_seconds", "execution_deadline_at"),
+                      ("run timeout", "run_timeout_seconds", "run_deadline_at"),
+                      ("deadline", "deadline_seconds", "deadline_at"))
+                  if a.get(seconds) is not None]
+        return (f"{a.get('workflow_type')} run {a.get('run_number')} started"
+                + (f"; {', '.join(limits)}" if limits else "; no workflow timeouts"))
     if kind == "WorkflowTimedOut":
         return f"Workflow timed out: {a['timeout_kind']} (deadline {a['deadline_at']})"
     if kind == "WorkflowTaskTimedOut":
-        return (f"Workflow task timed out: {a['timeout_kind']} (scheduled #{a['scheduled_event_id']}"
-                f", started #{a['started_event_id']})")
+        return (f"Workflow task timed out: {a['timeout_kind']} (deadline {a.get('deadline_at')}, "
+                f"scheduled #{a['scheduled_event_id']}, started #{a['started_event_id']})")
     if kind == "WorkflowDeadlineExceeded":
         error = a.get("handler_error")
         handler = f"; {a['handler']} raised {error['exception_class']}: {error['message']}" \
@@ -264,7 +428,19 @@ def event_line(event: dict[str, Any]) -> str:
         return f"Workflow failed ({a['failure_category']}{timeout}): {a['message']}"
     if kind == "ChildWorkflowTimedOut":
         return f"Child {a['child_instance_id']} timed out: {a.get('timeout_kind')}"
+    if kind == "TimerScheduled":
+        return f"Timer {step} ({a['kind']}) fires at {a['fire_at']}"
+    if kind == "TimerFired":
+        return f"Timer {step} ({a['kind']}) fired"
     return _generic(a)
+
+
+def _deadlines(attributes: dict[str, Any]) -> str:
+    shown = [f"{label} until {attributes[key]}" for label, key in (
+        ("schedule-to-start", "schedule_deadline_at"), ("start-to-close", "close_deadline_at"),
+        ("schedule-to-close", "schedule_to_close_deadline_at"),
+        ("heartbeat", "heartbeat_deadline_at")) if attributes.get(key)]
+    return f"; {', '.join(shown)}" if shown else ""
 
 
 def _generic(attributes: dict[str, Any]) -> str:
@@ -273,9 +449,7 @@ def _generic(attributes: dict[str, Any]) -> str:
     for key, value in attributes.items():
         if key in skip or value is None or value == {} or value == []:
             continue
-        shown = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else value
-        if len(shown) > 60:
-            shown = shown[:57] + "..."
+        shown = value if isinstance(value, str) else _json(value, 60)
         parts.append(f"{key}={shown}")
     refs = [f"#{attributes[k]}" for k in ("scheduled_event_id", "started_event_id")
             if attributes.get(k) is not None]
@@ -284,35 +458,54 @@ def _generic(attributes: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
+def is_alarm(event_type: str) -> bool:
+    """Timeouts, deadlines, failures and retries: the events an operator looks for first."""
+    return event_type.endswith(ALARM_EVENTS) or event_type == "ActivityRetryScheduled"
+
+
 def history(out: Console, events: list[dict[str, Any]], *, start_at: str | None,
             show_run: bool = False, header: bool = True) -> None:
-    columns = ["seq", "+time", "at", "event", "details"]
-    if show_run:
-        columns.insert(1, "run")
+    """seq, time since start, time, event, details; batches printed by --follow line up."""
+    columns = ["seq", "run", "+time", "at (UTC)", "event", "details"]
+    if not show_run:
+        columns.remove("run")
     grid = table(out, *columns)
+    widths = {"seq": 4, "run": 3, "+time": 9, "event": 25}
+    for column in grid.columns:
+        if column.header in widths:
+            column.min_width = widths[str(column.header)]
     grid.show_header = header
+    # Batches printed by --follow come one under the other, without blank lines between them.
+    grid.show_edge = False
     for event in events:
-        alarm = any(event["event_type"].endswith(s) for s in ALARM_EVENTS) \
-            or event["event_type"] == "ActivityRetryScheduled"
+        alarm = is_alarm(event["event_type"])
         style = "bold red" if alarm else None
         if event["event_type"] in ("WorkflowCompleted", "ActivityCompleted"):
             style = "green"
         offset = "-"
         if start_at:
-            offset = "+" + durations.format(
+            offset = "+" + span(
                 max(0.0, (clock.parse(event["at"]) - clock.parse(start_at)).total_seconds())
             )
-        row = [str(event["seq"]), offset, event["at"], styled(event["event_type"], style),
-               styled(event_line(event), "yellow" if alarm else None)]
+        details = Text(event_line(event), style="yellow" if alarm else "")
+        kind = event["attributes"].get("timeout_kind")
+        if kind and not plain(out):
+            details.highlight_words([kind], style="bold reverse")
+        row: list[str | Text] = [str(event["seq"]), offset, event["at"],
+                                 styled(event["event_type"], style), details]
         if show_run:
             row.insert(1, str(event["run_number"]))
         grid.add_row(*row)
-    out.print(grid)
+    emit(out, grid)
 
 
 # list, validate, start
 
 def instances(out: Console, rows: list[dict[str, Any]], now: datetime) -> None:
+    emit(out, instances_table(out, rows, now))
+
+
+def instances_table(out: Console, rows: list[dict[str, Any]], now: datetime) -> Table:
     grid = table(out, "instance", "type", "status", "run", "created", "nearest deadline")
     for row in rows:
         nearest = row["nearest_deadline"]
@@ -321,7 +514,7 @@ def instances(out: Console, rows: list[dict[str, Any]], now: datetime) -> None:
         grid.add_row(row["workflow_instance_id"], row["workflow_type"],
                      status_text(row["status"]), str(row["run_number"]),
                      ago(row["created_at"], now), when)
-    out.print(grid)
+    return grid
 
 
 def definitions(out: Console, defs: Definitions) -> None:
@@ -332,17 +525,18 @@ def definitions(out: Console, defs: Definitions) -> None:
                      seconds_text(wf.execution_timeout), seconds_text(wf.run_timeout),
                      seconds_text(wf.deadline), wf.on_deadline or "-",
                      seconds_text(wf.workflow_task_timeout), wf.child_policy)
-    out.print(grid)
+    emit(out, grid)
 
 
 def started(out: Console, result: dict[str, Any], now: datetime) -> None:
     word = {"started_new": "Started", "returned_existing_active": "Already running"}.get(
         result["outcome"], "Rejected")
-    out.print(Text.assemble((word, "bold"), f" {result['workflow_type']} ",
-                            (result["workflow_instance_id"], "bold"),
-                            f"  run {result['workflow_run_id']}"))
+    lines = [Text.assemble((word, "bold"), f" {result['workflow_type']} ",
+                           (result["workflow_instance_id"], "bold"),
+                           f"  run {result['workflow_run_id']}")]
     for label, key in (("execution deadline", "execution_deadline_at"),
                        ("run deadline", "run_deadline_at"), ("deadline", "deadline_at")):
         if result[key]:
-            out.print(Text.assemble(f"  {label}: {result[key]} (", relative(result[key], now),
-                                    ")"))
+            lines.append(Text.assemble(f"  {label}: {result[key]} (", relative(result[key], now),
+                                       ")"))
+    emit(out, *lines)

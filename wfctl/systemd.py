@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 
@@ -35,9 +36,17 @@ def watchdog_interval() -> float | None:
 
 def unit(*, executable: str, db: str, workflows: str, user: str | None, grace: float,
          watchdog: int = 30) -> str:
-    """A systemd service unit for `wfctl work` on these files."""
+    """A systemd service unit for `wfctl work` on these files.
+
+    The worker drains for `grace` seconds on SIGTERM, so systemd waits longer than that before
+    it kills; the watchdog is pinged at half of `watchdog`.
+    """
     user_line = f"User={user}\n" if user else ""
     workdir = os.path.dirname(os.path.abspath(workflows))
+    grace_seconds = math.ceil(grace)
+    command = " ".join([executable, "--db", _quoted(os.path.abspath(db)),
+                        "--workflows", _quoted(os.path.abspath(workflows)),
+                        "work", "--grace", f"{grace_seconds}s"])
     return (
         "[Unit]\n"
         "Description=wfctl worker\n"
@@ -46,16 +55,23 @@ def unit(*, executable: str, db: str, workflows: str, user: str | None, grace: f
         "[Service]\n"
         "Type=notify\n"
         f"{user_line}"
-        f"WorkingDirectory={workdir}\n"
-        f"ExecStart={executable} --db {os.path.abspath(db)} "
-        f"--workflows {os.path.abspath(workflows)} work\n"
+        f"WorkingDirectory={workdir.replace('%', '%%')}\n"
+        f"ExecStart={command}\n"
         "Restart=on-failure\n"
         "RestartSec=2\n"
         f"WatchdogSec={watchdog}\n"
         "NotifyAccess=main\n"
         "KillSignal=SIGTERM\n"
-        f"TimeoutStopSec={int(grace) + 15}\n"
+        f"TimeoutStopSec={grace_seconds + 15}\n"
         "\n"
         "[Install]\n"
         "WantedBy=multi-user.target\n"
     )
+
+
+def _quoted(path: str) -> str:
+    """A path as one ExecStart= argument: % escaped, in double quotes when it has a space."""
+    path = path.replace("%", "%%")
+    if not any(char in path for char in ' "\\'):
+        return path
+    return '"' + path.replace("\\", "\\\\").replace('"', '\\"') + '"'

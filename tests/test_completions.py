@@ -1,0 +1,171 @@
+"""Shell completion: the shipped scripts are current, install works, names complete from data."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from wfctl import Client
+from wfctl.cli import app
+
+COMPLETIONS = Path(__file__).parent.parent / "completions"
+SHELLS = ("bash", "zsh", "fish")
+DEFINITIONS = """
+version: 1
+workflows:
+  data_import:
+    steps:
+      - activity: wfh:noop
+  data_export:
+    steps:
+      - activity: wfh:noop
+  cleanup:
+    steps:
+      - activity: wfh:noop
+"""
+
+
+def generated(shell: str) -> str:
+    """The script the app itself gives for `shell` (the `source_<shell>` completion instruction).
+
+    A zsh completion file must start with `#compdef`, so the blank lines around it are dropped.
+    """
+    result = CliRunner().invoke(app, [], prog_name="wfctl",
+                                env={"_WFCTL_COMPLETE": f"source_{shell}"})
+    assert result.exit_code == 0, result.output
+    return result.stdout.strip() + "\n"
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_the_shipped_completion_script_is_current(shell):
+    path = COMPLETIONS / f"wfctl.{shell}"
+    if os.environ.get("WFCTL_UPDATE_COMPLETIONS"):
+        path.write_text(generated(shell))
+    assert path.read_text() == generated(shell), (
+        f"{path} is out of date: run WFCTL_UPDATE_COMPLETIONS=1 pytest tests/test_completions.py")
+
+
+def test_the_zsh_script_can_be_autoloaded():
+    assert (COMPLETIONS / "wfctl.zsh").read_text().startswith("#compdef wfctl\n")
+
+
+@pytest.mark.parametrize(("shell", "installed"), [
+    ("bash", ".bash_completions/wfctl.sh"),
+    ("zsh", ".zfunc/_wfctl"),
+    ("fish", ".config/fish/completions/wfctl.fish"),
+])
+def test_install_completion_installs_the_shipped_script(monkeypatch, tmp_path, shell, installed):
+    # Typer names the shell itself unless detection is off; then --install-completion takes it.
+    monkeypatch.setenv("_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION", "1")
+    monkeypatch.setenv("HOME", str(tmp_path))
+
+    result = CliRunner().invoke(app, ["--install-completion", shell], prog_name="wfctl")
+
+    assert result.exit_code == 0, result.output
+    assert f"{shell} completion installed in" in result.stdout
+    script = (tmp_path / installed).read_text()
+    assert script.strip() == (COMPLETIONS / f"wfctl.{shell}").read_text().strip()
+
+
+def test_install_completion_is_offered_in_help():
+    result = CliRunner().invoke(app, ["--help"], prog_name="wfctl")
+    assert "--install-completion" in result.stdout and "--show-completion" in result.stdout
+
+
+# completing names: the bash protocol, as the shipped script speaks it
+
+def complete(words: str, env: dict[str, str] | None = None) -> list[str]:
+    """What bash would offer for the last word of `words` (the cursor is at its end)."""
+    parts = words.split(" ")
+    result = CliRunner().invoke(app, [], prog_name="wfctl", env={
+        "_WFCTL_COMPLETE": "complete_bash", "COMP_WORDS": words,
+        "COMP_CWORD": str(len(parts) - 1), **(env or {})})
+    assert result.exit_code == 0, result.output
+    return result.stdout.split()
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> tuple[Path, Path]:
+    workflows = tmp_path / "workflows.yaml"
+    workflows.write_text(textwrap.dedent(DEFINITIONS))
+    db = tmp_path / "wfctl.db"
+    with Client(db, workflows) as client:
+        for instance_id in ("import-1", "import-2", "export-1"):
+            client.start("data_import", instance_id)
+    return db, workflows
+
+
+def test_type_names_complete_from_the_definitions(files):
+    _, workflows = files
+    assert complete(f"wfctl -w {workflows} start data_") == ["data_export", "data_import"]
+    assert complete(f"wfctl -w {workflows} start ") == ["cleanup", "data_export", "data_import"]
+    assert complete(f"wfctl -w {workflows} list --type c") == ["cleanup"]
+
+
+def test_type_names_come_from_wfctl_workflows_too(files):
+    _, workflows = files
+    assert complete("wfctl start cl", {"WFCTL_WORKFLOWS": str(workflows)}) == ["cleanup"]
+
+
+@pytest.mark.parametrize("command", ["describe", "history", "retry", "signal", "pause",
+                                     "resume", "cancel", "terminate"])
+def test_instance_ids_complete_from_the_database(files, command):
+    db, _ = files
+    assert complete(f"wfctl --db {db} {command} import-") == ["import-2", "import-1"]
+    assert complete(f"wfctl --db {db} {command} ") == ["export-1", "import-2", "import-1"]
+
+
+def test_instance_ids_come_from_wfctl_db_too(files):
+    db, _ = files
+    assert complete("wfctl describe exp", {"WFCTL_DB": str(db)}) == ["export-1"]
+
+
+def test_completing_never_creates_a_database(tmp_path):
+    db = tmp_path / "none.db"
+    assert complete(f"wfctl --db {db} describe ") == []
+    assert not db.exists()
+
+
+def test_statuses_event_types_and_log_options_complete():
+    assert complete("wfctl list --status t") == ["timed_out", "terminated"]
+    assert complete("wfctl history x --event-type ActivityT") == ["ActivityTimedOut"]
+    assert complete("wfctl work --log-format j") == ["json"]
+    assert complete("wfctl work --log-level w") == ["warning"]
+
+
+def test_commands_complete():
+    assert complete("wfctl de") == ["describe", "demo", "deadlines"]
+
+
+def test_zsh_and_fish_protocols_answer_too(files):
+    db, _ = files
+    zsh = CliRunner().invoke(app, [], prog_name="wfctl", env={
+        "_WFCTL_COMPLETE": "complete_zsh", "_TYPER_COMPLETE_ARGS": f"wfctl --db {db} describe ex"})
+    fish = CliRunner().invoke(app, [], prog_name="wfctl", env={
+        "_WFCTL_COMPLETE": "complete_fish", "_TYPER_COMPLETE_FISH_ACTION": "get-args",
+        "_TYPER_COMPLETE_ARGS": f"wfctl --db {db} describe ex"})
+    assert '"export-1"' in zsh.stdout
+    assert fish.stdout.split() == ["export-1"]
+
+
+@pytest.mark.process
+def test_bash_completes_ids_through_the_shipped_script(files, tmp_path):
+    db, _ = files
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "wfctl").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m wfctl "$@"\n')
+    (bin_dir / "wfctl").chmod(0o755)
+    script = (f"source {COMPLETIONS / 'wfctl.bash'}; "
+              f"COMP_WORDS=(wfctl --db {db} describe import-); COMP_CWORD=4; "
+              "_wfctl_completion wfctl; printf '%s\\n' \"${COMPREPLY[@]}\"")
+
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30,
+                          env={**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
+
+    assert done.stdout.split() == ["import-2", "import-1"], done.stderr

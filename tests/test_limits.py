@@ -1,0 +1,298 @@
+"""Structural limits (SPEC §7): each at its value is fine, one over is a typed error."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from wfctl import Client
+from wfctl.cli import app
+from wfctl.definitions import LIMIT_DEFAULTS
+from wfctl.errors import StructuralLimitExceeded
+
+
+def grow(state: dict[str, Any]) -> dict[str, Any]:
+    """A handler for these tests: returns a string of state['size'] characters."""
+    return {"blob": "x" * state["size"]}
+
+
+def size(value: Any) -> int:
+    """A payload's size as wfctl measures it: compact JSON, in UTF-8 bytes."""
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+def definitions(limits: str = "") -> str:
+    return textwrap.dedent("""
+        version: 1
+        {limits}
+        workflows:
+          one:
+            steps:
+              - activity: test_limits:grow
+                name: grow
+          fan_out:
+            steps:
+              - parallel:
+                  - activity: wfh:noop
+                    name: a
+                  - activity: wfh:noop
+                    name: b
+                  - activity: wfh:noop
+                    name: c
+          gated:
+            steps:
+              - wait_for_signal: go
+          single:
+            steps:
+              - activity: wfh:noop
+    """).replace("{limits}", textwrap.dedent(limits).strip().replace("\n", "\n        "))
+
+
+def limited(**values: int) -> str:
+    return "limits:\n" + "".join(f"  {key}: {value}\n" for key, value in values.items())
+
+
+def assert_structural_failure(env, instance_id: str, kind: str, value: int, limit: int) -> None:
+    doc = env.describe(instance_id)
+    assert doc["status"] == "failed"
+    failure = doc["failure"]
+    assert failure["failure_category"] == "structural_limit"
+    assert (failure["limit_kind"], failure["value"], failure["limit"]) == (kind, value, limit)
+    assert failure["exception_class"] == "StructuralLimitExceeded"
+    failed = env.events(instance_id, "WorkflowFailed")[0]["attributes"]
+    assert failed["failure_category"] == "structural_limit"
+
+
+def test_the_defaults_are_the_contracts():
+    assert LIMIT_DEFAULTS == {"payload_size": 2 * 1024 * 1024, "pending_activity_count": 2000,
+                              "pending_signal_count": 5000, "history_size": 50_000}
+
+
+# payload_size
+
+def test_a_start_input_at_the_payload_limit_is_accepted(make_env):
+    env = make_env(definitions(limited(payload_size=100)))
+    state = {"size": 0, "pad": "p" * (100 - size({"size": 0, "pad": ""}))}
+    assert size(state) == 100
+
+    assert env.start("single", "s1", input=state)["outcome"] == "started_new"
+
+
+def test_a_start_input_over_the_payload_limit_is_refused_and_nothing_is_recorded(make_env):
+    env = make_env(definitions(limited(payload_size=100)))
+    state = {"pad": "p" * (101 - size({"pad": ""}))}
+
+    with pytest.raises(StructuralLimitExceeded) as refused:
+        env.start("single", "s1", input=state)
+
+    assert (refused.value.limit_kind, refused.value.value, refused.value.limit) == \
+        ("payload_size", 101, 100)
+    assert str(refused.value) == "payload_size limit exceeded: 101 bytes (limit 100)"
+    assert env.client.list() == []
+
+
+def test_the_cli_refuses_an_oversized_input_with_one_line_and_writes_nothing(tmp_path):
+    workflows = tmp_path / "workflows.yaml"
+    workflows.write_text(definitions())
+    big = tmp_path / "big.json"
+    big.write_text(json.dumps({"blob": "x" * (3145767 - size({"blob": ""}))}))
+    args = ["--db", str(tmp_path / "wfctl.db"), "-w", str(workflows), "start", "single", "s1"]
+
+    result = CliRunner().invoke(app, [*args, "--input-file", str(big)])
+
+    assert result.exit_code == 1
+    assert result.stderr == "Error: payload_size limit exceeded: 3145767 bytes (limit 2097152)\n"
+    assert result.stdout == ""
+    assert not (tmp_path / "wfctl.db").exists()
+
+    CliRunner().invoke(app, [*args[:4], "start", "single", "other"])      # now a database exists
+    again = CliRunner().invoke(app, [*args, "--input-file", str(big)])
+    assert again.exit_code == 1
+    with Client(tmp_path / "wfctl.db", workflows) as client:
+        assert [row["workflow_instance_id"] for row in client.list()] == ["other"]
+
+
+def test_a_result_that_brings_the_state_to_the_limit_is_kept(make_env):
+    start = {"size": 0}
+    limit = 200
+    env = make_env(definitions(limited(payload_size=limit)))
+    start["size"] = limit - size({"size": 100, "blob": ""})      # three digits, as the result
+    env.start("one", "o1", input=start)
+
+    env.run(1)
+
+    doc = env.describe("o1")
+    assert doc["status"] == "completed"
+    assert size(doc["state"]) == limit
+
+
+def test_a_result_over_the_payload_limit_fails_the_workflow(make_env):
+    limit = 200
+    env = make_env(definitions(limited(payload_size=limit)))
+    env.start("one", "o1", input={"size": limit})
+
+    env.run(1)
+
+    value = size({"blob": "x" * limit})
+    assert_structural_failure(env, "o1", "payload_size", value, limit)
+    failed = env.events("o1", "ActivityFailed")[0]["attributes"]
+    assert (failed["exception_class"], failed["message"]) == (
+        "StructuralLimitExceeded", f"payload_size limit exceeded: {value} bytes (limit {limit})")
+    assert failed["retryable"] is False
+
+
+def test_a_merged_state_over_the_payload_limit_fails_the_workflow(make_env):
+    limit = 200
+    env = make_env(definitions(limited(payload_size=limit)))
+    start = {"size": 150, "pad": "p" * 30}
+    env.start("one", "o1", input=start)
+
+    env.run(1)
+
+    assert_structural_failure(env, "o1", "payload_size", size({**start, "blob": "x" * 150}),
+                              limit)
+
+
+def test_signal_data_over_the_payload_limit_is_refused(make_env):
+    env = make_env(definitions(limited(payload_size=100)))
+    env.start("gated", "g1")
+    at_limit = {"pad": "p" * (100 - size({"pad": ""}))}
+    over = {"pad": "p" * (101 - size({"pad": ""}))}
+
+    env.client.signal("g1", "go", at_limit)
+    with pytest.raises(StructuralLimitExceeded) as refused:
+        env.client.signal("g1", "go", over)
+
+    assert (refused.value.limit_kind, refused.value.value) == ("payload_size", 101)
+    assert len(env.events("g1", "SignalReceived")) == 1
+
+
+# pending_activity_count
+
+def test_pending_activities_at_the_limit_are_scheduled(make_env):
+    env = make_env(definitions(limited(pending_activity_count=3)))
+    env.start("fan_out", "f1")
+
+    env.run(1)
+
+    assert env.describe("f1")["status"] == "completed"
+    assert len(env.events("f1", "ActivityScheduled")) == 3
+
+
+def test_pending_activities_over_the_limit_fail_the_workflow(make_env):
+    env = make_env(definitions(limited(pending_activity_count=2)))
+    env.start("fan_out", "f1")
+
+    env.run(1)
+
+    assert_structural_failure(env, "f1", "pending_activity_count", 3, 2)
+    assert env.events("f1", "ActivityScheduled") == []
+    assert env.describe("f1")["failure"]["message"] == \
+        "pending_activity_count limit exceeded: 3 (limit 2)"
+
+
+# pending_signal_count
+
+def test_pending_signals_up_to_the_limit_are_buffered_and_one_more_is_refused(make_env):
+    env = make_env(definitions(limited(pending_signal_count=2)))
+    env.start("gated", "g1")
+
+    env.client.signal("g1", "later", {"n": 1})
+    env.client.signal("g1", "later", {"n": 2})
+    with pytest.raises(StructuralLimitExceeded) as refused:
+        env.client.signal("g1", "later", {"n": 3})
+
+    assert (refused.value.limit_kind, refused.value.value, refused.value.limit) == \
+        ("pending_signal_count", 3, 2)
+    assert str(refused.value) == "pending_signal_count limit exceeded: 3 (limit 2)"
+    assert len(env.events("g1", "SignalReceived")) == 2
+
+
+def test_the_cli_reports_a_refused_signal_on_one_line(tmp_path):
+    workflows = tmp_path / "workflows.yaml"
+    workflows.write_text(definitions(limited(pending_signal_count=1)))
+    base = ["--db", str(tmp_path / "wfctl.db"), "-w", str(workflows)]
+    CliRunner().invoke(app, [*base, "start", "gated", "g1"])
+    CliRunner().invoke(app, [*base, "signal", "g1", "later"])
+
+    result = CliRunner().invoke(app, [*base, "signal", "g1", "later"])
+
+    assert (result.exit_code, result.stderr) == (
+        1, "Error: pending_signal_count limit exceeded: 2 (limit 1)\n")
+
+
+# history_size
+
+def test_a_history_at_the_limit_goes_on(make_env):
+    # single: 4 events before the first decision, 10 before the second (which completes it).
+    env = make_env(definitions(limited(history_size=10)))
+    env.start("single", "s1")
+
+    env.run(1)
+
+    assert env.describe("s1")["status"] == "completed"
+
+
+def test_a_history_over_the_limit_fails_the_workflow(make_env):
+    env = make_env(definitions(limited(history_size=9)))
+    env.start("single", "s1")
+
+    env.run(1)
+
+    assert_structural_failure(env, "s1", "history_size", 10, 9)
+    assert env.events("s1", "ActivityCompleted")      # the first decision was under the limit
+
+
+# configuration
+
+def test_limits_come_from_the_file_and_the_environment(monkeypatch, tmp_path):
+    workflows = tmp_path / "workflows.yaml"
+    workflows.write_text(definitions("limits:\n  payload_size: 1KiB\n  history_size: 500\n"))
+    monkeypatch.setenv("WFCTL_LIMIT_HISTORY_SIZE", "700")
+    monkeypatch.setenv("WFCTL_LIMIT_PENDING_SIGNAL_COUNT", "0")
+
+    limits = Client(workflows=workflows).definitions().limits
+
+    assert (limits.payload_size, limits.history_size, limits.pending_signal_count,
+            limits.pending_activity_count) == (1024, 700, 0, 2000)
+
+
+def test_zero_disables_a_limit(make_env):
+    env = make_env(definitions(limited(payload_size=0, pending_activity_count=0)))
+
+    env.start("fan_out", "f1", input={"pad": "p" * (3 * 1024 * 1024)})
+    env.run(1)
+
+    assert env.describe("f1")["status"] == "completed"
+
+
+def test_a_bad_environment_limit_is_one_error_line(monkeypatch, tmp_path):
+    workflows = tmp_path / "workflows.yaml"
+    workflows.write_text(definitions())
+    monkeypatch.setenv("WFCTL_LIMIT_HISTORY_SIZE", "lots")
+
+    result = CliRunner().invoke(app, ["--db", str(tmp_path / "wfctl.db"), "-w", str(workflows),
+                                      "start", "single"])
+
+    assert (result.exit_code, result.stderr) == (
+        1, "Error: WFCTL_LIMIT_HISTORY_SIZE: expected a whole number of at least 0 (got 'lots')\n")
+
+
+def test_describe_shows_the_limit_that_failed_a_workflow(make_env):
+    env = make_env(definitions(limited(pending_activity_count=2)))
+    env.start("fan_out", "f1")
+    env.run(1)
+
+    result = CliRunner().invoke(app, ["--db", str(env.folder / "wfctl.db"), "-w",
+                                      str(env.folder / "workflows.yaml"), "describe", "f1"])
+
+    text = result.stdout
+    for line in ("category         structural_limit",
+                 "message          pending_activity_count limit exceeded: 3 (limit 2)",
+                 "limit kind       pending_activity_count", "value            3",
+                 "limit            2"):
+        assert line in text.splitlines(), line

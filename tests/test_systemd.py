@@ -1,0 +1,206 @@
+"""systemd: the notify protocol over a real datagram socket, and the unit `systemd-unit` prints."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from wfctl import Client, systemd
+from wfctl.cli import app
+from wfctl.worker import Worker, WorkerOptions
+
+TESTS = Path(__file__).parent
+DEFINITIONS = """
+version: 1
+workflows:
+  etl:
+    steps:
+      - activity: wfh:mark
+        name: extract
+      - activity: wfh:mark
+        name: load
+"""
+
+
+class NotifySocket:
+    """What systemd listens on: an AF_UNIX datagram socket; collects what the service sends."""
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind("\0" + address[1:] if address.startswith("@") else address)
+        self.messages: list[str] = []
+
+    def receive(self, timeout: float = 10.0) -> str:
+        self.sock.settimeout(timeout)
+        message = self.sock.recv(4096).decode()
+        self.messages.append(message)
+        return message
+
+    def wait_for(self, field: str, timeout: float = 10.0) -> str:
+        """The next datagram with this field (e.g. "READY=1"); earlier ones are kept too."""
+        end = time.monotonic() + timeout
+        while True:
+            message = self.receive(max(0.01, end - time.monotonic()))
+            if field in message.split("\n"):
+                return message
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.fixture
+def notify_socket(monkeypatch: pytest.MonkeyPatch) -> Iterator[NotifySocket]:
+    # A short folder: a socket path must fit in 108 bytes, which pytest's tmp_path may not.
+    folder = tempfile.mkdtemp(prefix="wfctl-")
+    listener = NotifySocket(os.path.join(folder, "notify"))
+    monkeypatch.setenv("NOTIFY_SOCKET", listener.address)
+    yield listener
+    listener.close()
+    os.unlink(listener.address)
+    os.rmdir(folder)
+
+
+def test_notify_sends_one_datagram_to_notify_socket(notify_socket):
+    assert systemd.notify("READY=1\nSTATUS=serving") is True
+    assert notify_socket.receive() == "READY=1\nSTATUS=serving"
+
+
+def test_notify_reaches_an_abstract_socket(monkeypatch):
+    listener = NotifySocket(f"@wfctl-test-{os.getpid()}")
+    monkeypatch.setenv("NOTIFY_SOCKET", listener.address)
+    try:
+        assert systemd.notify("WATCHDOG=1") is True
+        assert listener.receive() == "WATCHDOG=1"
+    finally:
+        listener.close()
+
+
+def test_notify_is_a_no_op_outside_systemd(monkeypatch):
+    monkeypatch.delenv("NOTIFY_SOCKET", raising=False)
+    assert systemd.notify("READY=1") is False
+
+
+def test_notify_does_not_fail_when_nobody_listens(monkeypatch, tmp_path):
+    monkeypatch.setenv("NOTIFY_SOCKET", str(tmp_path / "gone"))
+    assert systemd.notify("READY=1") is False
+
+
+def test_the_watchdog_is_pinged_at_half_of_watchdog_usec(monkeypatch):
+    monkeypatch.setenv("WATCHDOG_USEC", "30000000")
+    monkeypatch.delenv("WATCHDOG_PID", raising=False)
+    assert systemd.watchdog_interval() == 15.0
+    monkeypatch.setenv("WATCHDOG_PID", str(os.getpid()))
+    assert systemd.watchdog_interval() == 15.0
+    monkeypatch.setenv("WATCHDOG_PID", "1")             # meant for another process
+    assert systemd.watchdog_interval() is None
+    monkeypatch.delenv("WATCHDOG_USEC")
+    assert systemd.watchdog_interval() is None
+
+
+@pytest.fixture
+def definitions(tmp_path: Path) -> Path:
+    workflows = tmp_path / "workflows.yaml"
+    workflows.write_text(textwrap.dedent(DEFINITIONS))
+    return workflows
+
+
+@pytest.mark.process
+def test_wfctl_work_speaks_the_notify_protocol(notify_socket, definitions, tmp_path):
+    env = {**os.environ, "NOTIFY_SOCKET": notify_socket.address, "WATCHDOG_USEC": "200000",
+           "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+    env.pop("WATCHDOG_PID", None)
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "wfctl", "--db", str(tmp_path / "wfctl.db"), "-w",
+         str(definitions), "work", "--poll-interval", "20ms"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        ready = notify_socket.wait_for("READY=1")
+        assert re.search(r"^STATUS=serving default; 0 handlers running, 0 tasks done$", ready,
+                         re.MULTILINE)
+        with Client(tmp_path / "wfctl.db", definitions) as client:
+            client.start("etl", "e1")
+        counted = notify_socket.wait_for("STATUS=serving default; 0 handlers running, "
+                                         "2 tasks done")
+        assert counted
+        ping = notify_socket.wait_for("WATCHDOG=1")
+        assert ping.startswith("WATCHDOG=1\nSTATUS=")
+        worker.send_signal(signal.SIGTERM)
+        stopping = notify_socket.wait_for("STOPPING=1")
+        assert "STATUS=stopping; 0 handlers running, 2 tasks done" in stopping
+        assert worker.wait(10) == 0
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+        worker.stderr.close()
+    fields = [message.split("\n")[0] for message in notify_socket.messages]
+    assert fields.index("READY=1") < fields.index("STOPPING=1")
+    assert fields.count("READY=1") == 1
+
+
+def test_an_in_process_worker_reports_status_and_stopping(notify_socket, definitions, tmp_path):
+    client = Client(tmp_path / "wfctl.db", definitions)
+    worker = Worker(client.engine, WorkerOptions(poll_interval=0.01))
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        notify_socket.wait_for("READY=1")
+        client.start("etl", "e1")
+        notify_socket.wait_for("STATUS=serving default; 0 handlers running, 2 tasks done")
+    finally:
+        worker.request_stop()
+        thread.join(10)
+        client.close()
+    assert notify_socket.wait_for("STOPPING=1")
+
+
+# the unit
+
+def test_systemd_unit_prints_a_notify_unit_for_the_given_files(tmp_path):
+    db, workflows = tmp_path / "data" / "wfctl.db", tmp_path / "app" / "workflows.yaml"
+
+    result = CliRunner().invoke(app, ["--db", str(db), "-w", str(workflows), "systemd-unit",
+                                      "--user", "app"])
+
+    assert result.exit_code == 0, result.output
+    unit = result.stdout
+    assert unit.startswith("[Unit]\n")
+    lines = unit.splitlines()
+    for line in ("Type=notify", "Restart=on-failure", "KillSignal=SIGTERM", "User=app",
+                 "NotifyAccess=main", f"WorkingDirectory={tmp_path / 'app'}",
+                 "WantedBy=multi-user.target"):
+        assert line in lines
+    exec_start = next(line for line in lines if line.startswith("ExecStart="))
+    assert exec_start.endswith(f" --db {db} --workflows {workflows} work --grace 30s")
+    watchdog = int(next(line for line in lines if line.startswith("WatchdogSec="))[12:])
+    stop = int(next(line for line in lines if line.startswith("TimeoutStopSec="))[15:])
+    assert watchdog > 0
+    assert stop > 30
+    assert not db.exists()
+
+
+def test_the_unit_gives_the_worker_its_grace_and_systemd_waits_longer():
+    result = CliRunner().invoke(app, ["--db", "/srv/w f/wfctl.db", "-w", "/srv/w f/wf.yaml",
+                                      "systemd-unit", "--grace", "2m"])
+
+    lines = result.stdout.splitlines()
+    assert 'ExecStart=' in result.stdout
+    assert result.stdout.count('"/srv/w f/wfctl.db"') == 1     # quoted: the path has a space
+    assert next(line for line in lines if line.startswith("ExecStart=")).endswith(
+        "work --grace 120s")
+    assert "TimeoutStopSec=135" in lines
+    assert "User=" not in result.stdout
