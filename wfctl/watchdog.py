@@ -143,7 +143,7 @@ def sweep_deadlines(engine: Engine, worker_id: str, now: datetime, run_handler: 
         if claim.on_deadline:
             try:
                 run_handler(claim.on_deadline, claim.state)
-            except Exception as exc:
+            except (Exception, SystemExit) as exc:
                 handler_error = {"exception_class": type(exc).__name__, "message": str(exc)}
         recorded_at = later() if later else now
         if engine.record_deadline_exceeded(claim, handler_error, recorded_at):

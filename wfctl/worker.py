@@ -57,7 +57,6 @@ class Worker:
         self._running: dict[tuple[str, int], tuple[ActivityTask, HeartbeatBuffer]] = {}
         self._once = False
         self._registered = False
-        engine.add_waker(self.wake)
 
     # lifecycle
 
@@ -209,6 +208,13 @@ class Worker:
     def run(self, *, once: bool = False) -> int:
         """Run until stopped (or, with `once`, until nothing is ready); returns the exit code."""
         self._once = once
+        self.engine.add_waker(self.wake)
+        try:
+            return self._run(once)
+        finally:
+            self.engine.remove_waker(self.wake)
+
+    def _run(self, once: bool) -> int:
         self.register(clock.now())
         log.event("worker_started", worker_id=self.worker_id, queues=",".join(self.options.queues),
                   concurrency=self.options.concurrency, mode="once" if once else "long-running")

@@ -46,6 +46,9 @@ class Engine:
         """Call `wake` after each commit that made a task ready."""
         self._wakers.append(wake)
 
+    def remove_waker(self, wake: Callable[[], None]) -> None:
+        self._wakers.remove(wake)
+
     def add_listener(self, listener: Listener) -> None:
         """Call `listener` with the events each transaction appended, after it commits."""
         self._listeners.append(listener)

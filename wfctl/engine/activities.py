@@ -82,6 +82,8 @@ def claim_activity(engine: Engine, worker_id: str, queues: Sequence[str],
             status="started", owner=worker_id, started_at=c.at, started_event_id=seq,
             schedule_deadline_at=None, close_deadline_at=clock.iso(close_deadline),
             heartbeat_deadline_at=clock.iso(heartbeat_deadline),
+            # Each attempt records its first heartbeat at once, whatever the last one did.
+            last_heartbeat_event_at=None,
         )
         details = activity["last_heartbeat_details"]
         return ActivityTask(
@@ -228,8 +230,8 @@ def record_heartbeat(engine: Engine, task: ActivityTask, details: Any, now: date
             "heartbeat_deadline_at": clock.iso(clock.after(now, task.heartbeat_timeout)),
         }
         last_event = clock.parse(activity["last_heartbeat_event_at"])
-        due = (last_event is None or activity["started_at"] > activity["last_heartbeat_event_at"]
-               or now - last_event >= timedelta(seconds=task.heartbeat_event_interval))
+        due = last_event is None or \
+            now - last_event >= timedelta(seconds=task.heartbeat_event_interval)
         if due:
             run = c.tx.get_run(activity["workflow_run_id"])
             c.event(run, "ActivityHeartbeatRecorded", activity_id=activity["activity_id"],
