@@ -1,0 +1,192 @@
+"""What the benchmarks share: handlers, a scratch folder with definitions, and machine facts.
+
+The handlers here are named `benchlib:function` in the benchmark definitions; worker
+subprocesses import this module through PYTHONPATH (see `worker_env`).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sqlite3
+import statistics
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import wfctl
+from wfctl import ActivityContext
+
+HERE = Path(__file__).resolve().parent
+
+# Definitions every benchmark draws from; timeouts are set so the partial indexes hold rows.
+DEFINITIONS = """
+version: 1
+defaults:
+  activity:
+    start_to_close: 5m
+    max_attempts: 3
+  workflow_task_timeout: 10s
+workflows:
+  three_noops:
+    steps:
+      - activity: benchlib:noop
+        name: first
+      - activity: benchlib:noop
+        name: second
+      - activity: benchlib:noop
+        name: third
+  heartbeats:
+    steps:
+      - activity: benchlib:heartbeat_loop
+        heartbeat: 30s
+  heartbeats_3s:
+    steps:
+      - activity: benchlib:heartbeat_loop
+        heartbeat: 3s
+  long_timer:
+    execution_timeout: 30d
+    run_timeout: 30d
+    deadline: 30d
+    steps:
+      - delay: 30d
+  short_deadline:
+    deadline: 1h
+    on_deadline: benchlib:on_deadline
+    steps:
+      - delay: 1h
+"""
+
+
+# handlers
+
+
+def noop(state: dict[str, Any]) -> None:
+    return None
+
+
+def heartbeat_loop(state: dict[str, Any], ctx: ActivityContext) -> dict[str, Any]:
+    """Calls heartbeat `beats` times, spread evenly over `spread` seconds (0: back to back),
+    and reports how long the loop took and how long the calls themselves took."""
+    beats, spread = state.get("beats", 10_000), state.get("spread", 0.0)
+    in_calls = 0.0
+    started = time.perf_counter()
+    for n in range(beats):
+        if spread:
+            pause = started + spread * n / beats - time.perf_counter()
+            if pause > 0:
+                time.sleep(pause)
+        before = time.perf_counter()
+        ctx.heartbeat({"done": n + 1})
+        in_calls += time.perf_counter() - before
+    return {"loop_seconds": time.perf_counter() - started, "call_seconds": in_calls}
+
+
+def on_deadline(state: dict[str, Any]) -> None:
+    return None
+
+
+# setup
+
+
+class Scratch:
+    """A temporary folder holding workflows.yaml and wfctl.db, removed on exit."""
+
+    def __init__(self, keep: str | None = None, *, reuse: bool = False) -> None:
+        """A fresh temporary folder; or `keep`, a folder left in place (its database reused
+        when `reuse`, else started afresh)."""
+        self._tmp = None if keep else tempfile.TemporaryDirectory(prefix="wfctl-bench-")
+        self.folder = Path(keep or self._tmp.name)  # type: ignore[union-attr]
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.workflows = self.folder / "workflows.yaml"
+        self.workflows.write_text(textwrap.dedent(DEFINITIONS).lstrip())
+        self.db = self.folder / "wfctl.db"
+        if not reuse:
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{self.db}{suffix}").unlink(missing_ok=True)
+        if str(HERE) not in sys.path:
+            sys.path.insert(0, str(HERE))
+
+    def client(self) -> wfctl.Client:
+        return wfctl.Client(self.db, self.workflows)
+
+    def close(self) -> None:
+        if self._tmp is not None:
+            self._tmp.cleanup()
+
+    def __enter__(self) -> Scratch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def worker_env() -> dict[str, str]:
+    """The environment for `wfctl work` subprocesses: this folder importable, no colour."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH")]))
+    env["NO_COLOR"] = "1"
+    return env
+
+
+def wfctl_command(scratch: Scratch, *args: str) -> list[str]:
+    """`wfctl --db … -w … ARGS`: what the `wfctl` console script runs, with this interpreter."""
+    return [sys.executable, "-c", "from wfctl.cli import main; main()",
+            "--db", str(scratch.db), "-w", str(scratch.workflows), *args]
+
+
+# reporting
+
+
+def machine() -> str:
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as info:
+            cpu = next((line.split(":", 1)[1].strip() for line in info
+                        if line.startswith("model name")), "")
+    except OSError:
+        pass
+    return (f"nproc {os.cpu_count()}, {cpu or platform.processor() or platform.machine()}, "
+            f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
+            f"{platform.system()} {platform.release()}")
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    """Nearest-rank percentile (p99 of 1,000 values is the 990th smallest)."""
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), int(-(-fraction * len(ordered) // 1))))
+    return ordered[rank - 1]
+
+
+def timed_ms(action: Callable[[], object], repeat: int) -> list[float]:
+    """Wall time of each of `repeat` calls, in milliseconds."""
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        action()
+        times.append((time.perf_counter() - started) * 1000)
+    return times
+
+
+def summary(values: list[float], digits: int = 2) -> str:
+    def f(value: float) -> str:
+        return f"{value:.{digits}f}"
+
+    return (f"min {f(min(values))}  p50 {f(percentile(values, 0.5))}  "
+            f"mean {f(statistics.fmean(values))}  p99 {f(percentile(values, 0.99))}  "
+            f"max {f(max(values))}")
+
+
+def load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.2f} (1 min), {five:.2f} (5 min)"
+
+
+def header(title: str) -> None:
+    print(f"== {title}")
+    print(f"   {machine()}")
+    print(f"   {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, {load()} at start")

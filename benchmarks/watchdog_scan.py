@@ -1,0 +1,258 @@
+"""The watchdog's and the deadline loop's scans over 100,000 open runs of which none expired.
+
+Issue 3: one `wfctl.watchdog.sweep(engine, now)` pass must cost under 10 ms.
+Issue 5: the deadline check (`engine.earliest_deadline()`, `engine.claim_expired_deadlines(...)`,
+`wfctl.watchdog.sweep_deadlines(...)`) over 100,000 running workflows must cost under 10 ms.
+
+Setup: N instances of `long_timer` (execution, run and must-complete-within deadlines 30 days out,
+a 30-day delay step) are created through the engine in transactions of 5,000, then their first
+workflow tasks are decided through `engine.process_workflow_tasks`, so each run is `running` with
+a pending timer: every partial deadline index holds N rows. The setup time is printed.
+
+Then each call is timed (first call on a fresh connection, then `--repeat` warm calls), every
+statement those calls ran is captured with `set_trace_callback` and shown with EXPLAIN QUERY PLAN,
+and the statements of the expiry path (what a sweep runs once something is due) are captured on a
+small side database and explained against the big one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sqlite3
+import time
+from collections.abc import Callable
+from datetime import timedelta
+
+from benchlib import Scratch, header, percentile, summary, timed_ms
+
+import wfctl
+from wfctl import clock
+from wfctl.engine import Engine
+from wfctl.engine.start import create_instance
+from wfctl.watchdog import sweep, sweep_deadlines, worker_alive
+from wfctl.worker import Worker, WorkerOptions
+
+TARGET_MS = 10.0
+BATCH = 5_000
+TABLES = ("runs", "instances", "activities", "workflow_tasks", "timers", "events", "signals",
+          "children", "failures")
+
+
+def build(client: wfctl.Client, runs: int) -> None:
+    """N running workflows waiting on a 30-day timer, deadlines 30 days out."""
+    engine, definitions = client.engine, client.definitions()
+    workflow = definitions.types["long_timer"]
+    now = clock.now()
+    started = time.perf_counter()
+    for first in range(0, runs, BATCH):
+        with engine.transaction(now) as c:
+            engine.save_definitions(c.tx, definitions, c.at)
+            for n in range(first, min(runs, first + BATCH)):
+                create_instance(c, definitions, workflow, f"scan-{n:06d}", {}, {})
+    created = time.perf_counter() - started
+    print(f"   setup: {runs:,} instances created in {created:.1f} s "
+          f"({runs / created:,.0f}/s, engine transactions of {BATCH:,})")
+    started = time.perf_counter()
+    decided = engine.process_workflow_tasks("bench-setup", clock.now(), limit=runs)
+    elapsed = time.perf_counter() - started
+    print(f"   setup: {decided:,} first workflow tasks decided in {elapsed:.1f} s "
+          f"({decided / elapsed:,.0f}/s, engine.process_workflow_tasks)")
+
+
+def counts(path: str) -> dict[str, int]:
+    conn = sqlite3.connect(path)
+    try:
+        return dict(zip(
+            ("open runs", "running with deadline_at", "scheduled timers", "ready workflow tasks"),
+            conn.execute(
+                "SELECT (SELECT count(*) FROM runs WHERE closed_at IS NULL), "
+                "(SELECT count(*) FROM runs WHERE status = 'running' AND deadline_at IS NOT NULL), "
+                "(SELECT count(*) FROM timers WHERE status = 'scheduled'), "
+                "(SELECT count(*) FROM workflow_tasks WHERE status = 'scheduled')").fetchone(),
+            strict=True,
+        ))
+    finally:
+        conn.close()
+
+
+class Capture:
+    """Every statement run on the calling thread's connection while active."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.statements: list[str] = []
+
+    def __enter__(self) -> Capture:
+        self.engine.store.conn.set_trace_callback(self.statements.append)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.engine.store.conn.set_trace_callback(None)
+
+
+def shape(sql: str) -> str:
+    """A statement with its literals replaced, to group repeated statements."""
+    return re.sub(r"'[^']*'|\b\d+\b", "?", sql)
+
+
+def explain(conn: sqlite3.Connection, statements: list[str], title: str) -> list[str]:
+    """Print the plan of each distinct SELECT; returns the full table scans found."""
+    print(f"\n-- EXPLAIN QUERY PLAN: {title}")
+    seen: set[str] = set()
+    scans = []
+    for sql in statements:
+        if not sql.lstrip().upper().startswith("SELECT") or shape(sql) in seen:
+            continue
+        seen.add(shape(sql))
+        print(f"   {shape(sql)}")
+        for _, _, _, detail in conn.execute(f"EXPLAIN QUERY PLAN {sql}"):
+            print(f"       {detail}")
+            match = re.match(r"SCAN (\w+)", detail)
+            if match and match.group(1) in TABLES and "INDEX" not in detail:
+                scans.append(f"{detail} in {shape(sql)[:100]}")
+    return scans
+
+
+def expiry_path_statements() -> list[str]:
+    """The statements a sweep and a deadline check run once things are due, from a side DB."""
+    with Scratch() as side:
+        client = side.client()
+        for n in range(20):
+            client.start("long_timer", f"side-timer-{n}")
+            client.start("short_deadline", f"side-deadline-{n}")
+            client.start("three_noops", f"side-noops-{n}")
+        engine = client.engine
+        engine.process_workflow_tasks("side", clock.now())
+        for _ in range(5):
+            engine.claim_activity("side", ("default",), clock.now())
+        later = clock.now() + timedelta(days=400)
+        with Capture(engine) as capture:
+            sweep(engine, later)
+            sweep_deadlines(engine, "side", later, lambda spec, state: None)
+        client.close()
+    return capture.statements
+
+
+def expired_backlog(runs: int, repeat: int) -> list[float]:
+    """Sweeps when every run is past its deadlines but already has an open workflow task.
+
+    That is the state after a mass expiry while workers work through the backlog: nothing is
+    actionable, yet the `<= now AND NOT EXISTS (open task)` branches visit every such run.
+    """
+    with Scratch() as side:
+        client = side.client()
+        definitions = client.definitions()
+        engine = client.engine
+        now = clock.now()
+        with engine.transaction(now) as c:
+            engine.save_definitions(c.tx, definitions, c.at)
+            for n in range(runs):
+                # Not decided: each run keeps the open workflow task its start scheduled.
+                create_instance(c, definitions, definitions.types["long_timer"],
+                                f"backlog-{n:06d}", {}, {})
+        later = now + timedelta(days=31)
+        times = timed_ms(lambda: sweep(engine, later), repeat)
+        client.close()
+    return times
+
+
+def measure(name: str, action: Callable[[], object], repeat: int) -> tuple[str, list[float]]:
+    first = timed_ms(action, 1)[0]
+    warm = timed_ms(action, repeat)
+    print(f"   {name:<34} first {first:7.3f} ms | warm x{repeat}: {summary(warm, 3)} ms")
+    return name, [first, *warm]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=100_000, help="open runs (default 100000)")
+    parser.add_argument("--quick", action="store_true", help="10,000 runs")
+    parser.add_argument("--repeat", type=int, default=200, help="warm calls timed per query")
+    parser.add_argument("--backlog-runs", type=int, default=20_000,
+                        help="runs in the expired-backlog stress case (default 20000)")
+    parser.add_argument("--dir", help="keep the database in this folder (and reuse it if it "
+                                      "already holds the runs), instead of a temporary one")
+    args = parser.parse_args()
+    runs = 10_000 if args.quick else args.runs
+
+    header(f"watchdog and deadline scans over {runs:,} open runs, none expired")
+    scratch = Scratch(args.dir, reuse=bool(args.dir))
+    try:
+        client = scratch.client()
+        existing = counts(str(scratch.db))["open runs"] if scratch.db.exists() else 0
+        if existing != runs:
+            if existing:
+                scratch = Scratch(args.dir, reuse=False)
+            client = scratch.client()
+            build(client, runs)
+        else:
+            print(f"   setup: reusing {scratch.db}")
+        client.close()
+        for name, value in counts(str(scratch.db)).items():
+            print(f"   {name}: {value:,}")
+
+        # A fresh client, as a worker process would have: the first call opens the connection.
+        client = scratch.client()
+        engine = client.engine
+        worker = Worker(engine, WorkerOptions())
+        worker.register(clock.now())
+        now = clock.now()
+        print("\n-- timings (first call includes opening the connection)")
+        results = [
+            measure("watchdog.sweep(engine, now)", lambda: sweep(engine, now), args.repeat),
+            measure("engine.earliest_deadline()", engine.earliest_deadline, args.repeat),
+            measure("engine.claim_expired_deadlines()",
+                    lambda: engine.claim_expired_deadlines(worker.worker_id, now, worker_alive),
+                    args.repeat),
+            measure("watchdog.sweep_deadlines()",
+                    lambda: sweep_deadlines(engine, worker.worker_id, now,
+                                            lambda spec, state: None),
+                    args.repeat),
+        ]
+        with engine.store.read() as tx:
+            at = clock.iso(now)
+            full_scan = timed_ms(lambda: tx.conn.execute(
+                "SELECT min(execution_deadline_at) FROM runs NOT INDEXED WHERE closed_at IS NULL "
+                "AND execution_deadline_at > ?", (at,)).fetchone(), 5)
+        print(f"   {'(reference) one full scan of runs':<34} "
+              f"p50 {percentile(full_scan, 0.5):7.3f} ms, what an unindexed check would cost")
+
+        with Capture(engine) as capture:
+            sweep(engine, now)
+            engine.earliest_deadline()
+            engine.claim_expired_deadlines(worker.worker_id, now, worker_alive)
+            sweep_deadlines(engine, worker.worker_id, now, lambda spec, state: None)
+        conn = sqlite3.connect(scratch.db)
+        scans = explain(conn, capture.statements, "what the timed calls ran")
+        scans += explain(conn, expiry_path_statements(),
+                         "expiry path (sweep and deadline check once things are due)")
+        conn.close()
+        worker.unregister(clock.now())
+        client.close()
+    finally:
+        scratch.close()
+
+    backlog_runs = 5_000 if args.quick else args.backlog_runs
+    backlog = expired_backlog(backlog_runs, 20)
+    print(f"\n-- stress (not a target): {backlog_runs:,} runs past their deadlines, each already "
+          "holding an open workflow task")
+    print(f"   watchdog.sweep(engine, now)        {summary(backlog, 1)} ms")
+
+    print("\n-- verdict")
+    verdicts = {"watchdog.sweep(engine, now)": "issue 3 sweep",
+                "engine.earliest_deadline()": "issue 5 earliest deadline",
+                "engine.claim_expired_deadlines()": "issue 5 claim (write txn)",
+                "watchdog.sweep_deadlines()": "issue 5 full deadline check"}
+    for name, times in results:
+        p99 = percentile(times[1:], 0.99)
+        print(f"   {verdicts[name]:<28} p99 {p99:.3f} ms, first {times[0]:.3f} ms: "
+              f"{'MET' if p99 < TARGET_MS and times[0] < TARGET_MS else 'MISSED'} (< {TARGET_MS} ms)")
+    print(f"   full table scans of a large table: {len(scans)}")
+    for scan in scans:
+        print(f"     {scan}")
+
+
+if __name__ == "__main__":
+    main()
