@@ -86,7 +86,7 @@ def _lose_workers(engine: Engine, lost: list[Row], now: datetime, report: SweepR
         for activity in c.tx.activities_owned_by(ids):
             lose_attempt(c, activity, activity["owner"])
         for task in c.tx.workflow_tasks_owned_by(ids):
-            run = c.tx.get_run(task["workflow_run_id"])
+            run = c.run(task["workflow_run_id"])
             c.tx.update_workflow_task(task["task_id"], status="cancelled", closed_at=c.at)
             schedule_workflow_task(c, run, "worker_lost")
         report.workers_lost.extend(ids)
@@ -103,7 +103,7 @@ def _expire(engine: Engine, now: datetime, report: SweepReport) -> None:
             time_out_workflow_task(c, task)
             report.workflow_tasks_timed_out += 1
         for timer in c.tx.due_timers(c.at, BATCH):
-            run = c.tx.get_run(timer["workflow_run_id"])
+            run = c.run(timer["workflow_run_id"])
             if _times_out_first(c, run, timer["fire_at"]):
                 continue
             if c.tx.update_timer(timer["timer_id"], expect_status="scheduled", status="fired",

@@ -55,6 +55,10 @@ class Worker:
         self._tasks_done = 0
         self._lock = threading.Lock()
         self._running: dict[tuple[str, int], tuple[ActivityTask, HeartbeatBuffer]] = {}
+        # Slots take turns at the engine (claims, decisions, results) and run handlers side by
+        # side. SQLite serializes writes anyway; taking turns here keeps the slots from racing
+        # for the same task and from holding the write lock while waiting for the interpreter.
+        self._engine_turn = threading.Lock()
         self._once = False
         self._registered = False
 
@@ -117,16 +121,17 @@ class Worker:
         With `fixed`, everything happens at `now` (tests); otherwise results are reported at
         the time they arrive.
         """
-        if self._peek_workflow_task(now):
-            task = self.engine.claim_workflow_task(self.worker_id, now)
-            if task is not None:
-                self.engine.complete_workflow_task(task, now if fixed else clock.now())
-                return True
-        if self._stop.is_set() or not self._peek_activity(now):
-            return False
-        activity = self.engine.claim_activity(self.worker_id, self.options.queues, now)
-        if activity is None:
-            return False
+        with self._engine_turn:
+            if self._peek_workflow_task(now):
+                task = self.engine.claim_workflow_task(self.worker_id, now)
+                if task is not None:
+                    self.engine.complete_workflow_task(task, now if fixed else clock.now())
+                    return True
+            if self._stop.is_set() or not self._peek_activity(now):
+                return False
+            activity = self.engine.claim_activity(self.worker_id, self.options.queues, now)
+            if activity is None:
+                return False
         self._run_activity(activity, now if fixed else None)
         return True
 
@@ -186,15 +191,19 @@ class Worker:
         except Exception as exc:
             pending = buffer.take_pending()
             details = {} if pending is _NOTHING else {"heartbeat_details": pending}
-            rejected = self.engine.fail_activity(
-                task, type(exc).__name__, str(exc) or type(exc).__name__, fixed or clock.now(),
-                exception_classes=[cls.__name__ for cls in type(exc).__mro__], **details,
-            )
+            with self._engine_turn:
+                rejected = self.engine.fail_activity(
+                    task, type(exc).__name__, str(exc) or type(exc).__name__,
+                    fixed or clock.now(),
+                    exception_classes=[cls.__name__ for cls in type(exc).__mro__], decide=True,
+                    **details,
+                )
         else:
             pending = buffer.take_pending()
             details = {} if pending is _NOTHING else {"heartbeat_details": pending}
-            rejected = self.engine.complete_activity(task, result, fixed or clock.now(),
-                                                     **details)
+            with self._engine_turn:
+                rejected = self.engine.complete_activity(task, result, fixed or clock.now(),
+                                                         decide=True, **details)
         if rejected:
             self._discarded(task, rejected)
 

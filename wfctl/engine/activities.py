@@ -17,7 +17,7 @@ from wfctl.engine.core import (
     schedule_workflow_task,
     state_of,
 )
-from wfctl.engine.decide import expired_workflow_timeout, time_out_run
+from wfctl.engine.decide import decide_now, expired_workflow_timeout, time_out_run
 from wfctl.errors import StructuralLimitExceeded
 from wfctl.store import CLOSED_RUN, Row, dumps
 
@@ -68,7 +68,7 @@ def claim_activity(engine: Engine, worker_id: str, queues: Sequence[str],
         activity = c.tx.next_ready_activity(queues, c.at)
         if activity is None:
             return None
-        run = c.tx.get_run(activity["workflow_run_id"])
+        run = c.run(activity["workflow_run_id"])
         policy = json.loads(activity["retry_policy"])
         close_deadline = clock.after(now, policy["start_to_close_timeout"])
         heartbeat_deadline = clock.after(now, policy["heartbeat_timeout"])
@@ -124,7 +124,7 @@ def _current(c: Ctx, task: ActivityTask) -> tuple[Row | None, str | None]:
     if expired is not None:
         time_out_activity(c, activity, expired)
         return None, f"attempt {task.attempt} passed its {expired} deadline"
-    run = c.tx.get_run(activity["workflow_run_id"])
+    run = c.run(activity["workflow_run_id"])
     if run["deadline_claimed_at"] is not None:
         return None, "the workflow's deadline expired"
     # Likewise a run past its execution or run timeout: the timeout procedure runs now.
@@ -142,47 +142,57 @@ def _heartbeat_fields(details: Any) -> dict[str, Any]:
 
 
 def complete_activity(engine: Engine, task: ActivityTask, result: Any, now: datetime,
-                      heartbeat_details: Any = _KEEP) -> str | None:
-    """Apply a handler's result; returns None when applied, else why it was rejected."""
+                      heartbeat_details: Any = _KEEP, *, decide: bool = False) -> str | None:
+    """Apply a handler's result; returns None when applied, else why it was rejected.
+
+    With `decide`, the workflow task this wakes is decided in the same transaction.
+    """
     with engine.transaction(now) as c:
-        activity, rejected = _current(c, task)
-        if activity is None:
-            return rejected
-        run = c.tx.get_run(activity["workflow_run_id"])
-        if result is not None and not isinstance(result, dict):
-            _attempt_failed(c, run, activity, retryable=False, reason="error",
-                            exception_class="TypeError",
-                            message=f"handler returned {type(result).__name__}; "
-                                    "expected a dict or None",
-                            extra=_heartbeat_fields(heartbeat_details))
-            return None
-        try:
-            result_text = check_payload(c.limits(c.instance(run["workflow_instance_id"])),
-                                        result)
-            if result:
-                merge_state(c, run, result)
-        except StructuralLimitExceeded as exc:
-            _attempt_failed(c, run, activity, retryable=False, reason="structural_limit",
-                            exception_class="StructuralLimitExceeded", message=str(exc),
-                            category="structural_limit",
-                            details={"limit_kind": exc.limit_kind, "value": exc.value,
-                                     "limit": exc.limit},
-                            extra=_heartbeat_fields(heartbeat_details))
-            return None
-        c.tx.update_activity(activity["activity_id"], status="completed", closed_at=c.at,
-                             owner=None, **_heartbeat_fields(heartbeat_details))
-        c.event(run, "ActivityCompleted", activity_id=activity["activity_id"],
-                step=activity["step"], attempt=activity["attempt"],
-                scheduled_event_id=activity["scheduled_event_id"],
-                started_event_id=activity["started_event_id"],
-                result=json.loads(result_text))
-        schedule_workflow_task(c, run, "activity_completed")
+        rejected = _complete(c, task, result, heartbeat_details)
+        if decide and rejected is None:
+            decide_now(c, c.run(task.workflow_run_id), task.worker_id)
+        return rejected
+
+
+def _complete(c: Ctx, task: ActivityTask, result: Any, heartbeat_details: Any) -> str | None:
+    activity, rejected = _current(c, task)
+    if activity is None:
+        return rejected
+    run = c.run(activity["workflow_run_id"])
+    if result is not None and not isinstance(result, dict):
+        _attempt_failed(c, run, activity, retryable=False, reason="error",
+                        exception_class="TypeError",
+                        message=f"handler returned {type(result).__name__}; "
+                                "expected a dict or None",
+                        extra=_heartbeat_fields(heartbeat_details))
         return None
+    try:
+        result_text = check_payload(c.limits(c.instance(run["workflow_instance_id"])),
+                                    result)
+        if result:
+            merge_state(c, run, result)
+    except StructuralLimitExceeded as exc:
+        _attempt_failed(c, run, activity, retryable=False, reason="structural_limit",
+                        exception_class="StructuralLimitExceeded", message=str(exc),
+                        category="structural_limit",
+                        details={"limit_kind": exc.limit_kind, "value": exc.value,
+                                 "limit": exc.limit},
+                        extra=_heartbeat_fields(heartbeat_details))
+        return None
+    c.tx.update_activity(activity["activity_id"], status="completed", closed_at=c.at,
+                         owner=None, **_heartbeat_fields(heartbeat_details))
+    c.event(run, "ActivityCompleted", activity_id=activity["activity_id"],
+            step=activity["step"], attempt=activity["attempt"],
+            scheduled_event_id=activity["scheduled_event_id"],
+            started_event_id=activity["started_event_id"],
+            result=json.loads(result_text))
+    schedule_workflow_task(c, run, "activity_completed")
+    return None
 
 
 def fail_activity(engine: Engine, task: ActivityTask, exception_class: str, message: str,
                   now: datetime, *, exception_classes: Sequence[str] = (),
-                  heartbeat_details: Any = _KEEP) -> str | None:
+                  heartbeat_details: Any = _KEEP, decide: bool = False) -> str | None:
     """Record a handler's exception: a retry if attempts remain and the class is retryable.
 
     `exception_classes` are the names along the exception's class hierarchy, so that
@@ -192,12 +202,14 @@ def fail_activity(engine: Engine, task: ActivityTask, exception_class: str, mess
         activity, rejected = _current(c, task)
         if activity is None:
             return rejected
-        run = c.tx.get_run(activity["workflow_run_id"])
+        run = c.run(activity["workflow_run_id"])
         names = {exception_class, *exception_classes}
         retryable = not names.intersection(task.non_retryable)
         _attempt_failed(c, run, activity, retryable=retryable, reason="error",
                         exception_class=exception_class, message=message,
                         extra=_heartbeat_fields(heartbeat_details))
+        if decide:
+            decide_now(c, run, task.worker_id)
         return None
 
 
@@ -208,7 +220,7 @@ def release_activity(engine: Engine, task: ActivityTask, now: datetime, reason: 
         activity, _ = _current(c, task)
         if activity is None:
             return
-        run = c.tx.get_run(activity["workflow_run_id"])
+        run = c.run(activity["workflow_run_id"])
         _attempt_failed(c, run, activity, retryable=True, reason=reason,
                         exception_class="WorkerStopped",
                         message=f"worker {task.worker_id} stopped before the handler finished",
@@ -233,7 +245,7 @@ def record_heartbeat(engine: Engine, task: ActivityTask, details: Any, now: date
         due = last_event is None or \
             now - last_event >= timedelta(seconds=task.heartbeat_event_interval)
         if due:
-            run = c.tx.get_run(activity["workflow_run_id"])
+            run = c.run(activity["workflow_run_id"])
             c.event(run, "ActivityHeartbeatRecorded", activity_id=activity["activity_id"],
                     step=activity["step"], attempt=activity["attempt"], details=details,
                     scheduled_event_id=activity["scheduled_event_id"],
@@ -256,7 +268,7 @@ def expired_timeout(activity: Row, at: str) -> str | None:
 
 def time_out_activity(c: Ctx, activity: Row, kind: str) -> None:
     """Enforce one expired activity deadline: a retry, or the terminal ActivityTimedOut."""
-    run = c.tx.get_run(activity["workflow_run_id"])
+    run = c.run(activity["workflow_run_id"])
     column = next(col for k, col, _ in TIMEOUT_ORDER if k == kind)
     _attempt_failed(c, run, activity, retryable=kind != "schedule_to_close",
                     reason="timeout", timeout_kind=kind, deadline_at=activity[column])
@@ -264,7 +276,7 @@ def time_out_activity(c: Ctx, activity: Row, kind: str) -> None:
 
 def lose_attempt(c: Ctx, activity: Row, worker_id: str) -> None:
     """The worker holding this attempt is gone: the attempt failed, the retry policy decides."""
-    run = c.tx.get_run(activity["workflow_run_id"])
+    run = c.run(activity["workflow_run_id"])
     _attempt_failed(c, run, activity, retryable=True, reason="worker_lost",
                     exception_class="WorkerLost",
                     message=f"worker {worker_id} stopped renewing its liveness")

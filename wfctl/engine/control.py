@@ -27,7 +27,7 @@ def _open_run(c: Ctx, instance_id: str, action: str) -> tuple[Row, Row]:
     instance = c.tx.get_instance(instance_id)
     if instance is None:
         raise NotFound(f"no instance {instance_id!r}")
-    run = c.tx.get_run(instance["current_run_id"])
+    run = c.run(instance["current_run_id"])
     if instance["status"] not in OPEN_RUN:
         allowed = "describe, history and retry" if instance["status"] in RETRYABLE \
             else "describe and history"
@@ -130,7 +130,7 @@ def retry(engine: Engine, instance_id: str, now: datetime, *,
                 f"cannot retry {instance_id}: it is {instance['status']} "
                 "(only failed or timed_out instances can be retried)"
             )
-        run = c.tx.get_run(instance["current_run_id"])
+        run = c.run(instance["current_run_id"])
         index = run["step_index"]
         run_id = run["workflow_run_id"]
         for activity in c.tx.step_activities(run_id, index):

@@ -37,6 +37,7 @@ class Ctx:
         self.woke = False
         self.appended: list[dict[str, Any]] = []
         self._instances: dict[str, Row] = {}
+        self._runs: dict[str, Row] = {}
 
     def event(self, run: Row, event_type: str, **attributes: Any) -> int:
         seq = self.tx.append_event(run, event_type, self.at, attributes)
@@ -63,6 +64,15 @@ class Ctx:
         found = self._instances.get(instance_id)
         if found is None:
             found = self._instances[instance_id] = self.tx.get_instance(instance_id)
+        return found
+
+    def run(self, run_id: str) -> Row:
+        """The run row, one dict per run and transaction, so that every change is seen."""
+        found = self._runs.get(run_id)
+        if found is None:
+            found = self.tx.get_run(run_id)
+            if found is not None:
+                self._runs[run_id] = found
         return found
 
     def set_run(self, run: Row, **fields: Any) -> None:
@@ -203,7 +213,7 @@ def apply_child_policy(c: Ctx, run: Row) -> None:
         c.event(run, "ParentClosePolicyApplied", child_instance_id=child["child_instance_id"],
                 policy=policy, child_status=child["status"])
         child_instance = c.instance(child["child_instance_id"])
-        child_run = c.tx.get_run(child_instance["current_run_id"])
+        child_run = c.run(child_instance["current_run_id"])
         reason = f"parent {run['workflow_instance_id']} closed ({run['status']})"
         if policy == "terminate":
             close_run(c, child_run, "terminated", "WorkflowTerminated",
@@ -225,7 +235,7 @@ def notify_parent(c: Ctx, run: Row, status: str) -> None:
     link = c.tx.child_link(run["workflow_instance_id"])
     if link is None or link["superseded"]:
         return
-    parent = c.tx.get_run(link["parent_run_id"])
+    parent = c.run(link["parent_run_id"])
     if parent is None or parent["status"] in CLOSED_RUN:
         return
     attributes: dict[str, Any] = {

@@ -80,7 +80,7 @@ def record_deadline_exceeded(engine: Engine, claim: DeadlineClaim,
                              handler_error: dict[str, str] | None, now: datetime) -> bool:
     """Close the run as failed after its on_deadline handler ran (or raised)."""
     with engine.transaction(now) as c:
-        run = c.tx.get_run(claim.workflow_run_id)
+        run = c.run(claim.workflow_run_id)
         if run is None or run["status"] in CLOSED_RUN \
                 or run["deadline_claimed_by"] != claim.worker_id:
             return False

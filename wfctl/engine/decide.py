@@ -33,14 +33,7 @@ def claim_workflow_task(engine: Engine, worker_id: str, now: datetime) -> Row | 
         task = c.tx.next_ready_workflow_task(c.at)
         if task is None:
             return None
-        run = c.tx.get_run(task["workflow_run_id"])
-        timeout_at = clock.iso(clock.after(now, run["workflow_task_timeout_seconds"]))
-        seq = c.event(run, "WorkflowTaskStarted", scheduled_event_id=task["scheduled_event_id"],
-                      worker_id=worker_id, timeout_at=timeout_at)
-        fields = {"status": "started", "owner": worker_id, "started_at": c.at,
-                  "timeout_at": timeout_at, "started_event_id": seq}
-        c.tx.update_workflow_task(task["task_id"], expect_status="scheduled", **fields)
-        return {**task, **fields}
+        return _start_task(c, task, c.run(task["workflow_run_id"]), worker_id)
 
 
 def complete_workflow_task(engine: Engine, task: Row, now: datetime) -> bool:
@@ -54,12 +47,37 @@ def complete_workflow_task(engine: Engine, task: Row, now: datetime) -> bool:
         if current["timeout_at"] is not None and current["timeout_at"] <= c.at:
             time_out_workflow_task(c, current)
             return False
-        run = c.tx.get_run(current["workflow_run_id"])
-        c.tx.update_workflow_task(current["task_id"], status="completed", closed_at=c.at)
-        c.event(run, "WorkflowTaskCompleted", scheduled_event_id=current["scheduled_event_id"],
-                started_event_id=current["started_event_id"])
-        decide(c, run, current["task_id"])
+        _complete_task(c, current, c.run(current["workflow_run_id"]))
         return True
+
+
+def decide_now(c: Ctx, run: Row, worker_id: str) -> None:
+    """Claim and complete the run's ready workflow task within this transaction.
+
+    The worker that just reported an activity's outcome decides what comes next at once:
+    the history is the same as for a task claimed and completed on its own, with one
+    transaction instead of three.
+    """
+    task = c.tx.open_workflow_task(run["workflow_run_id"])
+    if task is not None and task["status"] == "scheduled" and task["available_at"] <= c.at:
+        _complete_task(c, _start_task(c, task, run, worker_id), run)
+
+
+def _start_task(c: Ctx, task: Row, run: Row, worker_id: str) -> Row:
+    timeout_at = clock.iso(clock.after(c.now, run["workflow_task_timeout_seconds"]))
+    seq = c.event(run, "WorkflowTaskStarted", scheduled_event_id=task["scheduled_event_id"],
+                  worker_id=worker_id, timeout_at=timeout_at)
+    fields = {"status": "started", "owner": worker_id, "started_at": c.at,
+              "timeout_at": timeout_at, "started_event_id": seq}
+    c.tx.update_workflow_task(task["task_id"], expect_status="scheduled", **fields)
+    return {**task, **fields}
+
+
+def _complete_task(c: Ctx, task: Row, run: Row) -> None:
+    c.tx.update_workflow_task(task["task_id"], status="completed", closed_at=c.at)
+    c.event(run, "WorkflowTaskCompleted", scheduled_event_id=task["scheduled_event_id"],
+            started_event_id=task["started_event_id"])
+    decide(c, run, task["task_id"])
 
 
 def process_workflow_tasks(engine: Engine, worker_id: str, now: datetime,
@@ -77,7 +95,7 @@ def process_workflow_tasks(engine: Engine, worker_id: str, now: datetime,
 
 def time_out_workflow_task(c: Ctx, task: Row) -> None:
     """SWF's decision task timeout: record it and schedule a fresh workflow task."""
-    run = c.tx.get_run(task["workflow_run_id"])
+    run = c.run(task["workflow_run_id"])
     c.tx.update_workflow_task(task["task_id"], status="timed_out", closed_at=c.at)
     c.event(run, "WorkflowTaskTimedOut", timeout_kind="start_to_close",
             scheduled_event_id=task["scheduled_event_id"],
@@ -345,7 +363,7 @@ def _step_items(c: Ctx, run: Row, step: Step) -> list[Row]:
 
 def _fail_for_child(c: Ctx, run: Row, child: Row) -> None:
     child_instance = c.instance(child["child_instance_id"])
-    child_run = c.tx.get_run(child_instance["current_run_id"])
+    child_run = c.run(child_instance["current_run_id"])
     failure = c.tx.get_failure(child_run["failure_id"]) if child_run["failure_id"] else None
     what = child["status"].replace("_", " ")
     detail = f": {failure['message']}" if failure else ""

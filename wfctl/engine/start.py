@@ -48,7 +48,7 @@ def start(engine: Engine, definitions: Definitions, workflow_type: str,
     with engine.transaction(now) as c:
         existing = c.tx.get_instance(instance_id)
         if existing is not None and existing["status"] in OPEN_RUN:
-            run = c.tx.get_run(existing["current_run_id"])
+            run = c.run(existing["current_run_id"])
             if on_duplicate == "return-existing":
                 return _result(existing, run, False, "returned_existing_active")
             c.event(run, "StartRejected", reason="duplicate", requested_type=workflow_type,
@@ -137,7 +137,7 @@ def create_run(c: Ctx, instance_id: str, run_id: str, run_number: int, state: di
         "first_seq": c.tx.last_seq(instance_id) + 1,
     }
     c.tx.insert_run(run)
-    run = c.tx.get_run(run_id)
+    run = c.run(run_id)
     c.event(
         run, "WorkflowStarted",
         **started,
