@@ -108,19 +108,26 @@ def _number(seconds: float) -> str:
     return str(int(seconds)) if float(seconds).is_integer() else str(seconds)
 
 
-def format(seconds: float | None) -> str:
-    """A short human form: 90 -> '1m30s', 0.5 -> '500ms', None -> 'none'."""
+def format(seconds: float | None, *, precision: int | None = None,
+           separator: str = "") -> str:
+    """A short human form: 90 -> '1m30s', 0.5 -> '500ms', None -> 'none'.
+
+    `precision` keeps only that many units from the largest one (3601 s at 2 -> '1h').
+    """
     if seconds is None:
         return "none"
     if seconds < 1:
         return f"{round(seconds * 1000)}ms"
     remaining = round(seconds)
     parts = []
+    counted = 0
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
         amount, remaining = divmod(remaining, size)
-        if amount:
-            parts.append(f"{amount}{unit}")
-    return "".join(parts) or "0s"
+        if amount or counted:
+            counted += 1
+            if amount and (precision is None or counted <= precision):
+                parts.append(f"{amount}{unit}")
+    return separator.join(parts) or "0s"
 
 
 def whole_seconds(seconds: float | None) -> int | float | None:

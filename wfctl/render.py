@@ -96,15 +96,7 @@ def status_text(status: str | None) -> Text:
 
 def span(seconds: float) -> str:
     """A distance in time for reading at a glance: the two largest units, '23m 10s'."""
-    if seconds < 1:
-        return f"{round(seconds * 1000)}ms"
-    remaining = round(seconds)
-    parts = []
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
-        amount, remaining = divmod(remaining, size)
-        if amount or parts:
-            parts.append(f"{amount}{unit}")
-    return " ".join(part for part in parts[:2] if not part.startswith("0"))
+    return durations.format(seconds, precision=2, separator=" ")
 
 
 def relative(at: str | None, now: datetime) -> Text:
