@@ -5,7 +5,7 @@ One long-running `wfctl work` subprocess (default options: --concurrency 4, --de
 on_deadline handler, then a 1-hour delay so they stay `running`) are started through
 `wfctl.Client` with deadlines that fall within the next 10 s:
 
-  spread  deadlines evenly between +2 s and +10 s (the issue 5 scenario);
+  spread  deadlines evenly between +2 s and +10 s (the scenario the goal is set for);
   burst   every deadline at the same instant, +3 s (how fast a backlog drains).
 
 Latency is read from history: `WorkflowDeadlineExceeded.at - deadline_at` (also the claim,

@@ -333,8 +333,11 @@ class Worker:
             now = clock.now()
             try:
                 report = sweep(self.engine, now)
-                if report.acted:
-                    self.engine.process_workflow_tasks(self.worker_id, clock.now())
+                # Decisions never wait for a free slot: a timeout, a timer or a signal is acted
+                # on even while every slot runs a long handler.
+                if report.acted or self._peek_workflow_task(clock.now()):
+                    with self._engine_turn:
+                        self.engine.process_workflow_tasks(self.worker_id, clock.now())
                 wait = WATCH_TICK
                 if report.next_due is not None:
                     wait = min(wait, max(0.0, (report.next_due - clock.now()).total_seconds()))
