@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import textwrap
 from pathlib import Path
 
@@ -181,3 +182,9 @@ def test_piped_output_is_plain_text(cli):
     assert result.exit_code == 0
     assert "\x1b[" not in result.stdout
     assert "order-1" in result.stdout and "running" in result.stdout
+
+
+def test_work_puts_back_the_signal_handlers_it_found(cli):
+    before = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
+    assert cli("work", "--once").exit_code == 0
+    assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before

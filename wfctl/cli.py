@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import shutil
 import sys
@@ -299,12 +300,16 @@ def work(
     if Path(client.workflows_path).exists():
         client.definitions()
     else:
-        log.event("definitions_not_found", 30, path=client.workflows_path,
+        log.event("definitions_not_found", logging.WARNING, path=client.workflows_path,
                   message="handler modules are imported from the current folder")
     worker = client.worker(options)
     worker.engine.add_listener(log.history_events)
-    install_signal_handlers(worker)
-    raise typer.Exit(worker.run(once=once))
+    restore = install_signal_handlers(worker)
+    try:
+        code = worker.run(once=once)
+    finally:
+        restore()
+    raise typer.Exit(code)
 
 
 @app.command("list")

@@ -7,7 +7,7 @@ import os
 import signal
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from types import FrameType
@@ -403,8 +403,11 @@ class Worker:
             self._force.wait(HOUSEKEEPING_TICK)
 
 
-def install_signal_handlers(worker: Worker) -> None:
-    """The first SIGTERM/SIGINT drains, a second stops at once; handlers only set flags."""
+def install_signal_handlers(worker: Worker) -> Callable[[], None]:
+    """The first SIGTERM/SIGINT drains, a second stops at once; handlers only set flags.
+
+    Returns a function that puts the previous handlers back.
+    """
     received = {"count": 0}
 
     def handle(signum: int, frame: FrameType | None) -> None:
@@ -414,5 +417,10 @@ def install_signal_handlers(worker: Worker) -> None:
         else:
             worker.request_force_stop()
 
-    signal.signal(signal.SIGTERM, handle)
-    signal.signal(signal.SIGINT, handle)
+    previous = {signum: signal.signal(signum, handle) for signum in (signal.SIGTERM, signal.SIGINT)}
+
+    def restore() -> None:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+    return restore
