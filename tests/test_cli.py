@@ -188,3 +188,26 @@ def test_work_puts_back_the_signal_handlers_it_found(cli):
     before = (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM))
     assert cli("work", "--once").exit_code == 0
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+
+
+def test_the_shipped_example_completes_with_one_work_once_pass(tmp_path):
+    example = Path(__file__).parent.parent / "workflows.yaml.example"
+    runner = CliRunner()
+    base = ["--db", str(tmp_path / "wfctl.db"), "-w", str(example)]
+    started = runner.invoke(app, [*base, "start", "etl", "--input", '{"source": "s3://x"}',
+                                  "--json"])
+    instance_id = json.loads(started.stdout)["workflow_instance_id"]
+    assert runner.invoke(app, [*base, "work", "--once"]).exit_code == 0
+    doc = json.loads(runner.invoke(app, [*base, "describe", instance_id, "--json"]).stdout)
+    assert doc["status"] == "completed"
+    assert doc["state"]["loaded"] == 5
+    assert doc["activities"][0]["last_heartbeat_details"] == {"extracted": 5}
+
+
+def test_demo_runs_the_example_and_shows_describe_and_history():
+    result = CliRunner().invoke(app, ["demo"])
+    assert result.exit_code == 0, result.stderr
+    assert "demo-etl" in result.stdout
+    assert "completed" in result.stdout
+    assert "ActivityRetryScheduled" in result.stdout
+    assert "WorkflowCompleted" in result.stdout

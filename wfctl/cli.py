@@ -548,9 +548,10 @@ def demo(keep: bool = typer.Option(False, "--keep", help="Keep the temporary fol
     out = render.console()
     try:
         with Client(db, EXAMPLES / "workflows.yaml") as client:
-            result = client.start("etl", "demo-etl", input={"source": "demo://orders.csv"})
+            result = client.start("etl", "demo-etl",
+                                  input={"source": "demo://orders.csv", "flaky": True})
             out.print(f"Started etl demo-etl on {db}; a worker runs it now "
-                      "(one step fails once and is retried, one waits on a timer)...\n")
+                      "(extract heartbeats; transform fails once and is retried)...\n")
             worker = client.worker(WorkerOptions(concurrency=2))
             thread = threading.Thread(target=worker.run, daemon=True)
             thread.start()
