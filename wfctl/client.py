@@ -163,9 +163,3 @@ class Client:
         """A worker on this database; handler modules beside the definitions file import."""
         handlers.add_search_path(self.workflows_path)
         return Worker(self.engine, options)
-
-
-def default_paths() -> tuple[str, str]:
-    """The database and definitions paths from the environment, or the defaults."""
-    return (os.environ.get("WFCTL_DB", "wfctl.db"),
-            os.environ.get("WFCTL_WORKFLOWS", "workflows.yaml"))

@@ -309,6 +309,8 @@ class Worker:
                         self._wake.notify_all()
             if did:
                 continue
+            # Read outside the lock: wake() must never wait for a database query.
+            idle = 0.05 if self._once else self._idle_wait()
             with self._wake:
                 if self._once:
                     # Done when nothing is ready, no other slot is mid-task, and none finished
@@ -317,9 +319,9 @@ class Worker:
                         self._stop.set()
                         self._wake.notify_all()
                         return
-                    self._wake.wait(0.05)
+                    self._wake.wait(idle)
                 elif generation == self._wake_generation:
-                    self._wake.wait(self._idle_wait())
+                    self._wake.wait(idle)
 
     def _idle_wait(self) -> float:
         with self.engine.store.read() as tx:

@@ -493,12 +493,6 @@ class Tx:
             "ORDER BY signal_id DESC LIMIT 1", (run_id, step_index),
         )
 
-    def release_signal(self, signal_id: int) -> None:
-        self.conn.execute(
-            "UPDATE signals SET consumed_run_id = NULL, consumed_step_index = NULL, "
-            "consumed_at = NULL WHERE signal_id = ?", (signal_id,),
-        )
-
     # children
 
     def insert_child(self, row: Row) -> None:
