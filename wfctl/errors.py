@@ -23,6 +23,22 @@ class Conflict(WfctlError):
     """The action does not fit the instance's current status (closed, duplicate, not failed)."""
 
 
+class DatabaseError(WfctlError):
+    """The database cannot be used: missing, not a wfctl database, or written by a newer wfctl."""
+
+
+class StoreUnavailable(DatabaseError):
+    """The database refused a write for now: busy past the busy timeout, disk full, read-only,
+    or an I/O error. A worker logs it once, backs off and tries again; nothing is lost.
+
+    `reason` is one of "busy", "full", "readonly", "io".
+    """
+
+    def __init__(self, reason: str, message: str) -> None:
+        self.reason = reason
+        super().__init__(message)
+
+
 class StructuralLimitExceeded(WfctlError):
     """A payload, a count or a history grew past a configured structural limit."""
 

@@ -6,11 +6,18 @@ import importlib
 import inspect
 import sys
 import threading
+import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wfctl.errors import WfctlError
+from wfctl import jsonvalue
+from wfctl.errors import ActivityCancelled, WfctlError
+
+# A failure keeps the innermost frames of its traceback, and at most this much text of them.
+TRACEBACK_FRAMES = 8
+TRACEBACK_CHARS = 4000
 
 _cache: dict[str, tuple[Callable[..., Any], bool]] = {}
 _lock = threading.Lock()
@@ -74,3 +81,74 @@ def check(spec: str) -> str | None:
     except Exception as exc:
         return f"handler {spec}: importing it raised {type(exc).__name__}: {exc}"
     return None
+
+
+@dataclass(frozen=True)
+class HandlerError:
+    """What a handler raised (or why its result was refused), as a failure records it."""
+
+    exception_class: str
+    message: str
+    classes: tuple[str, ...]
+    traceback: str | None
+
+    @classmethod
+    def of(cls, exc: BaseException, *, with_traceback: bool = True) -> HandlerError:
+        """`classes` are the names along the class hierarchy, so that `non_retryable:
+        [ValueError]` also covers subclasses of ValueError."""
+        return cls(
+            exception_class=type(exc).__name__,
+            message=str(exc) or type(exc).__name__,
+            classes=tuple(klass.__name__ for klass in type(exc).__mro__),
+            traceback=format_traceback(exc) if with_traceback else None,
+        )
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one handler call ended: a result, an error, or cancelled (its attempt is no longer
+    current, so whatever it would report is discarded)."""
+
+    result: dict[str, Any] | None = None
+    error: HandlerError | None = None
+    cancelled: bool = False
+
+
+def format_traceback(exc: BaseException) -> str:
+    """The innermost frames of `exc`'s traceback, bounded in size (the tail is kept)."""
+    text = "".join(traceback.format_exception(exc, limit=-TRACEBACK_FRAMES))
+    if len(text) > TRACEBACK_CHARS:
+        text = "…" + text[-(TRACEBACK_CHARS - 1):]
+    return text
+
+
+def check_result(step: str, result: Any) -> dict[str, Any] | None:
+    """A handler's return value as a result, or TypeError naming the step and offending key."""
+    if result is None:
+        return None
+    if not isinstance(result, dict):
+        raise TypeError(f"step {step!r} returned {type(result).__name__}; "
+                        "expected a dict of JSON values or None")
+    try:
+        jsonvalue.check(result, f"step {step!r} result")
+    except jsonvalue.JSONValueError as exc:
+        raise TypeError(str(exc)) from None
+    return result
+
+
+def run(spec: str, step: str, state: dict[str, Any], ctx: Any = None) -> Outcome:
+    """Call a handler and say how it ended; nothing it raises or returns escapes.
+
+    SystemExit and KeyboardInterrupt raised by a handler fail its attempt like any exception:
+    they never stop the worker.
+    """
+    try:
+        returned = call(spec, state, ctx)
+    except ActivityCancelled:
+        return Outcome(cancelled=True)
+    except BaseException as exc:
+        return Outcome(error=HandlerError.of(exc))
+    try:
+        return Outcome(result=check_result(step, returned))
+    except TypeError as exc:
+        return Outcome(error=HandlerError.of(exc, with_traceback=False))

@@ -192,11 +192,13 @@ def _complete(c: Ctx, task: ActivityTask, result: Any, heartbeat_details: Any) -
 
 def fail_activity(engine: Engine, task: ActivityTask, exception_class: str, message: str,
                   now: datetime, *, exception_classes: Sequence[str] = (),
-                  heartbeat_details: Any = _KEEP, decide: bool = False) -> str | None:
+                  traceback: str | None = None, heartbeat_details: Any = _KEEP,
+                  decide: bool = False) -> str | None:
     """Record a handler's exception: a retry if attempts remain and the class is retryable.
 
     `exception_classes` are the names along the exception's class hierarchy, so that
-    `non_retryable: [ValueError]` also covers subclasses of ValueError.
+    `non_retryable: [ValueError]` also covers subclasses of ValueError. `traceback` (its last
+    frames) goes with the failure record and the ActivityFailed/ActivityRetryScheduled events.
     """
     with engine.transaction(now) as c:
         activity, rejected = _current(c, task)
@@ -206,7 +208,7 @@ def fail_activity(engine: Engine, task: ActivityTask, exception_class: str, mess
         names = {exception_class, *exception_classes}
         retryable = not names.intersection(task.non_retryable)
         _attempt_failed(c, run, activity, retryable=retryable, reason="error",
-                        exception_class=exception_class, message=message,
+                        exception_class=exception_class, message=message, traceback=traceback,
                         extra=_heartbeat_fields(heartbeat_details))
         if decide:
             decide_now(c, run, task.worker_id)
@@ -286,7 +288,8 @@ def _attempt_failed(c: Ctx, run: Row, activity: Row, *, retryable: bool, reason:
                     exception_class: str | None = None, message: str | None = None,
                     timeout_kind: str | None = None, deadline_at: str | None = None,
                     category: str | None = None, details: dict[str, Any] | None = None,
-                    backoff: float | None = None, extra: dict[str, Any] | None = None) -> None:
+                    backoff: float | None = None, extra: dict[str, Any] | None = None,
+                    traceback: str | None = None) -> None:
     """Close the current attempt: schedule the next one, or end the activity for good."""
     if run["status"] in CLOSED_RUN:
         return
@@ -300,6 +303,8 @@ def _attempt_failed(c: Ctx, run: Row, activity: Row, *, retryable: bool, reason:
         "started_event_id": activity["started_event_id"],
     }
     error = None if timeout_kind else {"exception_class": exception_class, "message": message}
+    if error is not None and traceback:
+        error["traceback"] = traceback
     policy = json.loads(activity["retry_policy"])
     if retryable and activity["attempt"] < activity["max_attempts"]:
         waits = policy["backoff_seconds"]
@@ -349,7 +354,10 @@ def _attempt_failed(c: Ctx, run: Row, activity: Row, *, retryable: bool, reason:
     else:
         c.event(run, "ActivityFailed", **common, reason=reason, exception_class=exception_class,
                 message=message, retryable=retryable,
-                max_attempts=activity["max_attempts"])
+                max_attempts=activity["max_attempts"],
+                **({"traceback": traceback} if traceback else {}))
+        if traceback:
+            details = {**(details or {}), "traceback": traceback}
         record_failure(c, run, category=category or "activity", propagation_kind="activity",
                        exception_class=exception_class, message=message or "",
                        activity_id=activity["activity_id"], details=details)

@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from wfctl.errors import WfctlError
+from wfctl.errors import DatabaseError, StoreUnavailable
 from wfctl.store.schema import migrations
 
 Row = dict[str, Any]
@@ -29,6 +29,28 @@ _RUN_NEEDS_WAKING = (
 
 def _rows_as_dicts(cursor: sqlite3.Cursor, row: tuple) -> Row:
     return {column[0]: value for column, value in zip(cursor.description, row, strict=True)}
+
+
+# SQLite's primary result codes that mean "not now": the write may succeed later.
+_UNAVAILABLE = {
+    sqlite3.SQLITE_BUSY: ("busy", "the database is busy (another process holds the write lock)"),
+    sqlite3.SQLITE_LOCKED: ("busy", "the database is locked"),
+    sqlite3.SQLITE_FULL: ("full", "the disk is full"),
+    sqlite3.SQLITE_READONLY: ("readonly", "the database is read-only"),
+    sqlite3.SQLITE_IOERR: ("io", "disk I/O error"),
+}
+
+
+def translate(exc: sqlite3.Error, path: str) -> DatabaseError:
+    """A sqlite3 error as wfctl's own: `StoreUnavailable` when a later try may succeed."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    primary = code & 0xFF if code is not None else None
+    if primary in _UNAVAILABLE:
+        reason, message = _UNAVAILABLE[primary]
+        return StoreUnavailable(reason, f"{path}: {message}")
+    if primary == sqlite3.SQLITE_NOTADB:
+        return DatabaseError(f"{path} is not a wfctl database")
+    return DatabaseError(f"database {path}: {exc}")
 
 
 def dumps(value: Any) -> str:
@@ -68,7 +90,7 @@ class Store:
             # References between runs, tasks and instances are checked, not assumed.
             conn.execute("PRAGMA foreign_keys=ON")
         except sqlite3.Error as exc:
-            raise WfctlError(f"cannot open database {self.path}: {exc}") from None
+            raise translate(exc, self.path) from None
         return conn
 
     @property
@@ -98,7 +120,7 @@ class Store:
                 conn.execute("ROLLBACK")
                 raise
         except sqlite3.Error as exc:
-            raise WfctlError(f"cannot open database {self.path}: {exc}") from None
+            raise translate(exc, self.path) from None
         finally:
             conn.close()
 
@@ -121,28 +143,37 @@ class Store:
 
     @contextmanager
     def write(self) -> Iterator[Tx]:
-        """A write transaction: BEGIN IMMEDIATE takes the write lock up front."""
+        """A write transaction: BEGIN IMMEDIATE takes the write lock up front.
+
+        SQLite's errors leave as wfctl's (`StoreUnavailable` for busy, full, read-only).
+        """
         with self._write_lock:
             conn = self.conn
-            conn.execute("BEGIN IMMEDIATE")
-            tx = Tx(conn)
             try:
-                yield tx
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+                conn.execute("BEGIN IMMEDIATE")
+                tx = Tx(conn)
+                try:
+                    yield tx
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                raise translate(exc, self.path) from exc
 
     @contextmanager
     def read(self) -> Iterator[Tx]:
         """A read transaction: one consistent snapshot across several queries."""
         conn = self.conn
-        conn.execute("BEGIN")
         try:
-            yield Tx(conn)
-        finally:
-            conn.execute("COMMIT")
+            conn.execute("BEGIN")
+            try:
+                yield Tx(conn)
+            finally:
+                conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from exc
 
     def peek(self) -> Tx:
         """Queries outside a transaction: each one statement, for cheap single reads."""
