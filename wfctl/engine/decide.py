@@ -19,6 +19,7 @@ from wfctl.engine.core import (
     schedule_workflow_task,
     state_of,
 )
+from wfctl.engine.deadlines import deadline_passed, hand_over_deadline
 from wfctl.store import CLOSED_RUN, Row, dumps
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ def _complete_task(c: Ctx, task: Row, run: Row) -> None:
     c.tx.update_workflow_task(task["task_id"], status="completed", closed_at=c.at)
     c.event(run, "WorkflowTaskCompleted", scheduled_event_id=task["scheduled_event_id"],
             started_event_id=task["started_event_id"])
-    decide(c, run, task["task_id"])
+    decide(c, run, task["task_id"], task["owner"])
 
 
 def process_workflow_tasks(engine: Engine, worker_id: str, now: datetime,
@@ -132,13 +133,21 @@ def time_out_run(c: Ctx, run: Row, kind: str, deadline: str, keep_task: int | No
     }, failure_id=failure_id, reason=kind, keep_task=keep_task)
 
 
-def decide(c: Ctx, run: Row, task_id: int | None) -> None:
-    """Advance the run as far as its stored state allows."""
+def decide(c: Ctx, run: Row, task_id: int | None, worker_id: str) -> None:
+    """Advance the run as far as its stored state allows.
+
+    In a process that checks deadlines, a run past its `deadline_at` is handed to the
+    deadline path instead of advancing: at once when it is running (as the deadline loop
+    would claim it), or at the step boundary a wait that ended after the deadline reaches.
+    """
     if run["status"] in CLOSED_RUN or run["deadline_claimed_at"] is not None:
         return
     expired = expired_workflow_timeout(run, c.at)
     if expired:
         time_out_run(c, run, *expired, keep_task=task_id)
+        return
+    if run["status"] == "running" and deadline_passed(c, run):
+        hand_over_deadline(c, run, worker_id)
         return
     instance = c.instance(run["workflow_instance_id"])
     limits = c.limits(instance)
@@ -158,6 +167,10 @@ def decide(c: Ctx, run: Row, task_id: int | None) -> None:
         return
     wf = c.workflow_type(instance)
     while True:
+        at_boundary = run["step_index"] >= len(wf.steps) or not run["step_started"]
+        if at_boundary and deadline_passed(c, run):
+            hand_over_deadline(c, run, worker_id)
+            return
         if run["step_index"] >= len(wf.steps):
             close_run(c, run, "completed", "WorkflowCompleted",
                       {"state_keys": sorted(public_state(state_of(run)))},
