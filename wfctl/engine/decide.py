@@ -210,15 +210,18 @@ def _begin_step(c: Ctx, run: Row, instance: Row, wf: WorkflowType, step: Step,
         branches = step.branches or (step,)
         existing = {item["branch_index"] for item in _step_items(c, run, step)}
         missing = [(b, branch) for b, branch in enumerate(branches) if b not in existing]
-        limit = c.limits(instance).pending_activity_count
+        limits = c.limits(instance)
         wanted = sum(1 for _, branch in missing if branch.kind == "activity")
         pending = c.tx.count_open_activities(run["workflow_run_id"]) + wanted
-        if limit and pending > limit:
-            fail_run(c, run, category="structural_limit", keep_task=task_id, step=step.name,
-                     message=f"pending_activity_count limit exceeded: {pending} (limit {limit})",
-                     exception_class="StructuralLimitExceeded",
-                     details={"limit_kind": "pending_activity_count", "value": pending,
-                              "limit": limit})
+        if limits.pending_activity_count and pending > limits.pending_activity_count:
+            _fail_structural(c, run, step, task_id, "pending_activity_count", pending,
+                             limits.pending_activity_count)
+            return CLOSED
+        depth = instance["child_depth"] + 1
+        if limits.child_depth and depth > limits.child_depth \
+                and any(branch.kind == "workflow" for _, branch in missing):
+            # A type that starts itself (directly or not) stops here instead of recursing.
+            _fail_structural(c, run, step, task_id, "child_depth", depth, limits.child_depth)
             return CLOSED
         for branch_index, branch in missing:
             if branch.kind == "activity":
@@ -237,6 +240,14 @@ def _begin_step(c: Ctx, run: Row, instance: Row, wf: WorkflowType, step: Step,
         continue_as_new(c, run, instance, wf, task_id)
         return CLOSED
     return OPEN
+
+
+def _fail_structural(c: Ctx, run: Row, step: Step, task_id: int | None, kind: str,
+                     value: int, limit: int) -> None:
+    fail_run(c, run, category="structural_limit", keep_task=task_id, step=step.name,
+             message=f"{kind} limit exceeded: {value} (limit {limit})",
+             exception_class="StructuralLimitExceeded",
+             details={"limit_kind": kind, "value": value, "limit": limit})
 
 
 def schedule_activity(c: Ctx, run: Row, step: Step, branch: Step, branch_index: int) -> None:
@@ -300,7 +311,8 @@ def start_child(c: Ctx, run: Row, instance: Row, step: Step, branch: Step,
     child_id = f"{run['workflow_instance_id']}.{branch.name}.{new_id()[:8]}"
     child_run = create_instance(c, definitions, child_type, child_id,
                                 public_state(state_of(run)), {},
-                                parent_instance_id=run["workflow_instance_id"])
+                                parent_instance_id=run["workflow_instance_id"],
+                                child_depth=instance["child_depth"] + 1)
     seq = c.event(run, "ChildWorkflowStarted", child_instance_id=child_id,
                   child_run_id=child_run["workflow_run_id"], workflow_type=child_type.name,
                   step=branch.name)
