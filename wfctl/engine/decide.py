@@ -392,6 +392,12 @@ def _fail_for_child(c: Ctx, run: Row, child: Row) -> None:
     failure = c.tx.get_failure(child_run["failure_id"]) if child_run["failure_id"] else None
     what = child["status"].replace("_", " ")
     detail = f": {failure['message']}" if failure else ""
+    details = {"child_instance_id": child["child_instance_id"], "child_status": child["status"]}
+    # A child that failed on a handler's exception: the parent's failure shows where, too.
+    traceback = json.loads(failure["details"]).get("traceback") \
+        if failure and failure["details"] else None
+    if traceback:
+        details["traceback"] = traceback
     fail_run(
         c, run, category="child_workflow", step=child["step"],
         message=f"Child workflow {child['child_instance_id']} ({child['workflow_type']}) "
@@ -400,8 +406,7 @@ def _fail_for_child(c: Ctx, run: Row, child: Row) -> None:
         timeout_kind=failure["timeout_kind"] if failure else None,
         exception_class=failure["exception_class"] if failure else None,
         deadline_at=failure["deadline_at"] if failure else None,
-        details={"child_instance_id": child["child_instance_id"],
-                 "child_status": child["status"]},
+        details=details,
     )
 
 
