@@ -96,9 +96,13 @@ class HandlerError:
     def of(cls, exc: BaseException, *, with_traceback: bool = True) -> HandlerError:
         """`classes` are the names along the class hierarchy, so that `non_retryable:
         [ValueError]` also covers subclasses of ValueError."""
+        try:
+            message = str(exc)
+        except Exception:
+            message = f"<{type(exc).__name__}: its message could not be formatted>"
         return cls(
             exception_class=type(exc).__name__,
-            message=str(exc) or type(exc).__name__,
+            message=message or type(exc).__name__,
             classes=tuple(klass.__name__ for klass in type(exc).__mro__),
             traceback=format_traceback(exc) if with_traceback else None,
         )
