@@ -59,6 +59,9 @@ def test_a_long_running_worker_fails_a_workflow_within_a_second_of_its_deadline_
     db, workflows, log_path = tmp_path / "wfctl.db", tmp_path / "workflows.yaml", tmp_path / "w.log"
     marker = tmp_path / "on_deadline_calls.txt"
     env = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "WATCHDOG_USEC")}
+    # The worker runs in tmp_path: this checkout's wfctl, not whichever one is installed.
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parent.parent),
+                                                      os.environ.get("PYTHONPATH")]))
     with log_path.open("w") as log_file:
         worker = subprocess.Popen(
             [sys.executable, "-m", "wfctl", "--db", str(db), "-w", str(workflows), "work",

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 from wfctl import durations
-from wfctl.errors import DefinitionError
+from wfctl.errors import DefinitionError, brief
 
 CHILD_POLICIES = ("terminate", "request_cancel", "abandon")
 STEP_KINDS = ("activity", "delay", "wait_for_signal", "parallel", "workflow", "continue_as_new")
@@ -166,9 +166,7 @@ def load(path: str | os.PathLike[str]) -> Definitions:
         with open(path, "rb") as file:
             data = file.read(MAX_FILE_SIZE + 1)
     except FileNotFoundError:
-        raise DefinitionError(
-            f"{shown}: no such file (pass --workflows FILE or set WFCTL_WORKFLOWS)"
-        ) from None
+        raise DefinitionError(f"{shown}: no such file") from None
     except IsADirectoryError:
         raise DefinitionError(f"{shown} is a folder, not a definitions file") from None
     except OSError as exc:
@@ -196,7 +194,8 @@ def parse(source: str, path: str = "workflows.yaml") -> Definitions:
         if root is not None:
             _check_expansion(root)
     except yaml.YAMLError as exc:
-        raise DefinitionError(_yaml_error(path, source, exc)) from None
+        line, problem = _yaml_problem(source, exc)
+        raise DefinitionError(f"{path}:{line}: invalid YAML: {problem}") from None
     finally:
         if loader is not None:
             loader.dispose()
@@ -214,7 +213,29 @@ def _is_unicode(text: str) -> bool:
     return True
 
 
-def _yaml_error(path: str, source: str, exc: yaml.YAMLError) -> str:
+def yaml_value(text: str) -> Any:
+    """One YAML value read within the bounds of a definitions file (a duration mapping given on
+    the command line); DefinitionError says what is wrong."""
+    loader = None
+    try:
+        loader = _Loader(text)
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_expansion(node)
+        return loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        raise DefinitionError(f"invalid YAML: {_yaml_problem(text, exc)[1]}") from None
+    except Exception as exc:
+        # As in _Parser.construct: an explicit tag on text it cannot read.
+        raise DefinitionError(f"invalid value: {exc}") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+def _yaml_problem(source: str, exc: yaml.YAMLError) -> tuple[int, str]:
+    """The line and a one-line description of a YAML error."""
     if isinstance(exc, yaml.reader.ReaderError):
         line = source.count("\n", 0, exc.position) + 1
         problem = f"unacceptable character #x{exc.character:04x}: {exc.reason}"
@@ -222,7 +243,7 @@ def _yaml_error(path: str, source: str, exc: yaml.YAMLError) -> str:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark is not None else 1
         problem = getattr(exc, "problem", None) or str(exc)
-    return f"{path}:{line}: invalid YAML: {' '.join(problem.split())}"
+    return line, " ".join(problem.split())
 
 
 class _Loader(yaml.SafeLoader):
@@ -284,10 +305,6 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
-def _brief(value: Any) -> str:
-    """A value for a message: its repr, shortened."""
-    text = repr(value)
-    return text if len(text) <= 60 else f"{text[:57]}..."
 
 
 class _Node:
@@ -323,7 +340,7 @@ class _Node:
             key = self.parser.construct(_Node(self.parser, key_node, self.path), key_node)
             if not isinstance(key, str):
                 raise _Node(self.parser, key_node, self.path).fail(
-                    f"keys must be text (got {_brief(key)})"
+                    f"keys must be text (got {brief(key)})"
                 )
             if not _is_unicode(key):
                 raise _Node(self.parser, key_node, self.path).fail(
@@ -348,7 +365,7 @@ class _Node:
     def text(self, pattern: re.Pattern[str] | None = None, expected: str = "text") -> str:
         value = self.value()
         if not isinstance(value, str) or not value or (pattern and not pattern.fullmatch(value)):
-            raise self.fail(f"expected {expected} (got {_brief(value)})")
+            raise self.fail(f"expected {expected} (got {brief(value)})")
         if not _is_unicode(value):
             raise self.fail(f"expected {expected} (got {value!r}, a lone surrogate is not text)")
         return value
@@ -358,7 +375,7 @@ class _Node:
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum \
                 or (maximum is not None and value > maximum):
             expected = f"of at least {minimum}" if maximum is None else f"from {minimum} to {maximum}"
-            raise self.fail(f"expected a whole number {expected} (got {_brief(value)})")
+            raise self.fail(f"expected a whole number {expected} (got {brief(value)})")
         return value
 
     def timeout(self) -> float | None:
@@ -378,7 +395,7 @@ class _Node:
             return "a list"
         if isinstance(self.node, yaml.MappingNode):
             return "a mapping"
-        return _brief(self.value())
+        return brief(self.value())
 
 
 class _Parser:
@@ -404,7 +421,7 @@ class _Parser:
             raise root.fail("version: missing (expected version: 1)")
         version = top["version"].value()
         if isinstance(version, bool) or version != 1:
-            raise top["version"].fail(f"expected 1 (got {_brief(version)})")
+            raise top["version"].fail(f"expected 1 (got {brief(version)})")
         activity_defaults, task_timeout = self.defaults(top.get("defaults"))
         limits = self.limits(top.get("limits"))
         if "workflows" not in top:
@@ -578,7 +595,7 @@ class _Parser:
             if isinstance(coefficient, bool) or not isinstance(coefficient, int | float) \
                     or not 1 <= coefficient <= MAX_COEFFICIENT:
                 raise keys["coefficient"].fail(
-                    f"expected a number from 1 to {MAX_COEFFICIENT} (got {_brief(coefficient)})"
+                    f"expected a number from 1 to {MAX_COEFFICIENT} (got {brief(coefficient)})"
                 )
         maximum = keys["max"].interval(minimum=0) if "max" in keys else 60.0
         return Backoff(initial=initial, coefficient=float(coefficient), maximum=maximum)
@@ -626,7 +643,7 @@ def _size(node: _Node) -> int:
     size = _parse_size(value.strip()) if isinstance(value, str) else None
     if size is None:
         raise node.fail(
-            f"expected a size such as 2MiB, 512KiB or a number of bytes (got {_brief(value)})")
+            f"expected a size such as 2MiB, 512KiB or a number of bytes (got {brief(value)})")
     return size
 
 

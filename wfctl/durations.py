@@ -6,6 +6,8 @@ import math
 import re
 from collections.abc import Mapping
 
+from wfctl.errors import brief
+
 ONE_YEAR = 365 * 24 * 3600
 
 # ASCII digits only: `\d` and float() also take other scripts' digits ("１s" would be 1 second).
@@ -59,18 +61,15 @@ def parse(value: object) -> float | None:
 
 
 def _not_a_duration(value: object) -> DurationError:
-    return DurationError(f"expected {EXPECTED} (got {_shown(value)})")
+    return DurationError(f"expected {EXPECTED} (got {brief(value)})")
 
 
-def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else f"{text[:57]}..."
 
 
 def _plain(value: object) -> str:
     """A value as the user wrote it: text without quotes, anything else as Python shows it."""
     if not isinstance(value, str):
-        return _shown(value)
+        return brief(value)
     text = value.strip(_BLANKS)
     return text if len(text) <= 60 else f"{text[:57]}..."
 
@@ -97,12 +96,12 @@ def _parse_mapping(value: Mapping) -> float:
     for key, amount in value.items():
         if key not in MAPPING_KEYS:
             raise DurationError(
-                f"unknown duration key {_shown(key)} "
+                f"unknown duration key {brief(key)} "
                 "(expected weeks, days, hours, minutes, seconds)"
             )
         if isinstance(amount, bool) or not isinstance(amount, int | float) \
                 or (isinstance(amount, float) and math.isnan(amount)) or amount < 0:
-            raise DurationError(f"{key} must be a number of at least 0 (got {_shown(amount)})")
+            raise DurationError(f"{key} must be a number of at least 0 (got {brief(amount)})")
         total += _finite(amount, value) * MAPPING_KEYS[key]
     return _finite(total, value)
 
@@ -123,7 +122,7 @@ def _parse_text(value: str) -> float | None:
                            for part, amount in match.groupdict().items() if amount), value)
     if _ISO_MONTHS.match(text):
         raise DurationError(
-            f"months are not a fixed length: use days, weeks or P1Y (got {_shown(value)})"
+            f"months are not a fixed length: use days, weeks or P1Y (got {brief(value)})"
         )
     raise _not_a_duration(value)
 
@@ -141,7 +140,7 @@ def parse_interval(value: object, *, minimum: float = 0.001) -> float:
     """A required interval (a delay, a poll interval): sub-second allowed, never NONE."""
     seconds = parse(value)
     if seconds is None:
-        raise DurationError(f"expected {EXPECTED} other than NONE (got {_shown(value)})")
+        raise DurationError(f"expected {EXPECTED} other than NONE (got {brief(value)})")
     check_range(seconds, minimum=minimum, original=value)
     return seconds
 
