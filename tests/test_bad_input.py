@@ -211,6 +211,14 @@ def test_input_files_that_are_no_json_object(cli, content, message):
     assert not cli.db.exists()
 
 
+def test_an_endless_input_file_is_not_read_to_its_end(cli):
+    cli.workflows.write_text(textwrap.dedent(DEFINITIONS).replace(
+        "workflows:", "limits: {payload_size: 1000}\nworkflows:"))
+    refused(cli("start", "etl", "--input-file", "/dev/zero"),
+            "--input-file: /dev/zero is larger than 1048576 bytes (payload_size limit 1000)")
+    assert not cli.db.exists()
+
+
 def test_input_from_stdin_must_be_utf8_too(cli):
     refused(cli("start", "etl", "--input-file", "-", input=b'{"a": "\xff"}'),
             "--input-file: stdin is not UTF-8 text (byte 0xff at offset 7)")

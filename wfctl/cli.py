@@ -65,7 +65,6 @@ class OnDuplicate(enum.StrEnum):
     return_existing = "return-existing"
 
 
-
 def _client(ctx: typer.Context) -> Client:
     return ctx.obj
 
@@ -126,14 +125,23 @@ def _json_object(option: str, text: str | None) -> dict[str, Any] | None:
     return value
 
 
-def _read_input_file(path: Path) -> str:
-    """The text of --input-file ('-' = stdin), which must be UTF-8."""
+def _read_input_file(path: Path, payload_size: int) -> str:
+    """The text of --input-file ('-' = stdin), which must be UTF-8; never more than a few times
+    the payload limit is read (JSON text may be spaced out), so /dev/zero is refused too."""
+    most = max(4 * payload_size, 1024 * 1024) if payload_size else -1
     try:
-        data = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
+        if str(path) == "-":
+            data = sys.stdin.buffer.read(most + 1 if most > 0 else -1)
+        else:
+            with path.open("rb") as file:
+                data = file.read(most + 1 if most > 0 else -1)
     except IsADirectoryError:
         _fail(f"--input-file: {path} is a folder, not a file")
     except OSError as exc:
         _fail(f"--input-file: cannot read {path}: {exc.strerror or exc}")
+    if 0 < most < len(data):
+        _fail(f"--input-file: {'stdin' if str(path) == '-' else path} is larger than "
+              f"{most} bytes (payload_size limit {payload_size})")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -253,7 +261,8 @@ def start(
     if input_json is not None and input_file is not None:
         _usage("--input and --input-file exclude each other")
     if input_file is not None:
-        data = _json_object("--input-file", _read_input_file(input_file))
+        limit = _client(ctx).definitions().limits.payload_size
+        data = _json_object("--input-file", _read_input_file(input_file, limit))
     else:
         data = _json_object("--input", input_json)
     overrides = {}
