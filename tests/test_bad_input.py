@@ -79,7 +79,7 @@ def started(cli: Cli) -> Cli:
 
 READS = [["list"], ["describe", "a1"], ["describe", "a1", "--json"], ["history", "a1"],
          ["deadlines", "check"], ["signal", "a1", "go"], ["pause", "a1"], ["resume", "a1"],
-         ["cancel", "a1"], ["terminate", "a1"], ["retry", "a1"]]
+         ["cancel", "a1"], ["terminate", "a1"], ["retry", "a1"], ["timeline", "a1"]]
 
 
 @pytest.mark.parametrize("args", READS)

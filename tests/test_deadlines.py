@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import sqlite3
 import threading
 from collections.abc import Iterator
 from datetime import timedelta
@@ -18,6 +17,8 @@ from typer.testing import CliRunner
 
 from wfctl import Client, clock, handlers, log
 from wfctl.cli import app
+from wfctl.engine import deadlines
+from wfctl.errors import StoreUnavailable
 from wfctl.watchdog import sweep_deadlines, worker_alive
 from wfctl.worker import ONCE_NOTICE, Worker, WorkerOptions
 
@@ -516,11 +517,11 @@ def test_a_sweep_that_failed_before_recording_is_finished_by_the_next_one(make_e
     env.start("parked", "p1", now=0)
     worker = live_worker(env.engine, 90)
 
-    def locked(*args: Any) -> bool:
-        raise sqlite3.OperationalError("database is locked")
+    def busy(*args: Any) -> None:
+        raise StoreUnavailable("busy", "wfctl.db: the database is busy")
 
-    monkeypatch.setattr(env.engine, "record_deadline_exceeded", locked)
-    with pytest.raises(sqlite3.OperationalError):
+    monkeypatch.setattr(deadlines, "cancel_open_work", busy)
+    with pytest.raises(StoreUnavailable):
         sweep_deadlines(env.engine, worker.worker_id, at(90), run_handler)
     monkeypatch.undo()
     assert env.describe("p1")["status"] == "running"

@@ -15,6 +15,7 @@ import pytest
 from wfctl import Client, clock
 
 pytestmark = pytest.mark.process
+REPO = Path(__file__).resolve().parent.parent
 
 HANDLERS = '''
 import time
@@ -43,6 +44,13 @@ workflows:
 """
 
 
+def worker_env() -> dict[str, str]:
+    """This checkout's wfctl, and no systemd socket inherited from the test runner."""
+    env = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "WATCHDOG_USEC")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    return env
+
+
 def wait_for(condition, timeout: float) -> bool:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -58,10 +66,7 @@ def test_a_long_running_worker_fails_a_workflow_within_a_second_of_its_deadline_
     (tmp_path / "workflows.yaml").write_text(textwrap.dedent(WORKFLOWS))
     db, workflows, log_path = tmp_path / "wfctl.db", tmp_path / "workflows.yaml", tmp_path / "w.log"
     marker = tmp_path / "on_deadline_calls.txt"
-    env = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "WATCHDOG_USEC")}
-    # The worker runs in tmp_path: this checkout's wfctl, not whichever one is installed.
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).parent.parent),
-                                                      os.environ.get("PYTHONPATH")]))
+    env = worker_env()
     with log_path.open("w") as log_file:
         worker = subprocess.Popen(
             [sys.executable, "-m", "wfctl", "--db", str(db), "-w", str(workflows), "work",
@@ -99,3 +104,63 @@ def test_a_long_running_worker_fails_a_workflow_within_a_second_of_its_deadline_
     assert "activity_result_discarded" in output
     assert marker.read_text() == "called\n"
     assert "workflow_deadline_exceeded" in output
+
+
+QUICK_STEPS = """
+version: 1
+workflows:
+  quick:
+    deadline: 1s
+    steps:
+      - activity: quick_handlers:step
+        name: one
+      - activity: quick_handlers:step
+        name: two
+      - activity: quick_handlers:step
+        name: three
+"""
+
+
+def test_twenty_workflows_resumed_after_their_deadline_all_fail_under_a_long_running_worker(
+        tmp_path: Path):
+    """The next step is quicker than the deadline tick, yet never wins: every one fails."""
+    (tmp_path / "quick_handlers.py").write_text("def step(state):\n    return None\n")
+    (tmp_path / "workflows.yaml").write_text(textwrap.dedent(QUICK_STEPS))
+    db, workflows, log_path = tmp_path / "wfctl.db", tmp_path / "workflows.yaml", tmp_path / "w.log"
+    ids = [f"q{n:02d}" for n in range(20)]
+    with Client(db, workflows) as client:
+        for instance_id in ids:
+            client.start("quick", instance_id)
+            client.pause(instance_id)
+        deadline_at = max(clock.parse(client.describe(i)["deadline_at"]) for i in ids)
+    env = worker_env()
+    with log_path.open("w") as log_file:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "wfctl", "--db", str(db), "-w", str(workflows), "work"],
+            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=log_file, env=env,
+        )
+    try:
+        assert wait_for(lambda: "worker_started" in log_path.read_text(), 15), \
+            log_path.read_text()
+        assert wait_for(lambda: clock.now() > deadline_at, 5)
+        with Client(db, workflows) as client:
+            for instance_id in ids:
+                client.resume(instance_id)
+                # Spread over several deadline ticks, so that each races the tick afresh.
+                time.sleep(0.05)
+            assert wait_for(lambda: all(row["status"] not in ("running", "paused")
+                                        for row in client.list()), 10), log_path.read_text()
+            docs = [client.describe(instance_id) for instance_id in ids]
+            histories = [client.history(instance_id) for instance_id in ids]
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        code = worker.wait(20)
+
+    assert code == 0
+    assert [doc["status"] for doc in docs] == ["failed"] * 20
+    assert {doc["failure"]["failure_category"] for doc in docs} == {"deadline"}
+    for history in histories:
+        types = [event["event_type"] for event in history]
+        resumed = types.index("WorkflowResumed")
+        assert "ActivityScheduled" not in types[resumed:]
+        assert types[-2:] == ["WorkflowDeadlineExceeded", "WorkflowFailed"]

@@ -69,7 +69,8 @@ def assert_structural_failure(env, instance_id: str, kind: str, value: int, limi
 
 def test_the_defaults_are_the_contracts():
     assert LIMIT_DEFAULTS == {"payload_size": 2 * 1024 * 1024, "pending_activity_count": 2000,
-                              "pending_signal_count": 5000, "history_size": 50_000}
+                              "pending_signal_count": 5000, "history_size": 50_000,
+                              "child_depth": 64}
 
 
 # payload_size
@@ -247,18 +248,114 @@ def test_a_history_over_the_limit_fails_the_workflow(make_env):
     assert env.events("s1", "ActivityCompleted")      # the first decision was under the limit
 
 
+def test_refused_duplicate_starts_do_not_count_toward_the_history_size(make_env):
+    env = make_env(definitions(limited(history_size=10)))
+    env.start("single", "s1")
+    for _ in range(5):
+        assert env.client.start("single", "s1")["outcome"] == "rejected_duplicate"
+
+    env.run(1)
+
+    assert env.describe("s1")["status"] == "completed"
+    assert env.event_types("s1").count("StartRejected") == 5   # still in the history
+
+
+def test_a_history_over_the_limit_fails_the_workflow_with_refused_starts_in_between(make_env):
+    env = make_env(definitions(limited(history_size=9)))
+    env.start("single", "s1")
+    env.client.start("single", "s1")
+
+    env.run(1)
+
+    assert_structural_failure(env, "s1", "history_size", 10, 9)
+
+
+# child_depth
+
+def chain(length: int, limits: str = "") -> str:
+    """Types level0 -> level1 -> ... : each starts the next as a child; the last runs a step."""
+    types = "".join(
+        f"  level{n}:\n    steps:\n      - workflow: level{n + 1}\n        name: down\n"
+        for n in range(length - 1)
+    )
+    last = f"  level{length - 1}:\n    steps:\n      - activity: wfh:noop\n"
+    return f"version: 1\n{limits}workflows:\n{types}{last}"
+
+
+def test_children_as_deep_as_the_limit_complete(make_env):
+    env = make_env(chain(4, limited(child_depth=3)))   # the last child is 3 deep
+    env.start("level0", "top")
+
+    env.run(1)
+
+    assert env.describe("top")["status"] == "completed"
+    assert len(env.client.list()) == 4
+
+
+def test_a_child_start_one_over_the_depth_limit_fails_the_parents_step(make_env):
+    env = make_env(chain(4, limited(child_depth=2)))
+    env.start("level0", "top")
+
+    env.run(1)
+
+    [deepest] = [row for row in env.client.list() if row["workflow_type"] == "level2"]
+    assert_structural_failure(env, deepest["workflow_instance_id"], "child_depth", 3, 2)
+    assert env.describe(deepest["workflow_instance_id"])["failure"]["message"] == \
+        "child_depth limit exceeded: 3 (limit 2)"
+    failed = env.events(deepest["workflow_instance_id"], "WorkflowFailed")[0]["attributes"]
+    assert failed["step"] == "down"
+    assert len(env.client.list()) == 3                 # level3 never started
+    top = env.describe("top")
+    assert (top["status"], top["failure"]["failure_category"]) == ("failed", "child_workflow")
+
+
+def test_a_type_that_starts_itself_stops_at_the_default_depth(make_env):
+    env = make_env("""
+        version: 1
+        workflows:
+          again:
+            steps:
+              - workflow: again
+                name: again
+    """)
+    env.start("again", "top")
+
+    env.run(1)
+
+    rows = env.client.list(limit=1000)
+    assert len(rows) == 65                             # top and 64 generations of children
+    assert {row["status"] for row in rows} == {"failed"}
+    deepest = env.client.list(limit=1)[0]["workflow_instance_id"]
+    assert_structural_failure(env, deepest, "child_depth", 65, 64)
+
+
+def test_zero_disables_the_child_depth_limit(make_env, monkeypatch):
+    monkeypatch.setenv("WFCTL_LIMIT_CHILD_DEPTH", "0")
+    env = make_env(chain(70))
+    env.start("level0", "top")
+
+    env.run(1)
+
+    assert env.describe("top")["status"] == "completed"
+    assert len(env.client.list(limit=1000)) == 70
+
+
 # configuration
 
 def test_limits_come_from_the_file_and_the_environment(monkeypatch, tmp_path):
     workflows = tmp_path / "workflows.yaml"
-    workflows.write_text(definitions("limits:\n  payload_size: 1KiB\n  history_size: 500\n"))
+    workflows.write_text(definitions("limits:\n  payload_size: 1KiB\n  history_size: 500\n"
+                                     "  child_depth: 8\n"))
     monkeypatch.setenv("WFCTL_LIMIT_HISTORY_SIZE", "700")
     monkeypatch.setenv("WFCTL_LIMIT_PENDING_SIGNAL_COUNT", "0")
 
     limits = Client(workflows=workflows).definitions().limits
+    monkeypatch.setenv("WFCTL_LIMIT_CHILD_DEPTH", "3")
+    from_env = Client(workflows=workflows).definitions().limits
 
     assert (limits.payload_size, limits.history_size, limits.pending_signal_count,
-            limits.pending_activity_count) == (1024, 700, 0, 2000)
+            limits.pending_activity_count, limits.child_depth) == (1024, 700, 0, 2000, 8)
+    assert from_env.child_depth == 3
 
 
 def test_zero_disables_a_limit(make_env):

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
+from pathlib import Path
 
 import pytest
 
@@ -17,7 +19,7 @@ EXPECTED = {
         "workflow_instance_id", "workflow_type", "definitions_digest", "status",
         "current_run_id", "run_count", "execution_timeout_seconds", "deadline_seconds",
         "deadline_at", "on_deadline", "child_policy", "parent_instance_id", "created_at",
-        "updated_at", "closed_at",
+        "updated_at", "closed_at", "child_depth",
     ],
     "runs": [
         "workflow_run_id", "workflow_instance_id", "run_number", "status", "closed_reason",
@@ -25,6 +27,7 @@ EXPECTED = {
         "workflow_task_timeout_seconds", "deadline_at", "deadline_claimed_by",
         "deadline_claimed_at", "step_index", "step_started", "wait_kind", "cancel_requested",
         "state", "first_seq", "failure_id", "continued_to_run_id", "started_at", "closed_at",
+        "rejected_starts",
     ],
     "workflow_tasks": [
         "task_id", "workflow_run_id", "workflow_instance_id", "status", "reason",
@@ -102,14 +105,24 @@ def test_migrations_are_recorded_and_applied_once(tmp_path):
     conn.close()
 
 
+def first_schema(path) -> None:
+    """A database as the first release of wfctl left it: m001 only, no user_version."""
+    first = _Migrations()
+    name, function = next(iter(migrations))
+    first(name=name)(function)
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("BEGIN IMMEDIATE")
+    first.apply(conn)
+    conn.execute("PRAGMA user_version = 0")
+    conn.execute("COMMIT")
+    conn.close()
+
+
 def test_a_database_from_the_first_schema_upgrades_keeping_its_rows(tmp_path):
     path = tmp_path / "w.db"
-    Store(path).close()
+    first_schema(path)
     conn = sqlite3.connect(path)
     conn.execute("INSERT INTO definitions VALUES ('d', 'p', 's', 't')")
-    later = migrations.names[1:]
-    conn.executemany("DELETE FROM _sqlite_migrations WHERE name = ?", [(n,) for n in later])
-    conn.execute("PRAGMA user_version = 0")  # as wfctl 0.1 left it
     conn.commit()
     conn.close()
 
@@ -118,6 +131,39 @@ def test_a_database_from_the_first_schema_upgrades_keeping_its_rows(tmp_path):
     assert columns(path) == EXPECTED
     conn = sqlite3.connect(path)
     assert conn.execute("SELECT digest FROM definitions").fetchall() == [("d",)]
+    conn.close()
+
+
+def test_the_upgrade_counts_refused_starts_and_child_depths_already_recorded(tmp_path):
+    path = tmp_path / "w.db"
+    first_schema(path)
+    conn = sqlite3.connect(path)
+    conn.execute("INSERT INTO definitions VALUES ('d', 'p', 's', 't')")
+    for instance_id, parent in (("root", None), ("root.a", "root"), ("root.a.b", "root.a"),
+                                ("other", None)):
+        conn.execute(
+            "INSERT INTO instances (workflow_instance_id, workflow_type, definitions_digest, "
+            "status, current_run_id, run_count, child_policy, parent_instance_id, created_at, "
+            "updated_at) VALUES (?, 't', 'd', 'running', ?, 1, 'abandon', ?, 't', 't')",
+            (instance_id, f"{instance_id}-r1", parent))
+        conn.execute(
+            "INSERT INTO runs (workflow_run_id, workflow_instance_id, run_number, status, state, "
+            "first_seq, started_at) VALUES (?, ?, 1, 'running', '{}', 1, 't')",
+            (f"{instance_id}-r1", instance_id))
+    for seq, event_type in enumerate(("WorkflowStarted", "StartRejected", "WorkflowTaskScheduled",
+                                      "StartRejected"), start=1):
+        conn.execute("INSERT INTO events VALUES ('root', ?, 'root-r1', 1, ?, 't', '{}')",
+                     (seq, event_type))
+    conn.commit()
+    conn.close()
+
+    Store(path).close()
+
+    conn = sqlite3.connect(path)
+    assert dict(conn.execute("SELECT workflow_instance_id, child_depth FROM instances")) == {
+        "root": 0, "root.a": 1, "root.a.b": 2, "other": 0}
+    assert dict(conn.execute("SELECT workflow_instance_id, rejected_starts FROM runs")) == {
+        "root": 2, "root.a": 0, "root.a.b": 0, "other": 0}
     conn.close()
 
 
@@ -214,3 +260,18 @@ def test_opening_without_create_never_creates_the_file(tmp_path):
     with pytest.raises(DatabaseNotFound, match="no database at"):
         Store(tmp_path / "w.db", create=False)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_0_1_database_is_upgraded_and_stamped_with_its_version(tmp_path):
+    path = tmp_path / "w.db"
+    shutil.copyfile(Path(__file__).parent / "data" / "v01.db", path)
+    assert schema_version(path) == 0
+
+    Store(path, create=False).close()
+
+    assert schema_version(path) == migrations.version
+    conn = sqlite3.connect(path)
+    applied = [row[0] for row in conn.execute(
+        "SELECT name FROM _sqlite_migrations WHERE migration_set = 'wfctl' ORDER BY rowid")]
+    conn.close()
+    assert applied == migrations.names

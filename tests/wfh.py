@@ -80,3 +80,20 @@ def on_deadline_record(state: dict[str, Any]) -> None:
 def on_deadline_raise(state: dict[str, Any]) -> None:
     deadline_calls.append(dict(state))
     raise RuntimeError("pager unreachable")
+
+
+def deep_error(state: dict[str, Any]) -> None:
+    """Raises LookupError four calls deep: a traceback with more frames than describe shows."""
+    _open_order(state)
+
+
+def _open_order(state: dict[str, Any]) -> None:
+    _read_fields(state)
+
+
+def _read_fields(state: dict[str, Any]) -> None:
+    _field(state, "order_id")
+
+
+def _field(state: dict[str, Any], name: str) -> None:
+    raise LookupError("no such order")

@@ -599,6 +599,32 @@ def demo(keep: bool = typer.Option(False, "--keep", help="Keep the temporary fol
             shutil.rmtree(folder, ignore_errors=True)
 
 
+@app.command("timeline")
+def timeline_command(
+    ctx: typer.Context,
+    instance_id: str = typer.Argument(..., metavar="ID", autocompletion=_complete_ids,
+                                      help="The instance to draw."),
+    run: int | None = typer.Option(None, "--run", min=1, metavar="N",
+                                   help="Draw this run (default: the current one)."),
+    all_runs: bool = typer.Option(False, "--all-runs", help="Draw every run, one after another."),
+    width: int | None = typer.Option(None, "--width", min=40, metavar="COLUMNS",
+                                     help="Draw this wide (default: the terminal's width)."),
+) -> None:
+    """A picture of a run: a lane per step, attempts as bars, deadlines as markers in time."""
+    from wfctl import timeline
+
+    if run is not None and all_runs:
+        _usage("--run and --all-runs exclude each other")
+    client = _client(ctx)
+    doc = client.describe(instance_id, run)
+    events = client.history(instance_id, run=run, all_runs=all_runs)
+    out = render.console()
+    if width is None:
+        # Piped, the chart is drawn for COLUMNS (or 100), not for the 500 columns of a table.
+        width = out.width if out.is_terminal else shutil.get_terminal_size((100, 24)).columns
+    out.print(timeline.draw(doc, events, now=clock.now(), width=width), soft_wrap=True)
+
+
 def main() -> None:
     """The console script."""
     app(prog_name="wfctl")

@@ -34,6 +34,7 @@ LIMIT_DEFAULTS = {
     "pending_activity_count": 2000,
     "pending_signal_count": 5000,
     "history_size": 50_000,
+    "child_depth": 64,
 }
 _SIZE = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*(b|kb|kib|mb|mib|gb|gib)?", re.IGNORECASE)
 _SIZE_UNITS = {
@@ -132,6 +133,7 @@ class Limits:
     pending_activity_count: int = LIMIT_DEFAULTS["pending_activity_count"]
     pending_signal_count: int = LIMIT_DEFAULTS["pending_signal_count"]
     history_size: int = LIMIT_DEFAULTS["history_size"]
+    child_depth: int = LIMIT_DEFAULTS["child_depth"]
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from datetime import datetime
 from typing import Any
 
@@ -140,6 +141,59 @@ def _json(value: Any, limit: int | None = None) -> str:
     if limit is not None and len(shown) > limit:
         shown = shown[:limit - 3] + "..."
     return shown
+
+
+# tracebacks
+
+_FRAME = re.compile(r'^  File "(?P<file>.*)", line (?P<line>\d+), in (?P<function>.*)$')
+# describe's failure panel shows this many of the innermost frames; --json has them all.
+SHOWN_FRAMES = 3
+
+
+def _traceback_parts(text: str) -> tuple[list[list[str]], list[str]]:
+    """The frames (each its lines) and the exception lines of a traceback's last section.
+
+    A traceback cut to its tail starts mid-frame: what comes before the first whole frame
+    is left out.
+    """
+    lines = text.rstrip("\n").splitlines()
+    headers = [n for n, line in enumerate(lines) if line.startswith("Traceback (most recent")]
+    frames: list[list[str]] = []
+    exception: list[str] = []
+    for line in lines[headers[-1] + 1 if headers else 0:]:
+        if _FRAME.match(line) and not exception:
+            frames.append([line])
+        elif line.startswith("  ") and frames and not exception:
+            frames[-1].append(line)
+        elif frames:
+            exception.append(line)
+    return frames, exception
+
+
+def traceback_where(text: str | None) -> str | None:
+    """Where the exception was raised, for one line: 'handlers.py:12 in fetch'."""
+    if not text:
+        return None
+    frames, _ = _traceback_parts(text)
+    if not frames:
+        return None
+    found = _FRAME.match(frames[-1][0])
+    assert found is not None
+    return f"{os.path.basename(found['file'])}:{found['line']} in {found['function']}"
+
+
+def traceback_tail(text: str, frames_shown: int = SHOWN_FRAMES) -> str:
+    """The innermost frames and the exception, as Python prints them; earlier ones counted."""
+    frames, exception = _traceback_parts(text)
+    if not frames:
+        return text.rstrip("\n")
+    lines = []
+    earlier = len(frames) - frames_shown
+    if earlier > 0:
+        lines.append(f"… {earlier} earlier frame{'s' if earlier != 1 else ''} (--json has all)")
+    for frame in frames[-frames_shown:]:
+        lines.extend(frame)
+    return "\n".join(lines + exception)
 
 
 # describe
@@ -313,8 +367,11 @@ def _activities(out: Console, activities: list[dict[str, Any]], now: datetime) -
             heartbeat = f"{ago(activity['last_heartbeat_at'], now)} " \
                         f"{_json(activity['last_heartbeat_details'])}"
         error = activity.get("last_error")
-        error_text = styled(f"{error.get('exception_class')}: {error.get('message')}", "red") \
-            if error else styled("-")
+        error_text = styled("-")
+        if error:
+            where = traceback_where(error.get("traceback"))
+            error_text = styled(f"{error.get('exception_class')}: {error.get('message')}"
+                                + (f" (at {where})" if where else ""), "red")
         status = status_text(activity["status"])
         if activity["superseded"]:
             status.append(" (retried)", style="dim")
@@ -352,10 +409,13 @@ def _failure(out: Console, failure: dict[str, Any]) -> RenderableType:
         grid.add_row("timeout kind", Text(str(failure["timeout_kind"]), style="bold yellow"))
     grid.add_row("message", Text(str(failure.get("message") or "-")))
     for key, value in failure.items():
-        if key in ("failure_category", "timeout_kind", "message") or value is None:
+        if key in ("failure_category", "timeout_kind", "message", "traceback") or value is None:
             continue
         shown = value if isinstance(value, str) else _json(value)
         grid.add_row(key.replace("_", " "), Text(shown))
+    if failure.get("traceback"):
+        grid.add_row("traceback", Text(traceback_tail(failure["traceback"]),
+                                       style="" if plain(out) else "dim"))
     return _titled(out, "Failure", grid)
 
 
@@ -378,14 +438,15 @@ def event_line(event: dict[str, Any]) -> str:
             line += f", last details {_json(a['last_heartbeat_details'], 60)}"
         return line
     if kind == "ActivityRetryScheduled":
+        failure = a.get("failure") or {}
         why = f"timed out: {a['timeout_kind']}" if a.get("timeout_kind") else \
-            f"{a['reason']}: {(a.get('failure') or {}).get('exception_class')}"
+            f"{a['reason']}: {failure.get('exception_class')}" + _at(failure.get("traceback"))
         return (f"Activity {step} attempt {a['attempt']} {why}; attempt {a['next_attempt']} of "
                 f"{a['max_attempts']} at {a['retry_available_at']} "
                 f"(backoff {durations.format(a['backoff_seconds'])})")
     if kind == "ActivityFailed":
         return f"Activity {step} failed: {a['exception_class']}: {a['message']}" + \
-            ("" if a.get("retryable", True) else " (not retryable)")
+            ("" if a.get("retryable", True) else " (not retryable)") + _at(a.get("traceback"))
     if kind == "ActivityScheduled":
         return (f"Activity {step} ({a['handler']}) scheduled on queue {a.get('queue')}, "
                 f"attempt {a['attempt']} of {a['max_attempts']}" + _deadlines(a))
@@ -425,6 +486,11 @@ def event_line(event: dict[str, Any]) -> str:
     if kind == "TimerFired":
         return f"Timer {step} ({a['kind']}) fired"
     return _generic(a)
+
+
+def _at(traceback: str | None) -> str:
+    where = traceback_where(traceback)
+    return f" at {where}" if where else ""
 
 
 def _deadlines(attributes: dict[str, Any]) -> str:

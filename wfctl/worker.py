@@ -217,6 +217,7 @@ class Worker:
     def run(self, *, once: bool = False) -> int:
         """Run until stopped (or, with `once`, until nothing is ready); returns the exit code."""
         self._once = once
+        self.engine.checks_deadlines = not once
         self.engine.add_waker(self.wake)
         try:
             return self._run(once)

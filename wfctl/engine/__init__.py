@@ -11,6 +11,7 @@ from typing import Any
 from wfctl import definitions as defs_module
 from wfctl.definitions import Definitions
 from wfctl.engine.core import Ctx
+from wfctl.engine.deadlines import ClaimsInHand
 from wfctl.store import Store, Tx
 
 Listener = Callable[[list[dict[str, Any]]], None]
@@ -23,9 +24,12 @@ class Engine:
         self.store = store
         self._definitions: dict[str, Definitions] = {}
         self._saved_digests: set[str] = set()
+        self.deadline_claims = ClaimsInHand()
         self._lock = threading.Lock()
         self._wakers: list[Callable[[], None]] = []
         self._listeners: list[Listener] = []
+        self.checks_deadlines: bool = False
+        self._deadline_wakers: list[Callable[[], None]] = []
 
     # plumbing
 
@@ -38,6 +42,9 @@ class Engine:
         if c.woke:
             for wake in self._wakers:
                 wake()
+        if c.deadline_claimed:
+            for wake in self._deadline_wakers:
+                wake()
         if c.appended and self._listeners:
             for listener in self._listeners:
                 listener(c.appended)
@@ -48,6 +55,10 @@ class Engine:
 
     def remove_waker(self, wake: Callable[[], None]) -> None:
         self._wakers.remove(wake)
+
+    def add_deadline_waker(self, wake: Callable[[], None]) -> None:
+        """Call `wake` after each commit in which a decision claimed an expired deadline."""
+        self._deadline_wakers.append(wake)
 
     def add_listener(self, listener: Listener) -> None:
         """Call `listener` with the events each transaction appended, after it commits."""

@@ -17,6 +17,7 @@ from wfctl.engine.core import (
     schedule_workflow_task,
     state_of,
 )
+from wfctl.engine.deadlines import deadline_passed, hand_over_deadline
 from wfctl.engine.decide import decide_now, expired_workflow_timeout, time_out_run
 from wfctl.errors import StructuralLimitExceeded
 from wfctl.store import CLOSED_RUN, Row, dumps
@@ -132,6 +133,11 @@ def _current(c: Ctx, task: ActivityTask) -> tuple[Row | None, str | None]:
     if expired_run is not None:
         time_out_run(c, run, *expired_run, keep_task=None)
         return None, f"the workflow's {expired_run[0]} expired at {expired_run[1]}"
+    # And past its deadline (where deadlines are checked): the handler ran across it, so the
+    # run never advances past this step; the deadline path takes it from here.
+    if run["status"] == "running" and deadline_passed(c, run):
+        hand_over_deadline(c, run, task.worker_id)
+        return None, f"the workflow's deadline expired at {run['deadline_at']}"
     return activity, None
 
 

@@ -35,6 +35,7 @@ class Ctx:
         self.now = now
         self.at: str = clock.iso(now)
         self.woke = False
+        self.deadline_claimed = False
         self.appended: list[dict[str, Any]] = []
         self._instances: dict[str, Row] = {}
         self._runs: dict[str, Row] = {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -37,30 +38,116 @@ class DeadlineClaim:
     reclaimed: bool
 
 
+class ClaimsInHand:
+    """What one process's deadline runner holds, so that each claim is handed out once.
+
+    A claim of a worker's own that is in the database but not in hand was made by one of its
+    decisions (which hand a passed deadline over instead of advancing), or was dropped by a
+    record that failed: both are handed out on the next call, the latter as reclaimed.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: set[str] = set()
+        self._dropped: set[str] = set()
+        self._handed_over: str | None = None
+
+    def handed_over(self, deadline_at: str) -> None:
+        """A decision claimed this deadline (in a transaction not yet committed)."""
+        with self._lock:
+            if self._handed_over is None or deadline_at < self._handed_over:
+                self._handed_over = deadline_at
+
+    def take_handed_over(self) -> None:
+        with self._lock:
+            self._handed_over = None
+
+    def earliest_handed_over(self) -> str | None:
+        return self._handed_over
+
+    def held(self, run_id: str) -> bool:
+        return run_id in self._held
+
+    def hold(self, claim: DeadlineClaim) -> None:
+        with self._lock:
+            self._held.add(claim.workflow_run_id)
+            self._dropped.discard(claim.workflow_run_id)
+
+    def was_dropped(self, run_id: str) -> bool:
+        return run_id in self._dropped
+
+    def release(self, run_id: str, *, dropped: bool) -> None:
+        with self._lock:
+            self._held.discard(run_id)
+            if dropped:
+                self._dropped.add(run_id)
+
+
+def deadline_passed(c: Ctx, run: Row) -> bool:
+    """Whether this process checks deadlines and the run's has passed (at, not before, it)."""
+    return c.engine.checks_deadlines and run["deadline_at"] is not None \
+        and run["deadline_at"] <= c.at
+
+
+def hand_over_deadline(c: Ctx, run: Row, worker_id: str) -> None:
+    """Claim the run's passed deadline for `worker_id`, whose deadline runner finishes it.
+
+    Called where the run would otherwise advance (start its next step, apply a result):
+    from here on it advances no further, as after a claim by the deadline loop, so the
+    outcome never depends on which of the two got there first.
+    """
+    if not c.tx.claim_deadline(run["workflow_run_id"], worker_id, c.at, None):
+        return
+    run.update(deadline_claimed_by=worker_id, deadline_claimed_at=c.at)
+    if run["status"] != "running":
+        # A wait that ended after the deadline: the run is no longer waiting, it is expiring.
+        c.set_status(run, "running", wait_kind=None)
+    c.deadline_claimed = True
+    c.engine.deadline_claims.handed_over(run["deadline_at"])
+
+
 def claim_expired_deadlines(engine: Engine, worker_id: str, now: datetime,
                             is_alive: Callable[[Row | None, str], bool],
                             limit: int = 100) -> list[DeadlineClaim]:
-    """Claim running runs past their deadline, and claims left by processes that died.
+    """Claim running runs past their deadline; take up claims handed over and left behind.
 
     The claim is its own transaction, so that with several workers each expiry is handled
-    once, and from the claim on the run advances no further. Calls with one `worker_id`
-    must not overlap: its earlier claims still open are taken as left by a failed sweep.
+    once, and from the claim on the run advances no further. Besides fresh expiries, the
+    result holds this worker's claims that its decisions made (fresh too) or that a failed
+    record dropped (reclaimed), and claims of workers no longer alive (reclaimed). A claim
+    is handed out once: pass each to `record_deadline_exceeded`, also when its handler
+    raised; calls may overlap while handlers run.
     """
-    with engine.transaction(now) as c:
-        claims = []
-        for run in c.tx.expired_deadlines(c.at, limit):
-            if c.tx.claim_deadline(run["workflow_run_id"], worker_id, c.at, None):
-                claims.append(_claim(c, worker_id, run, reclaimed=False))
-        fresh = {claim.workflow_run_id for claim in claims}
-        for run in c.tx.claimed_deadlines():
-            owner = run["deadline_claimed_by"]
-            # A claim of this worker's own that it did not just make is left from a sweep that
-            # failed before recording (one worker's sweeps never overlap): finish it too.
-            orphaned = owner == worker_id or not is_alive(c.tx.get_worker(owner), c.at)
-            if run["workflow_run_id"] not in fresh and orphaned \
-                    and c.tx.claim_deadline(run["workflow_run_id"], worker_id, c.at, owner):
-                claims.append(_claim(c, worker_id, run, reclaimed=True))
-        return claims
+    in_hand = engine.deadline_claims
+    claims: list[DeadlineClaim] = []
+
+    def take(claim: DeadlineClaim) -> None:
+        # Held before the commit: an overlapping call waits for this transaction's write
+        # lock, and then sees the claim in hand.
+        in_hand.hold(claim)
+        claims.append(claim)
+
+    try:
+        with engine.transaction(now) as c:
+            # Every decision that handed a deadline over before this point has committed
+            # (this transaction holds the write lock), so the scan below sees its claim.
+            in_hand.take_handed_over()
+            for run in c.tx.expired_deadlines(c.at, limit):
+                if c.tx.claim_deadline(run["workflow_run_id"], worker_id, c.at, None):
+                    take(_claim(c, worker_id, run, reclaimed=False))
+            for run in c.tx.claimed_deadlines():
+                run_id, owner = run["workflow_run_id"], run["deadline_claimed_by"]
+                if owner == worker_id:
+                    if not in_hand.held(run_id):
+                        take(_claim(c, worker_id, run, reclaimed=in_hand.was_dropped(run_id)))
+                elif not is_alive(c.tx.get_worker(owner), c.at) \
+                        and c.tx.claim_deadline(run_id, worker_id, c.at, owner):
+                    take(_claim(c, worker_id, run, reclaimed=True))
+    except BaseException:
+        for claim in claims:
+            in_hand.release(claim.workflow_run_id, dropped=claim.reclaimed)
+        raise
+    return claims
 
 
 def _claim(c: Ctx, worker_id: str, run: Row, *, reclaimed: bool) -> DeadlineClaim:
@@ -78,7 +165,22 @@ def _claim(c: Ctx, worker_id: str, run: Row, *, reclaimed: bool) -> DeadlineClai
 
 def record_deadline_exceeded(engine: Engine, claim: DeadlineClaim,
                              handler_error: dict[str, str] | None, now: datetime) -> bool:
-    """Close the run as failed after its on_deadline handler ran (or raised)."""
+    """Close the run as failed after its on_deadline handler ran (or raised).
+
+    False when the claim is no longer this worker's (another took it over) or the run closed.
+    If recording fails, the claim is dropped: the next `claim_expired_deadlines` retakes it.
+    """
+    try:
+        recorded = _record(engine, claim, handler_error, now)
+    except BaseException:
+        engine.deadline_claims.release(claim.workflow_run_id, dropped=True)
+        raise
+    engine.deadline_claims.release(claim.workflow_run_id, dropped=False)
+    return recorded
+
+
+def _record(engine: Engine, claim: DeadlineClaim, handler_error: dict[str, str] | None,
+            now: datetime) -> bool:
     with engine.transaction(now) as c:
         run = c.run(claim.workflow_run_id)
         if run is None or run["status"] in CLOSED_RUN \
@@ -105,6 +207,9 @@ def record_deadline_exceeded(engine: Engine, claim: DeadlineClaim,
 
 
 def earliest_deadline(engine: Engine) -> datetime | None:
-    """The next deadline_at among running workflows, for the deadline loop's sleep."""
+    """When the deadline loop next has work: the next deadline_at among running workflows,
+    or a passed one a decision handed over since the last claim."""
     with engine.store.read() as tx:
-        return clock.parse(tx.earliest_deadline())
+        pending = [at for at in (tx.earliest_deadline(),
+                                 engine.deadline_claims.earliest_handed_over()) if at]
+    return clock.parse(min(pending)) if pending else None

@@ -19,6 +19,7 @@ from wfctl.engine.core import (
     schedule_workflow_task,
     state_of,
 )
+from wfctl.engine.deadlines import deadline_passed, hand_over_deadline
 from wfctl.store import CLOSED_RUN, Row, dumps
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ def _complete_task(c: Ctx, task: Row, run: Row) -> None:
     c.tx.update_workflow_task(task["task_id"], status="completed", closed_at=c.at)
     c.event(run, "WorkflowTaskCompleted", scheduled_event_id=task["scheduled_event_id"],
             started_event_id=task["started_event_id"])
-    decide(c, run, task["task_id"])
+    decide(c, run, task["task_id"], task["owner"])
 
 
 def process_workflow_tasks(engine: Engine, worker_id: str, now: datetime,
@@ -132,13 +133,21 @@ def time_out_run(c: Ctx, run: Row, kind: str, deadline: str, keep_task: int | No
     }, failure_id=failure_id, reason=kind, keep_task=keep_task)
 
 
-def decide(c: Ctx, run: Row, task_id: int | None) -> None:
-    """Advance the run as far as its stored state allows."""
+def decide(c: Ctx, run: Row, task_id: int | None, worker_id: str) -> None:
+    """Advance the run as far as its stored state allows.
+
+    In a process that checks deadlines, a run past its `deadline_at` is handed to the
+    deadline path instead of advancing: at once when it is running (as the deadline loop
+    would claim it), or at the step boundary a wait that ended after the deadline reaches.
+    """
     if run["status"] in CLOSED_RUN or run["deadline_claimed_at"] is not None:
         return
     expired = expired_workflow_timeout(run, c.at)
     if expired:
         time_out_run(c, run, *expired, keep_task=task_id)
+        return
+    if run["status"] == "running" and deadline_passed(c, run):
+        hand_over_deadline(c, run, worker_id)
         return
     instance = c.instance(run["workflow_instance_id"])
     limits = c.limits(instance)
@@ -158,6 +167,10 @@ def decide(c: Ctx, run: Row, task_id: int | None) -> None:
         return
     wf = c.workflow_type(instance)
     while True:
+        at_boundary = run["step_index"] >= len(wf.steps) or not run["step_started"]
+        if at_boundary and deadline_passed(c, run):
+            hand_over_deadline(c, run, worker_id)
+            return
         if run["step_index"] >= len(wf.steps):
             close_run(c, run, "completed", "WorkflowCompleted",
                       {"state_keys": sorted(public_state(state_of(run)))},
@@ -197,15 +210,18 @@ def _begin_step(c: Ctx, run: Row, instance: Row, wf: WorkflowType, step: Step,
         branches = step.branches or (step,)
         existing = {item["branch_index"] for item in _step_items(c, run, step)}
         missing = [(b, branch) for b, branch in enumerate(branches) if b not in existing]
-        limit = c.limits(instance).pending_activity_count
+        limits = c.limits(instance)
         wanted = sum(1 for _, branch in missing if branch.kind == "activity")
         pending = c.tx.count_open_activities(run["workflow_run_id"]) + wanted
-        if limit and pending > limit:
-            fail_run(c, run, category="structural_limit", keep_task=task_id, step=step.name,
-                     message=f"pending_activity_count limit exceeded: {pending} (limit {limit})",
-                     exception_class="StructuralLimitExceeded",
-                     details={"limit_kind": "pending_activity_count", "value": pending,
-                              "limit": limit})
+        if limits.pending_activity_count and pending > limits.pending_activity_count:
+            _fail_structural(c, run, step, task_id, "pending_activity_count", pending,
+                             limits.pending_activity_count)
+            return CLOSED
+        depth = instance["child_depth"] + 1
+        if limits.child_depth and depth > limits.child_depth \
+                and any(branch.kind == "workflow" for _, branch in missing):
+            # A type that starts itself (directly or not) stops here instead of recursing.
+            _fail_structural(c, run, step, task_id, "child_depth", depth, limits.child_depth)
             return CLOSED
         for branch_index, branch in missing:
             if branch.kind == "activity":
@@ -224,6 +240,14 @@ def _begin_step(c: Ctx, run: Row, instance: Row, wf: WorkflowType, step: Step,
         continue_as_new(c, run, instance, wf, task_id)
         return CLOSED
     return OPEN
+
+
+def _fail_structural(c: Ctx, run: Row, step: Step, task_id: int | None, kind: str,
+                     value: int, limit: int) -> None:
+    fail_run(c, run, category="structural_limit", keep_task=task_id, step=step.name,
+             message=f"{kind} limit exceeded: {value} (limit {limit})",
+             exception_class="StructuralLimitExceeded",
+             details={"limit_kind": kind, "value": value, "limit": limit})
 
 
 def schedule_activity(c: Ctx, run: Row, step: Step, branch: Step, branch_index: int) -> None:
@@ -287,7 +311,8 @@ def start_child(c: Ctx, run: Row, instance: Row, step: Step, branch: Step,
     child_id = f"{run['workflow_instance_id']}.{branch.name}.{new_id()[:8]}"
     child_run = create_instance(c, definitions, child_type, child_id,
                                 public_state(state_of(run)), {},
-                                parent_instance_id=run["workflow_instance_id"])
+                                parent_instance_id=run["workflow_instance_id"],
+                                child_depth=instance["child_depth"] + 1)
     seq = c.event(run, "ChildWorkflowStarted", child_instance_id=child_id,
                   child_run_id=child_run["workflow_run_id"], workflow_type=child_type.name,
                   step=branch.name)
@@ -367,6 +392,12 @@ def _fail_for_child(c: Ctx, run: Row, child: Row) -> None:
     failure = c.tx.get_failure(child_run["failure_id"]) if child_run["failure_id"] else None
     what = child["status"].replace("_", " ")
     detail = f": {failure['message']}" if failure else ""
+    details = {"child_instance_id": child["child_instance_id"], "child_status": child["status"]}
+    # A child that failed on a handler's exception: the parent's failure shows where, too.
+    traceback = json.loads(failure["details"]).get("traceback") \
+        if failure and failure["details"] else None
+    if traceback:
+        details["traceback"] = traceback
     fail_run(
         c, run, category="child_workflow", step=child["step"],
         message=f"Child workflow {child['child_instance_id']} ({child['workflow_type']}) "
@@ -375,8 +406,7 @@ def _fail_for_child(c: Ctx, run: Row, child: Row) -> None:
         timeout_kind=failure["timeout_kind"] if failure else None,
         exception_class=failure["exception_class"] if failure else None,
         deadline_at=failure["deadline_at"] if failure else None,
-        details={"child_instance_id": child["child_instance_id"],
-                 "child_status": child["status"]},
+        details=details,
     )
 
 

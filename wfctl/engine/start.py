@@ -53,6 +53,8 @@ def start(engine: Engine, definitions: Definitions, workflow_type: str,
                 return _result(existing, run, False, "returned_existing_active")
             c.event(run, "StartRejected", reason="duplicate", requested_type=workflow_type,
                     existing_status=existing["status"])
+            # Recorded for the operator, yet no part of the run's own history (history_size).
+            c.set_run(run, rejected_starts=run["rejected_starts"] + 1)
             return _result(existing, run, False, "rejected_duplicate")
         engine.save_definitions(c.tx, definitions, c.at)
         run = create_instance(c, definitions, wf, instance_id, state, overrides or {},
@@ -75,8 +77,12 @@ def _result(instance: Row, run: Row, started: bool, outcome: str) -> dict[str, A
 
 def create_instance(c: Ctx, definitions: Definitions, wf: WorkflowType, instance_id: str,
                     state: dict[str, Any], overrides: dict[str, float | None], *,
-                    existing: Row | None = None, parent_instance_id: str | None = None) -> Row:
-    """Insert (or, for a closed id started again, renew) an instance and its first run."""
+                    existing: Row | None = None, parent_instance_id: str | None = None,
+                    child_depth: int = 0) -> Row:
+    """Insert (or, for a closed id started again, renew) an instance and its first run.
+
+    `child_depth` is 0 for a workflow started on its own, its parent's plus one for a child.
+    """
     values = {key: overrides.get(key, getattr(wf, key)) for key in OVERRIDABLE}
     deadline_at = clock.iso(clock.after(c.now, values["deadline"]))
     run_number = existing["run_count"] + 1 if existing else 1
@@ -93,6 +99,7 @@ def create_instance(c: Ctx, definitions: Definitions, wf: WorkflowType, instance
         "on_deadline": wf.on_deadline,
         "child_policy": wf.child_policy,
         "parent_instance_id": parent_instance_id,
+        "child_depth": child_depth,
         "updated_at": c.at,
         "closed_at": None,
     }

@@ -282,6 +282,40 @@ def m001_initial(db: Database) -> None:
         db.execute(statement)
 
 
+@migrations()
+def m002_rejected_starts_and_child_depth(db: Database) -> None:
+    """Refused duplicate starts are counted apart from history_size; each instance stores
+    how deep a child it is, for the child_depth limit."""
+    db.execute("ALTER TABLE runs ADD COLUMN rejected_starts INTEGER NOT NULL DEFAULT 0")
+    db.execute("ALTER TABLE instances ADD COLUMN child_depth INTEGER NOT NULL DEFAULT 0")
+    # Only a run that may still decide needs its count: open ones, and those `retry` reopens.
+    db.execute(
+        "UPDATE runs SET rejected_starts = (SELECT count(*) FROM events e "
+        "WHERE e.workflow_instance_id = runs.workflow_instance_id AND e.seq >= runs.first_seq "
+        "AND e.workflow_run_id = runs.workflow_run_id AND e.event_type = 'StartRejected') "
+        "WHERE status IN ('running', 'waiting', 'paused', 'failed', 'timed_out')"
+    )
+    parents = dict(db.execute(
+        "SELECT workflow_instance_id, parent_instance_id FROM instances "
+        "WHERE parent_instance_id IS NOT NULL"
+    ).fetchall())
+    depths: dict[str, int] = {}
+    for instance_id in parents:
+        chain, node = [], instance_id
+        # Up to an instance whose depth is known or that has no parent (guarding a cycle).
+        while node in parents and node not in depths and len(chain) <= len(parents):
+            chain.append(node)
+            node = parents[node]
+        known = depths.get(node, 0)
+        for child in reversed(chain):
+            known += 1
+            depths[child] = known
+    db.conn.executemany(
+        "UPDATE instances SET child_depth = ? WHERE workflow_instance_id = ?",
+        [(value, instance_id) for instance_id, value in depths.items()],
+    )
+
+
 def _split(script: str) -> list[str]:
     """Statements of a script; trigger bodies keep their inner semicolons."""
     statements, current = [], []

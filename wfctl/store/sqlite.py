@@ -409,8 +409,10 @@ class Tx:
         return seq
 
     def history_count(self, run: Row) -> int:
-        """Events of a run: a run's events are contiguous, from its first_seq to the last."""
-        return self.last_seq(run["workflow_instance_id"]) - run["first_seq"] + 1
+        """Events of a run that count toward history_size, without a scan: a run's events are
+        contiguous from its first_seq to the last, less the refused starts it recorded."""
+        return self.last_seq(run["workflow_instance_id"]) - run["first_seq"] + 1 \
+            - run["rejected_starts"]
 
     def events(self, instance_id: str, *, run_number: int | None = None,
                after_seq: int = 0, event_types: Sequence[str] = ()) -> list[Row]:
