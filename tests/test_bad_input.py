@@ -372,6 +372,8 @@ def test_huge_numbers_are_not_a_crash(started):
     (["work", "--once", "--concurrency", "9" * 30],
      "Invalid value for '--concurrency' / '-c': Input should be less than or equal to 1024"),
     (["work", "--once", "--concurrency", "0"], "Invalid value for '--concurrency' / '-c'"),
+    (["timeline", "a1", "--width", "9" * 30],
+     "Invalid value for '--width': Input should be less than or equal to 1000"),
     (["list", "--limit", "0"], "Invalid value for '--limit'"),
     (["list", "--status", "bogus"], "Invalid value for '--status'"),
     (["start", "etl", "--on-duplicate", "bogus"], "Invalid value for '--on-duplicate'"),

@@ -56,6 +56,8 @@ EXAMPLES = Path(__file__).parent / "examples"
 CREATING = ("start", "work")
 # Worker slots are threads or processes; more than this is a typo, not a machine.
 MAX_CONCURRENCY = 1024
+# A chart wider than this is no picture on any screen (and the columns are built in memory).
+MAX_WIDTH = 1000
 
 Status = enum.StrEnum("Status", [(name, name) for name in STATUSES])
 
@@ -607,7 +609,7 @@ def timeline_command(
     run: int | None = typer.Option(None, "--run", min=1, metavar="N",
                                    help="Draw this run (default: the current one)."),
     all_runs: bool = typer.Option(False, "--all-runs", help="Draw every run, one after another."),
-    width: int | None = typer.Option(None, "--width", min=40, metavar="COLUMNS",
+    width: int | None = typer.Option(None, "--width", min=40, max=MAX_WIDTH, metavar="COLUMNS",
                                      help="Draw this wide (default: the terminal's width)."),
 ) -> None:
     """A picture of a run: a lane per step, attempts as bars, deadlines as markers in time."""
