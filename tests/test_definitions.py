@@ -113,7 +113,7 @@ def test_zero_timeout_names_file_line_and_key_path():
      "workflows.yaml:22: workflows.data_import.steps[0].heartbeat: must be at most 1 year"),
     ("max_attempts: 3\n        non", "max_attempts: 0\n        non",
      "workflows.yaml:23: workflows.data_import.steps[0].max_attempts: expected a whole number "
-     "of at least 1 (got 0)"),
+     "from 1 to 1000 (got 0)"),
     ("child_policy: terminate", "child_policy: explode",
      "workflows.yaml:16: workflows.data_import.child_policy: expected one of terminate, "
      "request_cancel, abandon (got 'explode')"),
@@ -219,5 +219,151 @@ def test_limits_come_from_yaml_and_the_environment(monkeypatch):
 
 
 def test_a_missing_file_says_how_to_point_at_one(tmp_path):
-    with pytest.raises(DefinitionError, match=r"nope.yaml: no such file \(pass --workflows FILE"):
+    with pytest.raises(DefinitionError) as caught:
         definitions.load(tmp_path / "nope.yaml")
+    assert str(caught.value) == f"{tmp_path}/nope.yaml: no such file"
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("NaN", "expected a duration"),
+    (".nan", "expected a duration"),
+    (".inf", "must be at most 1 year (got inf)"),
+    ("-.inf", "must not be negative"),
+    ("1e999", "expected a duration"),
+    ("1.0e+999", "must be at most 1 year"),
+    ("-1", "must be at least 1 second (got -1)"),
+    ("{hours: .nan}", "hours must be a number of at least 0 (got nan)"),
+    ("{hours: 1.0e+308}", "must be at most 1 year"),
+    ("1d1d", "expected a duration: seconds (3600), a unit string with each unit once, largest"),
+    ("P1M", "months are not a fixed length"),
+])
+def test_a_duration_that_is_no_number_of_seconds_is_refused_where_it_is_written(value, message):
+    text = f"version: 1\nworkflows:\n  w:\n    deadline: {value}\n    steps:\n      - activity: m:f\n"
+    assert error(text).startswith(f"workflows.yaml:4: workflows.w.deadline: {message}")
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("- a\n- b\n", "workflows.yaml:1: expected a mapping of sections (got a list)"),
+    ("hello\n", "workflows.yaml:1: expected a mapping of sections (got 'hello')"),
+    ("42\n", "workflows.yaml:1: expected a mapping of sections (got 42)"),
+    ("version: true\nworkflows: {}\n", "workflows.yaml:1: version: expected 1 (got True)"),
+    ("version: 1\nworkflows: {w: {steps: [{activity: 'm:f\\n'}]}}\n",
+     "workflows.yaml:2: workflows.w.steps[0].activity: expected a handler as 'module:function'"),
+    ('version: 1\nworkflows: {w: {steps: [{wait_for_signal: "\\ud800"}]}}\n',
+     "workflows.yaml:2: workflows.w.steps[0].wait_for_signal: expected a signal name "
+     "(got '\\ud800', a lone surrogate is not text)"),
+    ('version: 1\nworkflows: {"\\udcff": {steps: []}}\n',
+     "workflows.yaml:2: workflows: key '\\udcff' holds a lone surrogate"),
+    ("version: 1\nworkflows: {w: {steps: [{activity: m:f, max_attempts: 1000000000000}]}}\n",
+     "workflows.yaml:2: workflows.w.steps[0].max_attempts: expected a whole number from 1 to 1000"),
+    ("version: 1\nworkflows: {w: {steps: [{activity: m:f, backoff: {coefficient: .nan}}]}}\n",
+     "workflows.yaml:2: workflows.w.steps[0].backoff.coefficient: expected a number from 1 to 100"),
+    ("version: 1\nworkflows: {w: {steps: [{activity: m:f, backoff: {coefficient: 1.0e+308}}]}}\n",
+     "workflows.yaml:2: workflows.w.steps[0].backoff.coefficient: expected a number from 1 to 100"),
+    ("version: 1\nlimits: {payload_size: " + "9" * 400 + " KiB}\nworkflows: {}\n",
+     "workflows.yaml:2: limits.payload_size: expected a size"),
+    ("version: 1\nlimits: {payload_size: １MiB}\nworkflows: {}\n",
+     "workflows.yaml:2: limits.payload_size: expected a size"),
+    ("version: 1\nworkflows: {w: {steps: [{delay: !!timestamp '2001-13-45'}]}}\n",
+     "workflows.yaml:2: workflows.w.steps[0].delay: invalid value:"),
+    ("version: 1\nworkflows: {w: {steps: [{delay: !!int 'x'}]}}\n",
+     "workflows.yaml:2: workflows.w.steps[0].delay: invalid value:"),
+    ("version: 1\nworkflows: {w: {steps: [{delay: !!bool 'x'}]}}\n",
+     "workflows.yaml:2: workflows.w.steps[0].delay: invalid value:"),
+    ("version: 1\n? !!timestamp '2001-13-45'\n: x\n", "workflows.yaml:2: invalid value:"),
+    ("version: 1\n\x00\n", "workflows.yaml:2: invalid YAML:"),
+])
+def test_hostile_documents_are_one_error_naming_the_place(text, message):
+    assert error(text).startswith(message)
+
+
+def test_nesting_is_bounded_before_the_parser_recurses():
+    text = "version: 1\nworkflows: " + "[" * 5000 + "]" * 5000 + "\n"
+    assert error(text) == "workflows.yaml:2: invalid YAML: nested more than 64 levels deep"
+    text = "version: 1\nworkflows: " + "{a: " * 3000 + "1" + "}" * 3000 + "\n"
+    assert error(text) == "workflows.yaml:2: invalid YAML: nested more than 64 levels deep"
+
+
+def test_alias_bombs_are_refused_before_anything_expands_them():
+    lines = ["version: 1", "a: &a [x, x, x, x, x, x, x, x, x, x]"]
+    for index, name in enumerate("bcdefghij"):
+        previous = "abcdefghij"[index]
+        lines.append(f"{name}: &{name} [" + ", ".join([f"*{previous}"] * 10) + "]")
+    lines.append("workflows: *j")
+    message = error("\n".join(lines) + "\n")
+    assert message.startswith("workflows.yaml:")
+    assert "aliases expand the document to more than 100000 values" in message
+
+
+def test_a_deep_chain_of_aliases_is_refused():
+    lines = ["version: 1", "a0: &a0 [x]"]
+    lines += [f"a{n}: &a{n} [*a{n - 1}]" for n in range(1, 200)]
+    lines.append("workflows: *a199")
+    assert "aliases expand the document to more than 64 levels deep" in error("\n".join(lines))
+
+
+def test_a_node_that_contains_itself_is_refused():
+    assert "an alias refers to a node that contains it" in \
+        error("version: 1\nworkflows: &w {x: *w}\n")
+
+
+def test_plain_aliases_still_work():
+    defs = parse("""
+        version: 1
+        defaults:
+          activity:
+            backoff: &fast [1s, 2s]
+        workflows:
+          w:
+            steps:
+              - activity: m:f
+                backoff: *fast
+    """)
+    assert defs.types["w"].steps[0].options.backoff.explicit == (1, 2)
+
+
+def test_a_huge_backoff_coefficient_caps_at_the_maximum():
+    defs = parse("""
+        version: 1
+        workflows:
+          w:
+            steps:
+              - activity: m:f
+                max_attempts: 1000
+                backoff: {initial: 1s, coefficient: 100, max: 1h}
+    """)
+    waits = defs.types["w"].steps[0].options.retry_policy()["backoff_seconds"]
+    assert waits[:3] == [1, 100, 3600] and waits[-1] == 3600
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (b"version: 1\n\xff\xfe\n", "workflows.yaml:2: not UTF-8 text (byte 0xff at offset 11)"),
+    (b"\x7fELF\x02\x01\x01\x00\x00\x00\xd0", "workflows.yaml:1: not UTF-8 text (byte 0xd0 at offset 10)"),
+])
+def test_a_file_that_is_not_text_is_refused(tmp_path, content, message):
+    path = tmp_path / "workflows.yaml"
+    path.write_bytes(content)
+    with pytest.raises(DefinitionError) as caught:
+        definitions.load(path)
+    assert str(caught.value) == f"{tmp_path}/{message}"
+
+
+def test_a_folder_is_not_a_definitions_file(tmp_path):
+    with pytest.raises(DefinitionError) as caught:
+        definitions.load(tmp_path)
+    assert str(caught.value) == f"{tmp_path} is a folder, not a definitions file"
+
+
+def test_a_file_too_large_to_be_definitions_is_not_read_whole(tmp_path, monkeypatch):
+    monkeypatch.setattr(definitions, "MAX_FILE_SIZE", 100)
+    path = tmp_path / "workflows.yaml"
+    path.write_text("#" * 101)
+    with pytest.raises(DefinitionError, match="larger than"):
+        definitions.load(path)
+
+
+@pytest.mark.parametrize("value", ["²", "١٢", "1e3", "-1", " "])
+def test_limits_from_the_environment_take_ascii_whole_numbers(monkeypatch, value):
+    monkeypatch.setenv("WFCTL_LIMIT_HISTORY_SIZE", value)
+    with pytest.raises(DefinitionError, match="WFCTL_LIMIT_HISTORY_SIZE: expected a whole number"):
+        parse("version: 1\nworkflows: {w: {steps: [{activity: m:f}]}}\n")

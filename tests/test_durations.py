@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from wfctl import durations
@@ -10,7 +12,9 @@ from wfctl import durations
 @pytest.mark.parametrize(("value", "seconds"), [
     (3600, 3600), (1.5, 1.5), ("3600", 3600), ("90s", 90), ("5m", 300), ("2h30m", 9000),
     ("1d12h", 129600), ("500ms", 0.5), ("1w", 604800), ("PT2H30M", 9000), ("P1D", 86400),
-    ("P1W", 604800), ("PT0.5S", 0.5), ("P1DT2H", 93600),
+    ("P1W", 604800), ("PT0.5S", 0.5), ("P1DT2H", 93600), ("P1Y", 365 * 86400),
+    ("pt2h30m", 9000), ("1H30M", 5400), ("1w2d3h4m5s", 788645), ("1m5ms", 60.005),
+    (" 5m ", 300), ("\t2h\n", 7200),
     ({"days": 1, "hours": 12}, 129600), ({"hours": 2, "minutes": 30}, 9000),
     ({"seconds": 3600}, 3600), ({"days": 1}, 86400),
 ])
@@ -24,7 +28,10 @@ def test_none_means_no_timeout(value):
     assert durations.parse_timeout(value) is None
 
 
-@pytest.mark.parametrize("value", ["abc", "P", "PT", "1x", "5 minutes", True, [1], float("inf")])
+@pytest.mark.parametrize("value", [
+    "abc", "P", "PT", "P1DT", "1x", "5 minutes", True, [1], "", "NaN", "nan", ".nan", "inf",
+    "Infinity", "1e3", "1e999", ".5h", "5.m", float("nan"),
+])
 def test_anything_else_is_refused_with_the_forms_listed(value):
     with pytest.raises(durations.DurationError, match="expected a duration: seconds"):
         durations.parse(value)
@@ -62,3 +69,57 @@ def test_intervals_allow_sub_second_values_but_not_none():
 ])
 def test_format_is_short_and_readable(seconds, shown):
     assert durations.format(seconds) == shown
+
+
+@pytest.mark.parametrize("value", ["1d1d", "1m1h", "2d1w", "5s1m", "1h1h30m", "1s1s"])
+def test_each_unit_comes_once_largest_first(value):
+    with pytest.raises(durations.DurationError,
+                       match="a unit string with each unit once, largest first"):
+        durations.parse(value)
+
+
+@pytest.mark.parametrize("value", ["１s", "٣s", "1٣h", "PT１H", "１"])
+def test_digits_are_ascii_only(value):
+    with pytest.raises(durations.DurationError, match="expected a duration"):
+        durations.parse(value)
+
+
+@pytest.mark.parametrize("value", ["1 h", "1h 30m", "P 1D", "1\u00a0h", "1h\u00a0", "- 5"])
+def test_blanks_inside_a_duration_are_refused(value):
+    with pytest.raises(durations.DurationError, match="expected a duration"):
+        durations.parse(value)
+
+
+@pytest.mark.parametrize("value", ["P1M", "P1Y2M", "P3M4D", "p1m"])
+def test_iso_months_are_refused_because_their_length_varies(value):
+    with pytest.raises(durations.DurationError, match="months are not a fixed length"):
+        durations.parse(value)
+
+
+def test_a_year_is_the_cap_in_every_form():
+    assert durations.parse_timeout("P1Y") == durations.ONE_YEAR
+    for value in ("P1Y1D", "P2Y", "53w", {"days": 366}):
+        with pytest.raises(durations.DurationError, match="must be at most 1 year"):
+            durations.parse_timeout(value)
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    (float("inf"), "must be at most 1 year (got inf)"),
+    (10**400, "must be at most 1 year"),
+    ("9" * 400, "must be at most 1 year"),
+    ({"hours": 1e308}, "must be at most 1 year"),
+    ({"hours": 10**400}, "must be at most 1 year"),
+    (float("-inf"), "must not be negative (got -inf)"),
+    (-10**400, "must not be negative"),
+    ({"hours": float("nan")}, "hours must be a number of at least 0 (got nan)"),
+    ({"hours": -1}, "hours must be a number of at least 0 (got -1)"),
+])
+def test_values_past_any_range_are_refused_not_carried(value, message):
+    with pytest.raises(durations.DurationError, match=re.escape(message)):
+        durations.parse(value)
+
+
+def test_a_long_value_is_shortened_in_the_message():
+    with pytest.raises(durations.DurationError) as caught:
+        durations.parse("x" * 10_000)
+    assert len(str(caught.value)) < 400

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
+from pathlib import Path
 
 import pytest
-from sqlite_utils import Database
 
+from wfctl.errors import DatabaseNotFound, DatabaseTooNew
 from wfctl.store import Store
-from wfctl.store.schema import migrations
+from wfctl.store import sqlite as sqlite_store
+from wfctl.store.schema import _Migrations, migrations
 
 EXPECTED = {
     "definitions": ["digest", "path", "source", "created_at"],
@@ -97,16 +100,22 @@ def test_migrations_are_recorded_and_applied_once(tmp_path):
     conn = sqlite3.connect(path)
     applied = [row[0] for row in conn.execute(
         "SELECT name FROM _sqlite_migrations WHERE migration_set = 'wfctl'")]
-    assert applied == [m.name for m in migrations._migrations]
+    assert applied == migrations.names
     assert conn.execute("SELECT count(*) FROM definitions").fetchone()[0] == 1
     conn.close()
 
 
 def first_schema(path) -> None:
-    """A database as the first release of wfctl left it: m001 only."""
-    db = Database(path)
-    migrations.apply(db, stop_before=migrations._migrations[1].name)
-    db.close()
+    """A database as the first release of wfctl left it: m001 only, no user_version."""
+    first = _Migrations()
+    name, function = next(iter(migrations))
+    first(name=name)(function)
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("BEGIN IMMEDIATE")
+    first.apply(conn)
+    conn.execute("PRAGMA user_version = 0")
+    conn.execute("COMMIT")
+    conn.close()
 
 
 def test_a_database_from_the_first_schema_upgrades_keeping_its_rows(tmp_path):
@@ -178,3 +187,91 @@ def test_history_cannot_be_edited_or_deleted(tmp_path):
     with pytest.raises(sqlite3.IntegrityError, match="history is append-only"):
         conn.execute("DELETE FROM events")
     conn.close()
+
+
+def schema_version(path) -> int:
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute("PRAGMA user_version").fetchone()[0]
+    finally:
+        conn.close()
+
+
+def test_a_fresh_database_records_its_schema_version(tmp_path):
+    Store(tmp_path / "w.db").close()
+    assert schema_version(tmp_path / "w.db") == migrations.version == len(migrations.names)
+
+
+def test_a_database_of_wfctl_0_1_opens_without_being_written(tmp_path):
+    path = tmp_path / "w.db"
+    Store(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA user_version = 0")  # 0.1 never set it
+    conn.commit()
+    conn.close()
+    before = path.read_bytes()
+
+    store = Store(path, create=False)
+    with store.read() as tx:
+        assert tx.instance_ids("", 10) == []
+    store.close()
+
+    assert path.read_bytes() == before
+
+
+def test_a_pending_migration_is_applied_and_the_version_recorded(tmp_path, monkeypatch):
+    path = tmp_path / "w.db"
+    Store(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute("INSERT INTO definitions VALUES ('d', 'p', 's', 't')")
+    conn.execute("PRAGMA user_version = 0")
+    conn.commit()
+    conn.close()
+    later = _Migrations()
+    for name, function in migrations:
+        later(name=name)(function)
+
+    @later()
+    def m999_notes(db):
+        db.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY)")
+
+    monkeypatch.setattr(sqlite_store, "migrations", later)
+    Store(path).close()
+
+    assert schema_version(path) == migrations.version + 1
+    assert "notes" in columns(path)
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT digest FROM definitions").fetchall() == [("d",)]
+    conn.close()
+
+    monkeypatch.undo()
+    before = path.read_bytes()
+    with pytest.raises(DatabaseTooNew) as caught:
+        Store(path)
+    assert (caught.value.schema, caught.value.known) == (migrations.version + 1,
+                                                          migrations.version)
+    assert str(caught.value) == (f"{path} was written by a newer wfctl (schema "
+                                 f"{migrations.version + 1}; this wfctl knows up to "
+                                 f"{migrations.version})")
+    assert path.read_bytes() == before
+
+
+def test_opening_without_create_never_creates_the_file(tmp_path):
+    with pytest.raises(DatabaseNotFound, match="no database at"):
+        Store(tmp_path / "w.db", create=False)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_0_1_database_is_upgraded_and_stamped_with_its_version(tmp_path):
+    path = tmp_path / "w.db"
+    shutil.copyfile(Path(__file__).parent / "data" / "v01.db", path)
+    assert schema_version(path) == 0
+
+    Store(path, create=False).close()
+
+    assert schema_version(path) == migrations.version
+    conn = sqlite3.connect(path)
+    applied = [row[0] for row in conn.execute(
+        "SELECT name FROM _sqlite_migrations WHERE migration_set = 'wfctl' ORDER BY rowid")]
+    conn.close()
+    assert applied == migrations.names

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -57,10 +58,13 @@ def test_a_long_running_worker_times_out_a_run_within_a_second_while_a_handler_i
     db = tmp_path / "wfctl.db"
     marker = tmp_path / "handler-started"
     log = (tmp_path / "worker.log").open("w")
+    # The worker runs in tmp_path: this checkout's wfctl, not whichever one is installed.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        filter(None, [str(Path(__file__).parent.parent), os.environ.get("PYTHONPATH")]))}
     worker = subprocess.Popen(
         [sys.executable, "-m", "wfctl", "--db", str(db), "-w", str(workflows), "work",
          "--concurrency", "1", "--grace", "10s"],
-        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=log,
+        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=log, env=env,
     )
     try:
         with Client(db, workflows) as client:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import enum
 import json
 import logging
 import os
@@ -15,13 +16,12 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
-import yaml
 from dateutil import parser as date_parser
 from typer.core import TyperGroup
 
-from wfctl import __version__, clock, durations, handlers, log, render, systemd
-from wfctl.client import Client
-from wfctl.errors import NotFound, WfctlError
+from wfctl import __version__, clock, definitions, durations, handlers, jsonvalue, log, render, systemd
+from wfctl.client import STATUSES, Client
+from wfctl.errors import DefinitionError, NotFound, WfctlError
 from wfctl.worker import WorkerOptions, install_signal_handlers
 
 
@@ -32,7 +32,12 @@ class _Commands(TyperGroup):
         try:
             return super().invoke(ctx)
         except WfctlError as exc:
-            sys.stderr.write(f"Error: {exc}\n")
+            message = str(exc)
+            client = ctx.obj
+            if isinstance(exc, DefinitionError) and isinstance(client, Client) \
+                    and not os.path.lexists(client.workflows_path):
+                message += " (pass --workflows FILE or set WFCTL_WORKFLOWS)"
+            sys.stderr.write(f"Error: {message}\n")
             raise typer.Exit(1) from None
 
 
@@ -46,9 +51,20 @@ app = typer.Typer(
 deadlines_app = typer.Typer(help="Deadline (must complete within) checks.", no_args_is_help=True)
 app.add_typer(deadlines_app, name="deadlines")
 
-STATUSES = ("running", "waiting", "paused", "completed", "failed", "timed_out", "cancelled",
-            "terminated")
 EXAMPLES = Path(__file__).parent / "examples"
+# The commands that create the database on first use; every other one needs it to exist.
+CREATING = ("start", "work")
+# Worker slots are threads or processes; more than this is a typo, not a machine.
+MAX_CONCURRENCY = 1024
+# A chart wider than this is no picture on any screen (and the columns are built in memory).
+MAX_WIDTH = 1000
+
+Status = enum.StrEnum("Status", [(name, name) for name in STATUSES])
+
+
+class OnDuplicate(enum.StrEnum):
+    reject = "reject"
+    return_existing = "return-existing"
 
 
 def _client(ctx: typer.Context) -> Client:
@@ -60,17 +76,32 @@ def _fail(message: str) -> NoReturn:
     raise typer.Exit(1)
 
 
+def _usage(message: str) -> NoReturn:
+    """A usage error (options that exclude each other): one `Error:` line, exit 2."""
+    sys.stderr.write(f"Error: {message}\n")
+    raise typer.Exit(2)
+
+
 def _print_json(document: Any) -> None:
-    sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+    """One strict JSON document: a value JSON cannot carry (NaN in a 0.1 database) is an error."""
+    try:
+        text = json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False)
+    except ValueError:
+        try:
+            jsonvalue.check(document, "the document")
+        except jsonvalue.JSONValueError as exc:
+            _fail(f"{exc}; it cannot be printed as JSON")
+        raise
+    sys.stdout.write(text + "\n")
 
 
 def _duration(option: str, value: str | None, *, allow_none: bool = True) -> float | None:
     if value is None:
         return None
     try:
-        seconds = durations.parse_timeout(yaml.safe_load(value) if value.strip().startswith("{")
-                                          else value)
-    except (durations.DurationError, yaml.YAMLError) as exc:
+        given = definitions.yaml_value(value) if value.strip().startswith("{") else value
+        seconds = durations.parse_timeout(given)
+    except (durations.DurationError, DefinitionError) as exc:
         _fail(f"{option}: {exc}")
     if seconds is None and not allow_none:
         _fail(f"{option}: expected a duration, not NONE")
@@ -88,12 +119,36 @@ def _json_object(option: str, text: str | None) -> dict[str, Any] | None:
     if text is None:
         return None
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        _fail(f"{option}: invalid JSON: {exc.msg} (line {exc.lineno} column {exc.colno})")
+        value = jsonvalue.loads(text, option)
+    except jsonvalue.JSONValueError as exc:
+        _fail(str(exc))
     if not isinstance(value, dict):
         _fail(f"{option}: expected a JSON object (got {type(value).__name__})")
     return value
+
+
+def _read_input_file(path: Path, payload_size: int) -> str:
+    """The text of --input-file ('-' = stdin), which must be UTF-8; never more than a few times
+    the payload limit is read (JSON text may be spaced out), so /dev/zero is refused too."""
+    most = max(4 * payload_size, 1024 * 1024) if payload_size else -1
+    try:
+        if str(path) == "-":
+            data = sys.stdin.buffer.read(most + 1 if most > 0 else -1)
+        else:
+            with path.open("rb") as file:
+                data = file.read(most + 1 if most > 0 else -1)
+    except IsADirectoryError:
+        _fail(f"--input-file: {path} is a folder, not a file")
+    except OSError as exc:
+        _fail(f"--input-file: cannot read {path}: {exc.strerror or exc}")
+    if 0 < most < len(data):
+        _fail(f"--input-file: {'stdin' if str(path) == '-' else path} is larger than "
+              f"{most} bytes (payload_size limit {payload_size})")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        _fail(f"--input-file: {'stdin' if str(path) == '-' else path} is not UTF-8 text "
+              f"(byte 0x{data[exc.start]:02x} at offset {exc.start})")
 
 
 def _version(value: bool) -> None:
@@ -122,10 +177,8 @@ def _complete_types(ctx: typer.Context, incomplete: str) -> list[str]:
 def _complete_ids(ctx: typer.Context, incomplete: str) -> list[str]:
     """Instance ids from the database, newest first; never creates the database."""
     db, _ = _completion_paths(ctx)
-    if not Path(db).exists():
-        return []
     try:
-        with Client(db) as client:
+        with Client(db, create=False) as client:
             return client.instance_ids(incomplete)
     except Exception:
         return []
@@ -139,13 +192,13 @@ def _starting(values: tuple[str, ...], incomplete: str) -> list[str]:
 def main_options(
     ctx: typer.Context,
     db: str = typer.Option("wfctl.db", "--db", envvar="WFCTL_DB",
-                           help="The SQLite database file (created on first use)."),
+                           help="The SQLite database file (created by start or work)."),
     workflows: str = typer.Option("workflows.yaml", "--workflows", "-w",
                                   envvar="WFCTL_WORKFLOWS", help="The definitions file."),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                  help="Print the version and exit."),
 ) -> None:
-    ctx.obj = Client(db, workflows)
+    ctx.obj = Client(db, workflows, create=ctx.invoked_subcommand in CREATING)
     ctx.call_on_close(ctx.obj.close)
 
 
@@ -201,24 +254,19 @@ def start(
     run_timeout: str | None = typer.Option(None, "--run-timeout", help="Each run, e.g. 30m."),
     deadline: str | None = typer.Option(None, "--deadline",
                                         help="Must complete within, e.g. 24h or P1D."),
-    on_duplicate: str = typer.Option("reject", "--on-duplicate",
-                                     help="reject | return-existing"),
+    on_duplicate: OnDuplicate = typer.Option(OnDuplicate.reject, "--on-duplicate",
+                                             help="Whether a duplicate open id is an error."),
     wait: bool = typer.Option(False, "--wait", help="Follow it live; exit 0 only if it completed."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Start an instance of a workflow type; prints its ids and deadlines."""
     if input_json is not None and input_file is not None:
-        _fail("--input and --input-file exclude each other")
+        _usage("--input and --input-file exclude each other")
     if input_file is not None:
-        try:
-            text = sys.stdin.read() if str(input_file) == "-" else input_file.read_text()
-        except OSError as exc:
-            _fail(f"--input-file: cannot read {input_file}: {exc.strerror}")
-        data = _json_object("--input-file", text)
+        limit = _client(ctx).definitions().limits.payload_size
+        data = _json_object("--input-file", _read_input_file(input_file, limit))
     else:
         data = _json_object("--input", input_json)
-    if on_duplicate not in ("reject", "return-existing"):
-        _fail(f"--on-duplicate: expected reject or return-existing (got {on_duplicate!r})")
     overrides = {}
     for name, option, value in (("execution_timeout", "--execution-timeout", execution_timeout),
                                 ("run_timeout", "--run-timeout", run_timeout),
@@ -226,8 +274,8 @@ def start(
         if value is not None:
             overrides[name] = _duration(option, value)
     client = _client(ctx)
-    result = client.start(workflow_type, instance_id, input=data, on_duplicate=on_duplicate,
-                          **overrides)
+    result = client.start(workflow_type, instance_id, input=data,
+                          on_duplicate=on_duplicate.value, **overrides)
     if wait and result["outcome"] != "rejected_duplicate":
         _follow_until_closed(client, result, as_json)
         return
@@ -259,7 +307,7 @@ def work(
     ctx: typer.Context,
     queue: list[str] = typer.Option(["default"], "--queue", "-q",
                                     help="Serve this queue (repeatable)."),
-    concurrency: int = typer.Option(4, "--concurrency", "-c", min=1,
+    concurrency: int = typer.Option(4, "--concurrency", "-c", min=1, max=MAX_CONCURRENCY,
                                     help="Handlers run at once."),
     once: bool = typer.Option(False, "--once",
                               help="One pass over every ready task, then exit (no deadline check)."),
@@ -315,9 +363,7 @@ def work(
 @app.command("list")
 def list_command(
     ctx: typer.Context,
-    status: str | None = typer.Option(
-        None, "--status", help="Only this status.",
-        autocompletion=lambda incomplete: _starting(STATUSES, incomplete)),
+    status: Status | None = typer.Option(None, "--status", help="Only this status."),
     workflow_type: str | None = typer.Option(
         None, "--type", help="Only this workflow type.",
         autocompletion=_complete_types),
@@ -328,23 +374,20 @@ def list_command(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Instances, newest first, with the nearest deadline of each."""
-    if status is not None and status not in STATUSES:
-        _fail(f"--status: expected one of {', '.join(STATUSES)} (got {status!r})")
     since_at = None
     if since is not None:
         try:
             since_at = date_parser.parse(since)
+            if since_at.tzinfo is None:
+                since_at = since_at.astimezone()
+            clock.iso(since_at)
         except (ValueError, OverflowError):
             _fail(f"--since: cannot read {since!r} as a date")
-        if since_at.tzinfo is None:
-            since_at = since_at.astimezone()
     client = _client(ctx)
 
     def rows() -> list[dict[str, Any]]:
-        if not Path(client.db_path).exists():
-            return []
-        return client.list(status=status, workflow_type=workflow_type, since=since_at,
-                           limit=limit)
+        return client.list(status=status.value if status else None,
+                           workflow_type=workflow_type, since=since_at, limit=limit)
 
     if as_json:
         _print_json(rows())
@@ -354,11 +397,6 @@ def list_command(
         watch_list(rows)
     else:
         render.instances(render.console(), rows(), clock.now())
-
-
-def _require_db(client: Client, instance_id: str) -> None:
-    if not Path(client.db_path).exists():
-        raise NotFound(f"no instance {instance_id!r} (no database at {client.db_path})")
 
 
 @app.command()
@@ -371,7 +409,6 @@ def describe(
     """Everything about one instance: status, every deadline, activities, timers, children."""
     client = _client(ctx)
     try:
-        _require_db(client, instance_id)
         doc = client.describe(instance_id, run)
     except NotFound as exc:
         if as_json:
@@ -399,13 +436,12 @@ def history(
 ) -> None:
     """The append-only event history: seq, time, event, details."""
     if run is not None and all_runs:
-        _fail("--run and --all-runs exclude each other")
+        _usage("--run and --all-runs exclude each other")
     unknown = [name for name in event_type if name not in render.EVENT_TYPES]
     if unknown:
         _fail(f"--event-type: unknown event type {unknown[0]!r} "
               f"(one of {', '.join(render.EVENT_TYPES)})")
     client = _client(ctx)
-    _require_db(client, instance_id)
     events = client.history(instance_id, run=run, all_runs=all_runs,
                             event_types=tuple(event_type))
     if as_json:
@@ -439,9 +475,10 @@ def retry(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Run a failed or timed_out instance again from the failed step (the deadline is kept)."""
+    if extend_deadline is not None and clear_deadline:
+        _usage("--extend-deadline and --clear-deadline exclude each other")
     extend = _duration("--extend-deadline", extend_deadline, allow_none=False)
     client = _client(ctx)
-    _require_db(client, instance_id)
     result = client.retry(instance_id, extend_deadline=extend, clear_deadline=clear_deadline)
     if as_json:
         _print_json(result)
@@ -463,7 +500,6 @@ def signal(
     """Deliver a signal (buffered until a wait_for_signal step takes it)."""
     payload = _json_object("--data", data)
     client = _client(ctx)
-    _require_db(client, instance_id)
     result = client.signal(instance_id, name, payload)
     state = "buffered" if result["buffered"] else "delivered"
     sys.stdout.write(f"Signal {name} {state} to {instance_id}\n")
@@ -475,9 +511,7 @@ def _control(action: str) -> Any:
         instance_id: str = typer.Argument(..., metavar="ID",
                                           autocompletion=_complete_ids),
     ) -> None:
-        client = _client(ctx)
-        _require_db(client, instance_id)
-        result = getattr(client, action)(instance_id)
+        result = getattr(_client(ctx), action)(instance_id)
         sys.stdout.write(f"{instance_id}: {result['status']}\n")
 
     return command
@@ -490,9 +524,7 @@ def _closing(action: str) -> Any:
                                           autocompletion=_complete_ids),
         reason: str | None = typer.Option(None, "--reason", help="Recorded in the history."),
     ) -> None:
-        client = _client(ctx)
-        _require_db(client, instance_id)
-        result = getattr(client, action)(instance_id, reason)
+        result = getattr(_client(ctx), action)(instance_id, reason)
         shown = "cancel requested" if result.get("cancel_requested") else result["status"]
         sys.stdout.write(f"{instance_id}: {shown}\n")
 
@@ -511,8 +543,7 @@ app.command("terminate", help="Immediate stop; open work is cancelled now.")(
 def deadlines_check(ctx: typer.Context,
                     as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """One deadline sweep (for cron): fails every running workflow past its deadline."""
-    client = _client(ctx)
-    failed = client.check_deadlines() if Path(client.db_path).exists() else []
+    failed = _client(ctx).check_deadlines()
     if as_json:
         _print_json({"failed": failed, "count": len(failed)})
         return
@@ -578,17 +609,15 @@ def timeline_command(
     run: int | None = typer.Option(None, "--run", min=1, metavar="N",
                                    help="Draw this run (default: the current one)."),
     all_runs: bool = typer.Option(False, "--all-runs", help="Draw every run, one after another."),
-    width: int | None = typer.Option(None, "--width", min=40, metavar="COLUMNS",
+    width: int | None = typer.Option(None, "--width", min=40, max=MAX_WIDTH, metavar="COLUMNS",
                                      help="Draw this wide (default: the terminal's width)."),
 ) -> None:
     """A picture of a run: a lane per step, attempts as bars, deadlines as markers in time."""
     from wfctl import timeline
 
     if run is not None and all_runs:
-        sys.stderr.write("Error: --run and --all-runs exclude each other\n")
-        raise typer.Exit(2)
+        _usage("--run and --all-runs exclude each other")
     client = _client(ctx)
-    _require_db(client, instance_id)
     doc = client.describe(instance_id, run)
     events = client.history(instance_id, run=run, all_runs=all_runs)
     out = render.console()

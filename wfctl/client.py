@@ -7,7 +7,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from wfctl import clock, definitions, durations, handlers
+from wfctl import clock, definitions, durations, handlers, jsonvalue
 from wfctl.definitions import Definitions
 from wfctl.engine import Engine
 from wfctl.engine.start import validate_start
@@ -18,6 +18,10 @@ from wfctl.worker import Worker, WorkerOptions
 
 Duration = str | int | float | dict[str, Any] | None
 _UNSET: Any = object()
+STATUSES = ("running", "waiting", "paused", "completed", "failed", "timed_out", "cancelled",
+            "terminated")
+# SQLite's integers are 64-bit; a larger limit asks for everything all the same.
+_MAX_LIMIT = 2**63 - 1
 
 
 def _timeout(name: str, value: Duration) -> float | None:
@@ -27,18 +31,50 @@ def _timeout(name: str, value: Duration) -> float | None:
         raise InvalidInput(f"{name}: {exc}") from None
 
 
+def _text(what: str, value: str | None) -> None:
+    """Refuse text that is not valid Unicode (undecodable bytes from a command line come as lone
+    surrogates), before it reaches the database."""
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise InvalidInput(f"{what} must be text (got {type(value).__name__})")
+    try:
+        jsonvalue.check(value, what)
+    except jsonvalue.JSONValueError as exc:
+        raise InvalidInput(str(exc)) from None
+
+
+def _json_object(what: str, value: Any) -> None:
+    """Refuse data that is not a strict JSON object: NaN, Infinity, lone surrogates, deep nesting."""
+    if value is None:
+        return
+    if not isinstance(value, dict):
+        raise InvalidInput(f"{what} must be a JSON object (got {type(value).__name__})")
+    try:
+        jsonvalue.check(value, what)
+    except jsonvalue.JSONValueError as exc:
+        raise InvalidInput(str(exc)) from None
+
+
 class Client:
     """One database and one definitions file.
 
     >>> client = Client(db="wfctl.db", workflows="workflows.yaml")
     >>> client.start("data_import", "order-123", input={"source": url}, execution_timeout="2h")
+
+    The database is opened at the first call that needs it. With `create=False` a missing
+    database raises `DatabaseNotFound` instead of being created. Every error is a `WfctlError`:
+    `DatabaseTooNew` for a file of a newer wfctl, `DatabaseError` for one that is not a wfctl
+    database, `StoreUnavailable` when a write is refused (busy, disk full, read-only).
     """
 
     def __init__(self, db: str | os.PathLike[str] = "wfctl.db",
                  workflows: str | os.PathLike[str] = "workflows.yaml", *,
+                 create: bool = True,
                  clock_now: Callable[[], datetime] = clock.now) -> None:
-        self.db_path = str(db)
-        self.workflows_path = str(workflows)
+        self.db_path = os.fsdecode(db)
+        self.workflows_path = os.fsdecode(workflows)
+        self.create = create
         self._now = clock_now
         self._engine: Engine | None = None
         self._definitions: Definitions | None = None
@@ -46,7 +82,7 @@ class Client:
     @property
     def engine(self) -> Engine:
         if self._engine is None:
-            self._engine = Engine(Store(self.db_path))
+            self._engine = Engine(Store(self.db_path, create=self.create))
         return self._engine
 
     def definitions(self) -> Definitions:
@@ -76,6 +112,9 @@ class Client:
         Returns the `start --json` document; `outcome` is `started_new`,
         `returned_existing_active` or `rejected_duplicate`.
         """
+        _text("workflow type", workflow_type)
+        _text("instance id", workflow_id)
+        _json_object("input", input)
         overrides = {
             name: _timeout(name, value)
             for name, value in (("execution_timeout", execution_timeout),
@@ -88,53 +127,73 @@ class Client:
                                  overrides=overrides, on_duplicate=on_duplicate)
 
     def describe(self, workflow_id: str, run: int | None = None) -> dict[str, Any]:
-        """The `describe --json` document; raises NotFound for an unknown id."""
+        """The `describe --json` document; raises NotFound for an unknown id or run."""
+        _text("instance id", workflow_id)
         return self.engine.describe(workflow_id, run)
 
     def history(self, workflow_id: str, *, run: int | None = None, all_runs: bool = False,
                 after_seq: int = 0, event_types: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+        _text("instance id", workflow_id)
+        if run is not None and all_runs:
+            raise InvalidInput("run and all_runs exclude each other")
         return self.engine.history(workflow_id, run_number=run, all_runs=all_runs,
                                    after_seq=after_seq, event_types=event_types)
 
     def list(self, *, status: str | None = None, workflow_type: str | None = None,
              since: datetime | None = None, limit: int = 50) -> list[dict[str, Any]]:
+        if status is not None and status not in STATUSES:
+            raise InvalidInput(f"status must be one of {', '.join(STATUSES)} (got {status!r})")
+        _text("workflow type", workflow_type)
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise InvalidInput(f"limit must be a whole number of at least 1 (got {limit!r})")
         return self.engine.list_instances(status=status, workflow_type=workflow_type,
-                                          since=clock.iso(since), limit=limit)
+                                          since=clock.iso(since), limit=min(limit, _MAX_LIMIT))
 
     def instance_ids(self, prefix: str = "", limit: int = 200) -> list[str]:
         """Instance ids starting with `prefix`, newest first (shell completion)."""
+        _text("prefix", prefix)
         with self.engine.store.read() as tx:
-            return tx.instance_ids(prefix, limit)
+            return tx.instance_ids(prefix, min(limit, _MAX_LIMIT))
 
     def signal(self, workflow_id: str, name: str,
                data: dict[str, Any] | None = None) -> dict[str, Any]:
-        if data is not None and not isinstance(data, dict):
-            raise InvalidInput(f"signal data must be a JSON object (got {type(data).__name__})")
+        _text("instance id", workflow_id)
+        _text("signal name", name)
+        if not name:
+            raise InvalidInput("a signal name must not be empty")
+        _json_object("signal data", data)
         return self.engine.signal(workflow_id, name, data, self._now())
 
     def pause(self, workflow_id: str) -> dict[str, Any]:
+        _text("instance id", workflow_id)
         return self.engine.pause(workflow_id, self._now())
 
     def resume(self, workflow_id: str) -> dict[str, Any]:
+        _text("instance id", workflow_id)
         return self.engine.resume(workflow_id, self._now())
 
     def cancel(self, workflow_id: str, reason: str | None = None) -> dict[str, Any]:
+        _text("instance id", workflow_id)
+        _text("reason", reason)
         return self.engine.cancel(workflow_id, reason, self._now())
 
     def terminate(self, workflow_id: str, reason: str | None = None) -> dict[str, Any]:
+        _text("instance id", workflow_id)
+        _text("reason", reason)
         return self.engine.terminate(workflow_id, reason, self._now())
 
     def retry(self, workflow_id: str, *, extend_deadline: Duration = None,
               clear_deadline: bool = False) -> dict[str, Any]:
         """Run a failed or timed_out instance again from its failed step; see `warnings`."""
+        _text("instance id", workflow_id)
         if extend_deadline is not None and clear_deadline:
-            raise InvalidInput("--extend-deadline and --clear-deadline exclude each other")
+            raise InvalidInput("extend_deadline and clear_deadline exclude each other")
         extend = None
         if extend_deadline is not None:
             extend = _timeout("extend_deadline", extend_deadline)
             if extend is None:
                 raise InvalidInput("extend_deadline: expected a duration, not NONE "
-                                   "(use --clear-deadline to remove the deadline)")
+                                   "(pass clear_deadline=True to remove the deadline)")
         return self.engine.retry(workflow_id, self._now(), extend_deadline=extend,
                                  clear_deadline=clear_deadline)
 

@@ -3,23 +3,32 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import yaml
 
 from wfctl import durations
-from wfctl.errors import DefinitionError
+from wfctl.errors import DefinitionError, brief
 
 CHILD_POLICIES = ("terminate", "request_cancel", "abandon")
 STEP_KINDS = ("activity", "delay", "wait_for_signal", "parallel", "workflow", "continue_as_new")
 BRANCH_KINDS = ("activity", "workflow")
-HANDLER = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
-TYPE_NAME = re.compile(r"^[A-Za-z0-9_][\w.-]*$")
+HANDLER = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+TYPE_NAME = re.compile(r"[A-Za-z0-9_][\w.-]*")
+QUEUE_NAME = re.compile(r"[\w.-]+")
+EXCEPTION_NAME = re.compile(r"[A-Za-z_][\w.]*")
+MAX_ATTEMPTS = 1000
+MAX_COEFFICIENT = 100
+# Bounds far beyond any real definitions file, so that no document can exhaust the interpreter's
+# recursion, memory or time: nesting, values after expanding aliases, and the file's size.
+MAX_DEPTH = 64
+MAX_VALUES = 100_000
+MAX_FILE_SIZE = 10 * 1024 * 1024
 LIMIT_DEFAULTS = {
     "payload_size": 2 * 1024 * 1024,
     "pending_activity_count": 2000,
@@ -27,7 +36,7 @@ LIMIT_DEFAULTS = {
     "history_size": 50_000,
     "child_depth": 64,
 }
-_SIZE = re.compile(r"^(\d+(?:\.\d+)?)\s*(b|kb|kib|mb|mib|gb|gib)?$", re.IGNORECASE)
+_SIZE = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*(b|kb|kib|mb|mib|gb|gib)?", re.IGNORECASE)
 _SIZE_UNITS = {
     None: 1, "b": 1, "kb": 1000, "kib": 1024, "mb": 1000**2, "mib": 1024**2,
     "gb": 1000**3, "gib": 1024**3,
@@ -49,7 +58,10 @@ class Backoff:
             return list(self.explicit)
         waits = []
         for n in range(max_attempts):
-            wait = self.initial * self.coefficient**n
+            try:
+                wait = self.initial * self.coefficient**n
+            except OverflowError:
+                wait = math.inf
             waits.append(min(wait, self.maximum) if self.maximum is not None else wait)
         return waits
 
@@ -153,36 +165,148 @@ def load(path: str | os.PathLike[str]) -> Definitions:
     """Read and validate a definitions file."""
     shown = str(path)
     try:
-        source = Path(path).read_text(encoding="utf-8")
+        with open(path, "rb") as file:
+            data = file.read(MAX_FILE_SIZE + 1)
     except FileNotFoundError:
+        raise DefinitionError(f"{shown}: no such file") from None
+    except IsADirectoryError:
+        raise DefinitionError(f"{shown} is a folder, not a definitions file") from None
+    except OSError as exc:
+        raise DefinitionError(f"{shown}: cannot read: {exc.strerror or exc}") from None
+    if len(data) > MAX_FILE_SIZE:
+        raise DefinitionError(f"{shown}: larger than {MAX_FILE_SIZE // (1024 * 1024)} MiB")
+    try:
+        source = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
         raise DefinitionError(
-            f"{shown}: no such file (pass --workflows FILE or set WFCTL_WORKFLOWS)"
+            f"{shown}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})"
         ) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DefinitionError(f"{shown}: cannot read: {exc}") from None
     return parse(source, shown)
 
 
 def parse(source: str, path: str = "workflows.yaml") -> Definitions:
     """Validate definitions text; `path` is only used in messages."""
-    loader = yaml.SafeLoader(source)
+    if not _is_unicode(source):
+        raise DefinitionError(f"{path}: the text holds a lone surrogate (not valid Unicode)")
+    loader = None
     try:
+        loader = _Loader(source)
         root = loader.get_single_node()
+        if root is not None:
+            _check_expansion(root)
     except yaml.YAMLError as exc:
-        raise DefinitionError(_yaml_error(path, exc)) from None
+        line, problem = _yaml_problem(source, exc)
+        raise DefinitionError(f"{path}:{line}: invalid YAML: {problem}") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     if root is None:
         raise DefinitionError(f"{path}:1: the file is empty (expected version: 1 and workflows:)")
     parser = _Parser(path, loader)
     return parser.definitions(_Node(parser, root, ""), source)
 
 
-def _yaml_error(path: str, exc: yaml.YAMLError) -> str:
-    mark = getattr(exc, "problem_mark", None)
-    line = mark.line + 1 if mark is not None else 1
-    problem = getattr(exc, "problem", None) or str(exc)
-    return f"{path}:{line}: invalid YAML: {problem}"
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def yaml_value(text: str) -> Any:
+    """One YAML value read within the bounds of a definitions file (a duration mapping given on
+    the command line); DefinitionError says what is wrong."""
+    loader = None
+    try:
+        loader = _Loader(text)
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_expansion(node)
+        return loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        raise DefinitionError(f"invalid YAML: {_yaml_problem(text, exc)[1]}") from None
+    except Exception as exc:
+        # As in _Parser.construct: an explicit tag on text it cannot read.
+        raise DefinitionError(f"invalid value: {exc}") from None
+    finally:
+        if loader is not None:
+            loader.dispose()
+
+
+def _yaml_problem(source: str, exc: yaml.YAMLError) -> tuple[int, str]:
+    """The line and a one-line description of a YAML error."""
+    if isinstance(exc, yaml.reader.ReaderError):
+        line = source.count("\n", 0, exc.position) + 1
+        problem = f"unacceptable character #x{exc.character:04x}: {exc.reason}"
+    else:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else 1
+        problem = getattr(exc, "problem", None) or str(exc)
+    return line, " ".join(problem.split())
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing nesting deeper than MAX_DEPTH before its recursive
+    composer could exhaust the interpreter's stack."""
+
+    def __init__(self, source: str) -> None:
+        super().__init__(source)
+        self.depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node:
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None, None, f"nested more than {MAX_DEPTH} levels deep",
+                    self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
+def _check_expansion(root: yaml.Node) -> None:
+    """Refuse a document whose aliases expand it past MAX_VALUES values or MAX_DEPTH levels
+    (a "billion laughs"), or that contains itself, before anything walks or prints it."""
+    sizes: dict[int, tuple[int, int]] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        children = _children(node)
+        if children_done:
+            open_nodes.discard(key)
+            size = 1 + sum(sizes[id(child)][0] for child in children)
+            depth = 1 + max((sizes[id(child)][1] for child in children), default=0)
+            if size > MAX_VALUES or depth > MAX_DEPTH:
+                what = f"more than {MAX_VALUES} values" if size > MAX_VALUES \
+                    else f"more than {MAX_DEPTH} levels deep"
+                raise yaml.composer.ComposerError(
+                    None, None, f"aliases expand the document to {what}", node.start_mark)
+            sizes[key] = (size, depth)
+            continue
+        if key in sizes:
+            continue
+        if key in open_nodes:
+            raise yaml.composer.ComposerError(
+                None, None, "an alias refers to a node that contains it", node.start_mark)
+        open_nodes.add(key)
+        stack.append((node, True))
+        stack.extend((child, False) for child in children if id(child) not in sizes)
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [item for pair in node.value for item in pair]
+    return []
+
+
 
 
 class _Node:
@@ -205,10 +329,7 @@ class _Node:
         self.parser.warnings.append(f"{self.parser.file}:{self.line}: {self.path}: {message}")
 
     def value(self) -> Any:
-        try:
-            return self.parser.loader.construct_object(self.node, deep=True)
-        except yaml.YAMLError as exc:
-            raise self.fail(f"invalid value: {getattr(exc, 'problem', exc)}") from None
+        return self.parser.construct(self, self.node)
 
     def is_mapping(self) -> bool:
         return isinstance(self.node, yaml.MappingNode)
@@ -218,13 +339,16 @@ class _Node:
             raise self.fail(f"expected a mapping of {what} (got {self._shown()})")
         result: dict[str, _Node] = {}
         for key_node, value_node in self.node.value:
-            key = self.parser.loader.construct_object(key_node)
-            child_path = f"{self.path}.{key}" if self.path else str(key)
-            child = _Node(self.parser, value_node, child_path)
+            key = self.parser.construct(_Node(self.parser, key_node, self.path), key_node)
             if not isinstance(key, str):
                 raise _Node(self.parser, key_node, self.path).fail(
-                    f"keys must be text (got {key!r})"
+                    f"keys must be text (got {brief(key)})"
                 )
+            if not _is_unicode(key):
+                raise _Node(self.parser, key_node, self.path).fail(
+                    f"key {key!r} holds a lone surrogate (not valid Unicode)")
+            child_path = f"{self.path}.{key}" if self.path else key
+            child = _Node(self.parser, value_node, child_path)
             if key in result:
                 raise child.fail("duplicate key")
             if allowed and key not in allowed:
@@ -242,14 +366,18 @@ class _Node:
 
     def text(self, pattern: re.Pattern[str] | None = None, expected: str = "text") -> str:
         value = self.value()
-        if not isinstance(value, str) or not value or (pattern and not pattern.match(value)):
-            raise self.fail(f"expected {expected} (got {value!r})")
+        if not isinstance(value, str) or not value or (pattern and not pattern.fullmatch(value)):
+            raise self.fail(f"expected {expected} (got {brief(value)})")
+        if not _is_unicode(value):
+            raise self.fail(f"expected {expected} (got {value!r}, a lone surrogate is not text)")
         return value
 
-    def integer(self, minimum: int) -> int:
+    def integer(self, minimum: int, maximum: int | None = None) -> int:
         value = self.value()
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise self.fail(f"expected a whole number of at least {minimum} (got {value!r})")
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum \
+                or (maximum is not None and value > maximum):
+            expected = f"of at least {minimum}" if maximum is None else f"from {minimum} to {maximum}"
+            raise self.fail(f"expected a whole number {expected} (got {brief(value)})")
         return value
 
     def timeout(self) -> float | None:
@@ -269,7 +397,7 @@ class _Node:
             return "a list"
         if isinstance(self.node, yaml.MappingNode):
             return "a mapping"
-        return repr(self.value())
+        return brief(self.value())
 
 
 class _Parser:
@@ -278,12 +406,24 @@ class _Parser:
         self.loader = loader
         self.warnings: list[str] = []
 
+    def construct(self, at: _Node, node: yaml.Node) -> Any:
+        """The Python value of a node; a value PyYAML cannot build is this file's error."""
+        try:
+            return self.loader.construct_object(node, deep=True)
+        except yaml.YAMLError as exc:
+            raise at.fail(f"invalid value: {getattr(exc, 'problem', None) or exc}") from None
+        except Exception as exc:
+            # An explicit tag (!!timestamp, !!int, !!bool) on text it cannot read makes PyYAML's
+            # constructors raise ValueError, KeyError or AttributeError rather than a YAMLError.
+            raise at.fail(f"invalid value: {exc}") from None
+
     def definitions(self, root: _Node, source: str) -> Definitions:
         top = root.mapping(("version", "defaults", "limits", "workflows"), "sections")
         if "version" not in top:
             raise root.fail("version: missing (expected version: 1)")
-        if top["version"].value() != 1:
-            raise top["version"].fail(f"expected 1 (got {top['version'].value()!r})")
+        version = top["version"].value()
+        if isinstance(version, bool) or version != 1:
+            raise top["version"].fail(f"expected 1 (got {brief(version)})")
         activity_defaults, task_timeout = self.defaults(top.get("defaults"))
         limits = self.limits(top.get("limits"))
         if "workflows" not in top:
@@ -350,7 +490,7 @@ class _Parser:
         child_policy = "abandon"
         if "child_policy" in keys:
             child_policy = keys["child_policy"].text(
-                re.compile(r"^(terminate|request_cancel|abandon)$"),
+                re.compile("|".join(CHILD_POLICIES)),
                 "one of terminate, request_cancel, abandon",
             )
         on_deadline = None
@@ -374,8 +514,8 @@ class _Parser:
         if not node.is_mapping():
             raise node.fail(f"expected a step: a mapping with one of {', '.join(kinds)}")
         present = [
-            key for key in (self.loader.construct_object(k) for k, _ in node.node.value)
-            if key in STEP_KINDS
+            key for key in (self.construct(node, k) for k, _ in node.node.value)
+            if isinstance(key, str) and key in STEP_KINDS
         ]
         if len(present) != 1 or present[0] not in kinds:
             found = ", ".join(present) if present else "none"
@@ -422,17 +562,17 @@ class _Parser:
             if key in keys:
                 values[key] = keys[key].timeout()
         if "max_attempts" in keys:
-            values["max_attempts"] = keys["max_attempts"].integer(1)
+            values["max_attempts"] = keys["max_attempts"].integer(1, MAX_ATTEMPTS)
         if "backoff" in keys:
             values["backoff"] = self.backoff(keys["backoff"])
         if "non_retryable" in keys:
             names = [
-                item.text(re.compile(r"^[A-Za-z_][\w.]*$"), "an exception class name")
+                item.text(EXCEPTION_NAME, "an exception class name")
                 for item in keys["non_retryable"].sequence("exception class names")
             ]
             values["non_retryable"] = tuple(names)
         if "queue" in keys:
-            values["queue"] = keys["queue"].text(re.compile(r"^[\w.-]+$"), "a queue name")
+            values["queue"] = keys["queue"].text(QUEUE_NAME, "a queue name")
         options = ActivityOptions(**{**base.__dict__, **values})
         s2s, s2c, total = options.schedule_to_start, options.start_to_close, \
             options.schedule_to_close
@@ -455,9 +595,9 @@ class _Parser:
         if "coefficient" in keys:
             coefficient = keys["coefficient"].value()
             if isinstance(coefficient, bool) or not isinstance(coefficient, int | float) \
-                    or coefficient < 1:
+                    or not 1 <= coefficient <= MAX_COEFFICIENT:
                 raise keys["coefficient"].fail(
-                    f"expected a number of at least 1 (got {coefficient!r})"
+                    f"expected a number from 1 to {MAX_COEFFICIENT} (got {brief(coefficient)})"
                 )
         maximum = keys["max"].interval(minimum=0) if "max" in keys else 60.0
         return Backoff(initial=initial, coefficient=float(coefficient), maximum=maximum)
@@ -502,19 +642,28 @@ def _size(node: _Node) -> int:
     value = node.value()
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
-    match = _SIZE.match(str(value).strip()) if isinstance(value, str) else None
+    size = _parse_size(value.strip()) if isinstance(value, str) else None
+    if size is None:
+        raise node.fail(
+            f"expected a size such as 2MiB, 512KiB or a number of bytes (got {brief(value)})")
+    return size
+
+
+def _parse_size(text: str) -> int | None:
+    """Bytes for '2MiB', '512 KiB', '1000'; None for anything else."""
+    match = _SIZE.fullmatch(text)
     if not match:
-        raise node.fail(f"expected a size such as 2MiB, 512KiB or a number of bytes (got {value!r})")
+        return None
     unit = match.group(2).lower() if match.group(2) else None
-    return int(float(match.group(1)) * _SIZE_UNITS[unit])
+    size = float(match.group(1)) * _SIZE_UNITS[unit]
+    return int(size) if math.isfinite(size) else None
 
 
 def _env_limit(key: str, text: str) -> int:
-    match = _SIZE.match(text.strip()) if key == "payload_size" else None
-    if match:
-        unit = match.group(2).lower() if match.group(2) else None
-        return int(float(match.group(1)) * _SIZE_UNITS[unit])
-    if text.strip().isdigit():
+    size = _parse_size(text.strip()) if key == "payload_size" else None
+    if size is not None:
+        return size
+    if re.fullmatch(r"[0-9]+", text.strip()):
         return int(text.strip())
     raise DefinitionError(
         f"WFCTL_LIMIT_{key.upper()}: expected a whole number of at least 0 (got {text!r})"

@@ -6,21 +6,35 @@ import math
 import re
 from collections.abc import Mapping
 
+from wfctl.errors import brief
+
 ONE_YEAR = 365 * 24 * 3600
 
-_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_UNIT_STRING = re.compile(r"^(?:\d+(?:\.\d+)?(?:ms|s|m|h|d|w))+$")
-_UNIT_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
-_ISO = re.compile(
-    r"^P(?!$)(?:(?P<weeks>\d+(?:\.\d+)?)W)?(?:(?P<days>\d+(?:\.\d+)?)D)?"
-    r"(?:T(?=\d)(?:(?P<hours>\d+(?:\.\d+)?)H)?(?:(?P<minutes>\d+(?:\.\d+)?)M)?"
-    r"(?:(?P<seconds>\d+(?:\.\d+)?)S)?)?$"
+# ASCII digits only: `\d` and float() also take other scripts' digits ("１s" would be 1 second).
+_NUMBER = r"[0-9]+(?:\.[0-9]+)?"
+_PLAIN = re.compile(rf"-?{_NUMBER}")
+# Each unit at most once, largest first; "5m" is minutes and "5ms" milliseconds.
+_UNIT_ORDER = (("w", 7 * 86400), ("d", 86400), ("h", 3600), ("m", 60), ("s", 1), ("ms", 0.001))
+_UNIT_STRING = re.compile(
+    "".join(rf"(?:(?P<{unit}>{_NUMBER}){unit})?" for unit, _ in _UNIT_ORDER), re.IGNORECASE
 )
+_UNIT_SECONDS = dict(_UNIT_ORDER)
+# ISO 8601 durations without months, whose length varies; a year is 365 days (the cap).
+_ISO = re.compile(
+    rf"P(?:(?P<Y>{_NUMBER})Y)?(?:(?P<W>{_NUMBER})W)?(?:(?P<D>{_NUMBER})D)?"
+    rf"(?:T(?:(?P<H>{_NUMBER})H)?(?:(?P<M>{_NUMBER})M)?(?:(?P<S>{_NUMBER})S)?)?",
+    re.IGNORECASE,
+)
+_ISO_SECONDS = {"Y": ONE_YEAR, "W": 7 * 86400, "D": 86400, "H": 3600, "M": 60, "S": 1}
+_ISO_MONTHS = re.compile(rf"P(?:{_NUMBER}Y)?{_NUMBER}M", re.IGNORECASE)
+# Blanks around the whole value (YAML block scalars, a padded shell argument) are not part of it.
+_BLANKS = " \t\r\n"
 MAPPING_KEYS = {"weeks": 7 * 86400, "days": 86400, "hours": 3600, "minutes": 60, "seconds": 1}
 
 EXPECTED = (
-    "a duration: seconds (3600), a unit string (90s, 5m, 2h30m, 1d12h), "
-    "ISO 8601 (PT2H30M, P1D), a mapping ({hours: 2, minutes: 30}) or NONE"
+    "a duration: seconds (3600), a unit string with each unit once, largest first "
+    "(90s, 5m, 2h30m, 1d12h, 250ms), ISO 8601 (PT2H30M, P1D, P1Y), "
+    "a mapping ({hours: 2, minutes: 30}) or NONE"
 )
 
 
@@ -29,20 +43,50 @@ class DurationError(ValueError):
 
 
 def parse(value: object) -> float | None:
-    """Seconds for any accepted duration form; None for NONE/null. Range is not checked here."""
+    """Seconds (a finite number) for any accepted duration form; None for NONE/null.
+
+    The range is checked by `parse_timeout`/`parse_interval`, not here.
+    """
     if value is None:
         return None
     if isinstance(value, bool):
-        raise DurationError(f"expected {EXPECTED} (got {value!r})")
+        raise _not_a_duration(value)
     if isinstance(value, int | float):
-        if not math.isfinite(value):
-            raise DurationError(f"expected {EXPECTED} (got {value!r})")
-        return float(value)
+        return _finite(value, value)
     if isinstance(value, Mapping):
         return _parse_mapping(value)
     if isinstance(value, str):
-        return _parse_text(value.strip())
-    raise DurationError(f"expected {EXPECTED} (got {value!r})")
+        return _parse_text(value)
+    raise _not_a_duration(value)
+
+
+def _not_a_duration(value: object) -> DurationError:
+    return DurationError(f"expected {EXPECTED} (got {brief(value)})")
+
+
+
+
+def _plain(value: object) -> str:
+    """A value as the user wrote it: text without quotes, anything else as Python shows it."""
+    if not isinstance(value, str):
+        return brief(value)
+    text = value.strip(_BLANKS)
+    return text if len(text) <= 60 else f"{text[:57]}..."
+
+
+def _finite(seconds: int | float, original: object) -> float:
+    """`seconds` as a float; NaN is not a duration and what overflows is past any cap."""
+    if isinstance(seconds, float) and math.isnan(seconds):
+        raise _not_a_duration(original)
+    try:
+        result = float(seconds)
+    except OverflowError:
+        result = math.inf if seconds > 0 else -math.inf
+    if math.isinf(result):
+        if result < 0:
+            raise DurationError(f"must not be negative (got {_plain(original)})")
+        raise DurationError(f"must be at most 1 year (got {_plain(original)})")
+    return result
 
 
 def _parse_mapping(value: Mapping) -> float:
@@ -52,28 +96,35 @@ def _parse_mapping(value: Mapping) -> float:
     for key, amount in value.items():
         if key not in MAPPING_KEYS:
             raise DurationError(
-                f"unknown duration key {key!r} (expected weeks, days, hours, minutes, seconds)"
+                f"unknown duration key {brief(key)} "
+                "(expected weeks, days, hours, minutes, seconds)"
             )
-        if isinstance(amount, bool) or not isinstance(amount, int | float) or amount < 0:
-            raise DurationError(f"{key} must be a number of at least 0 (got {amount!r})")
-        total += amount * MAPPING_KEYS[key]
-    return total
+        if isinstance(amount, bool) or not isinstance(amount, int | float) \
+                or (isinstance(amount, float) and math.isnan(amount)) or amount < 0:
+            raise DurationError(f"{key} must be a number of at least 0 (got {brief(amount)})")
+        total += _finite(amount, value) * MAPPING_KEYS[key]
+    return _finite(total, value)
 
 
-def _parse_text(text: str) -> float | None:
+def _parse_text(value: str) -> float | None:
+    text = value.strip(_BLANKS)
     if text.upper() in ("NONE", "NULL", "~"):
         return None
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    lowered = text.lower()
-    if _UNIT_STRING.match(lowered):
-        return sum(float(n) * _UNITS[unit] for n, unit in _UNIT_PART.findall(lowered))
-    match = _ISO.match(text.upper())
-    if match:
-        return sum(float(v) * MAPPING_KEYS[k] for k, v in match.groupdict().items() if v)
-    raise DurationError(f"expected {EXPECTED} (got {text!r})")
+    if _PLAIN.fullmatch(text):
+        return _finite(float(text), value)
+    match = _UNIT_STRING.fullmatch(text)
+    if text and match:
+        return _finite(sum(float(amount) * _UNIT_SECONDS[unit.lower()]
+                           for unit, amount in match.groupdict().items() if amount), value)
+    match = _ISO.fullmatch(text)
+    if match and any(match.groupdict().values()) and not text.upper().endswith("T"):
+        return _finite(sum(float(amount) * _ISO_SECONDS[part]
+                           for part, amount in match.groupdict().items() if amount), value)
+    if _ISO_MONTHS.match(text):
+        raise DurationError(
+            f"months are not a fixed length: use days, weeks or P1Y (got {brief(value)})"
+        )
+    raise _not_a_duration(value)
 
 
 def parse_timeout(value: object) -> float | None:
@@ -89,13 +140,13 @@ def parse_interval(value: object, *, minimum: float = 0.001) -> float:
     """A required interval (a delay, a poll interval): sub-second allowed, never NONE."""
     seconds = parse(value)
     if seconds is None:
-        raise DurationError(f"expected {EXPECTED} other than NONE (got {value!r})")
+        raise DurationError(f"expected {EXPECTED} other than NONE (got {brief(value)})")
     check_range(seconds, minimum=minimum, original=value)
     return seconds
 
 
 def check_range(seconds: float, *, minimum: float, original: object) -> None:
-    shown = original if isinstance(original, str) else _number(seconds)
+    shown = _plain(original) if isinstance(original, str) else _number(seconds)
     if seconds < minimum:
         unit = "second" if minimum == 1 else "seconds"
         floor = _number(minimum) if minimum >= 1 else format(minimum)

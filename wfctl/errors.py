@@ -2,6 +2,23 @@
 
 from __future__ import annotations
 
+import reprlib
+
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = _SHORT.maxother = 60
+_SHORT.maxlong = 40
+_SHORT.maxlevel = 3
+
+
+def brief(value: object) -> str:
+    """A value as a message shows it: its repr, shortened, whatever its size or shape (a
+    structure sharing parts through YAML aliases is never printed whole)."""
+    try:
+        return _SHORT.repr(value)
+    except ValueError:
+        # Python refuses to print an int of more than 4,300 digits.
+        return "a number too large to print" if isinstance(value, int) else "a value too large to print"
+
 
 class WfctlError(Exception):
     """Base of every error a user can cause; the CLI prints it on one line and exits 1."""
@@ -25,6 +42,23 @@ class Conflict(WfctlError):
 
 class DatabaseError(WfctlError):
     """The database cannot be used: missing, not a wfctl database, or written by a newer wfctl."""
+
+
+class DatabaseNotFound(DatabaseError):
+    """There is no database at the path, and the caller asked not to create one."""
+
+
+class DatabaseTooNew(DatabaseError):
+    """The database was written by a newer wfctl; it is refused and never written to.
+
+    `schema` is the file's schema version, `known` the newest this wfctl knows.
+    """
+
+    def __init__(self, path: str, schema: int, known: int) -> None:
+        self.schema = schema
+        self.known = known
+        super().__init__(f"{path} was written by a newer wfctl "
+                         f"(schema {schema}; this wfctl knows up to {known})")
 
 
 class StoreUnavailable(DatabaseError):

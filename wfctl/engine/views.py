@@ -29,7 +29,9 @@ def describe(engine: Engine, instance_id: str, run_number: int | None = None) ->
         if run_number is None:
             run = tx.get_run(instance["current_run_id"])
         else:
-            run = tx.get_run_by_number(instance_id, run_number)
+            # The range check comes first: a number past SQLite's 64 bits cannot be looked up.
+            run = tx.get_run_by_number(instance_id, run_number) \
+                if 1 <= run_number <= instance["run_count"] else None
             if run is None:
                 raise NotFound(f"{instance_id} has no run {run_number} "
                                f"(it has {instance['run_count']})")

@@ -1,11 +1,66 @@
-"""The schema, as append-only migrations: never edit one that has been released, add the next."""
+"""The schema, as append-only migrations: never edit one that has been released, add the next.
+
+The schema version of a database is the number of wfctl migrations applied to it. It is kept in
+`PRAGMA user_version` (set by every migration run from 0.2 on; 0.1 files have 0) and read from
+there on each open, so that an up-to-date database costs one pragma and no sqlite-utils import.
+"""
 
 from __future__ import annotations
 
-from sqlite_utils import Database
-from sqlite_utils.migrations import Migrations
+import sqlite3
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
-migrations = Migrations("wfctl")
+if TYPE_CHECKING:
+    from sqlite_utils import Database
+
+Migration = Callable[["Database"], None]
+# sqlite-utils' Migrations records each applied migration here, by set and name.
+MIGRATIONS_TABLE = "_sqlite_migrations"
+MIGRATION_SET = "wfctl"
+
+
+class _Migrations:
+    """The ordered migrations, registered with `@migrations()` as with sqlite-utils' Migrations,
+    which applies them; it is imported only when a migration is pending."""
+
+    def __init__(self) -> None:
+        self._functions: list[tuple[str, Migration]] = []
+
+    def __call__(self, *, name: str | None = None) -> Callable[[Migration], Migration]:
+        def register(function: Migration) -> Migration:
+            self._functions.append((name or function.__name__, function))
+            return function
+
+        return register
+
+    def __iter__(self) -> Iterator[tuple[str, Migration]]:
+        return iter(self._functions)
+
+    @property
+    def names(self) -> list[str]:
+        return [name for name, _ in self._functions]
+
+    @property
+    def version(self) -> int:
+        """The schema version this wfctl writes: how many migrations it knows."""
+        return len(self._functions)
+
+    def apply(self, conn: sqlite3.Connection) -> None:
+        """Apply the pending migrations inside the caller's transaction and record the version."""
+        from sqlite_utils import Database
+        from sqlite_utils.migrations import Migrations
+
+        runner = Migrations(MIGRATION_SET)
+        for name, function in self._functions:
+            runner(name=name)(function)
+        # Inside the caller's IMMEDIATE transaction sqlite-utils nests each migration in a
+        # savepoint, so two processes opening a new file cannot both migrate it.
+        runner.apply(Database(conn))
+        conn.execute(f"PRAGMA user_version = {self.version}")
+
+
+migrations = _Migrations()
 
 # Open = not yet closed; each deadline column gets a partial index over open rows only, so the
 # watchdog's scans cost a few index probes however many rows are closed or far from expiry.

@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-import json
+import os
 import sqlite3
+import stat
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
-from sqlite_utils import Database
-
-from wfctl.errors import DatabaseError, StoreUnavailable
-from wfctl.store.schema import migrations
+from wfctl import jsonvalue
+from wfctl.errors import DatabaseError, DatabaseNotFound, DatabaseTooNew, StoreUnavailable
+from wfctl.store.schema import MIGRATION_SET, MIGRATIONS_TABLE, migrations
 
 Row = dict[str, Any]
 OPEN_ACTIVITY = ("scheduled", "started", "retry_scheduled")
@@ -54,7 +55,41 @@ def translate(exc: sqlite3.Error, path: str) -> DatabaseError:
 
 
 def dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    """Strict JSON for what the store writes: NaN or Infinity never reaches the file."""
+    return jsonvalue.dumps(value)
+
+
+# Extended result codes for a WAL database SQLite cannot read because it cannot create the -shm.
+_READONLY_CANTINIT = sqlite3.SQLITE_READONLY | (5 << 8)
+_READONLY_DIRECTORY = sqlite3.SQLITE_READONLY | (6 << 8)
+
+
+class _CannotCreateShm(DatabaseError):
+    """A WAL database in a read-only folder, whose -shm file SQLite cannot create."""
+
+
+def _check_path(path: str, create: bool) -> None:
+    """Refuse, before SQLite sees it, a path that cannot be a database file."""
+    if not path:
+        raise DatabaseError("no database path given")
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        if not create:
+            raise DatabaseNotFound(f"no database at {path}") from None
+        folder = os.path.dirname(path) or "."
+        if not os.path.isdir(folder):
+            reason = "not a folder" if os.path.exists(folder) else "no such folder"
+            raise DatabaseError(f"cannot create {path}: {folder}: {reason}") from None
+        return
+    except NotADirectoryError:
+        raise DatabaseError(f"cannot open {path}: a part of the path is not a folder") from None
+    except OSError as exc:
+        raise DatabaseError(f"cannot open {path}: {exc.strerror or exc}") from None
+    if stat.S_ISDIR(mode):
+        raise DatabaseError(f"{path} is a folder, not a database file")
+    if not stat.S_ISREG(mode):
+        raise DatabaseError(f"{path} is not a regular file")
 
 
 class Store:
@@ -65,20 +100,43 @@ class Store:
     are serialized by `BEGIN IMMEDIATE`.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, create: bool = True) -> None:
+        """Open (and with `create`, make) the database at `path`, migrating it if needed.
+
+        Raises DatabaseNotFound when there is none and `create` is false (nothing is created),
+        DatabaseTooNew for a file of a newer wfctl, DatabaseError for anything that is not a
+        wfctl database; the file is not written to in any of these cases.
+        """
         self.path = str(path)
         self._local = threading.local()
         self._write_lock = threading.Lock()
         self._connections: list[tuple[threading.Thread, sqlite3.Connection]] = []
         self._connections_lock = threading.Lock()
-        self._migrate()
+        _check_path(self.path, create)
+        # A URI with mode=rw never creates the file, whatever happens to it meanwhile.
+        self._file = f"file:{quote(os.fsencode(os.path.abspath(self.path)))}"
+        self._uri = f"{self._file}?mode={'rwc' if create else 'rw'}"
+        try:
+            self._migrate(create)
+        except _CannotCreateShm:
+            if os.path.exists(f"{self.path}-wal"):
+                raise DatabaseError(
+                    f"cannot read {self.path}: it is read-only and so is its folder, where "
+                    f"SQLite must create {os.path.basename(self.path)}-shm to read its -wal file"
+                ) from None
+            # Without a -wal file the main file holds every commit, and no process can be
+            # writing (it would need the -wal and -shm in this read-only folder): read it as is.
+            self._uri = f"{self._file}?mode=ro&immutable=1"
+            self._migrate(create)
+
+    def _open(self, *, check_same_thread: bool = True) -> sqlite3.Connection:
+        return sqlite3.connect(self._uri, uri=True, isolation_level=None,
+                               check_same_thread=check_same_thread,
+                               timeout=_BUSY_TIMEOUT_MS / 1000)
 
     def _connect(self) -> sqlite3.Connection:
         try:
-            conn = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False,
-                timeout=_BUSY_TIMEOUT_MS / 1000,
-            )
+            conn = self._open(check_same_thread=False)
             conn.row_factory = _rows_as_dicts
             # WAL: readers (describe, list) never block the writer, nor the writer them.
             conn.execute("PRAGMA journal_mode=WAL")
@@ -102,27 +160,72 @@ class Store:
                 self._connections.append((threading.current_thread(), conn))
         return conn
 
-    def _migrate(self) -> None:
-        # sqlite-utils reads rows as tuples, so migrations get a plain connection of their own.
-        conn = sqlite3.connect(self.path, isolation_level=None, timeout=_BUSY_TIMEOUT_MS / 1000)
+    def _migrate(self, create: bool) -> None:
+        """Check what the file holds and apply pending migrations; an up-to-date file costs one
+        pragma. Nothing is written unless the file is (or will be) a wfctl database this wfctl
+        knows how to upgrade."""
+        conn = None
         try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            db = Database(conn)
-            if not migrations.pending(db):
+            conn = self._open()
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version == migrations.version:
                 return
+            if version > migrations.version:
+                raise DatabaseTooNew(self.path, version, migrations.version)
+            applied = self._applied(conn)
+            unknown = [name for name in applied if name not in migrations.names]
+            if unknown:
+                raise DatabaseTooNew(self.path, max(version, len(applied)), migrations.version)
+            if not applied:
+                if conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
+                    raise DatabaseError(f"{self.path} is not a wfctl database "
+                                        "(an SQLite database with other tables)")
+                if not create:
+                    raise DatabaseNotFound(f"no database at {self.path} (the file is empty)")
+            if set(migrations.names) <= set(applied):
+                return
+            conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("BEGIN IMMEDIATE")
             try:
-                # Inside our IMMEDIATE transaction sqlite-utils nests each migration in a
-                # savepoint, so two processes opening a new file cannot both migrate it.
-                migrations.apply(db)
+                migrations.apply(conn)
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 raise
         except sqlite3.Error as exc:
-            raise translate(exc, self.path) from None
+            raise self._open_error(exc) from None
         finally:
-            conn.close()
+            if conn is not None:
+                conn.close()
+
+    def _applied(self, conn: sqlite3.Connection) -> list[str]:
+        """The wfctl migrations recorded in the file, in the order they were applied."""
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                        (MIGRATIONS_TABLE,)).fetchone() is None:
+            return []
+        try:
+            rows = conn.execute(f"SELECT name FROM {MIGRATIONS_TABLE} WHERE migration_set = ? "
+                                "ORDER BY rowid", (MIGRATION_SET,)).fetchall()
+        except sqlite3.OperationalError:
+            raise DatabaseError(f"{self.path} is not a wfctl database "
+                                f"(its {MIGRATIONS_TABLE} table is not sqlite-utils')") from None
+        return [row[0] for row in rows]
+
+    def _open_error(self, exc: sqlite3.Error) -> DatabaseError:
+        """What opening the file ran into, said for a person."""
+        code = getattr(exc, "sqlite_errorcode", None) or 0
+        if code in (_READONLY_DIRECTORY, _READONLY_CANTINIT):
+            return _CannotCreateShm(self.path)
+        if code & 0xFF == sqlite3.SQLITE_READONLY:
+            return StoreUnavailable("readonly", f"{self.path} is read-only and needs its schema "
+                                                f"upgraded to version {migrations.version}")
+        if code & 0xFF == sqlite3.SQLITE_CANTOPEN:
+            verb = "open" if os.path.exists(self.path) else "create"
+            return DatabaseError(f"cannot {verb} {self.path}: permission denied")
+        if code & 0xFF == sqlite3.SQLITE_NOTADB:
+            return DatabaseError(f"{self.path} is not a wfctl database (not an SQLite file)")
+        return translate(exc, self.path)
 
     def close(self) -> None:
         """Close this thread's connection and those of threads that have ended.
