@@ -25,7 +25,11 @@ class Engine:
         self._saved_digests: set[str] = set()
         self._lock = threading.Lock()
         self._wakers: list[Callable[[], None]] = []
+        self._deadline_wakers: list[Callable[[], None]] = []
         self._listeners: list[Listener] = []
+        # True in a process that checks deadlines (the long-running worker, never --once): there
+        # a decision that meets a passed deadline_at hands the run to the deadline path.
+        self.checks_deadlines = False
 
     # plumbing
 
@@ -38,6 +42,9 @@ class Engine:
         if c.woke:
             for wake in self._wakers:
                 wake()
+        if c.deadline_claimed:
+            for wake in self._deadline_wakers:
+                wake()
         if c.appended and self._listeners:
             for listener in self._listeners:
                 listener(c.appended)
@@ -48,6 +55,13 @@ class Engine:
 
     def remove_waker(self, wake: Callable[[], None]) -> None:
         self._wakers.remove(wake)
+
+    def add_deadline_waker(self, wake: Callable[[], None]) -> None:
+        """Call `wake` after each commit that handed a run to the deadline path."""
+        self._deadline_wakers.append(wake)
+
+    def remove_deadline_waker(self, wake: Callable[[], None]) -> None:
+        self._deadline_wakers.remove(wake)
 
     def add_listener(self, listener: Listener) -> None:
         """Call `listener` with the events each transaction appended, after it commits."""

@@ -1,0 +1,242 @@
+"""Handler slots: each claims a ready task — a workflow task first — runs it and records the outcome."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from wfctl import clock, log
+from wfctl.context import _NOTHING
+from wfctl.engine.activities import ActivityTask
+from wfctl.errors import ActivityCancelled, StoreUnavailable
+from wfctl.handlers import HandlerError, Outcome, format_traceback
+from wfctl.worker.attempts import Attempt
+from wfctl.worker.loop import Backoff, Loop
+
+if TYPE_CHECKING:
+    from wfctl.worker.process import Worker
+
+# The longest an idle slot waits before it looks for work again (commits wake it sooner).
+IDLE_WAIT = 1.0
+
+
+class Slot(Loop):
+    """One handler slot. Whatever its handler raises or returns ends the attempt (as a failure
+    under the retry policy when it is not a result), and the slot goes on serving."""
+
+    def __init__(self, worker: Worker, name: str) -> None:
+        super().__init__(worker)
+        self.name = name
+        self.attempt: Attempt | None = None
+        # Set when the slot's handler outlived its attempt: the thread exits once it returns.
+        self.abandoned = False
+
+    def run_once(self, now: datetime) -> bool:
+        """Claim and run one task, a workflow task first; False when nothing was ready."""
+        worker = self.worker
+        engine = worker.engine
+        # Slots take turns at the engine (claims, decisions, results) and run handlers side by
+        # side. SQLite serializes writes anyway; taking turns here keeps the slots from racing
+        # for the same task and from holding the write lock while waiting for the interpreter.
+        with worker.engine_turn:
+            if engine.store.peek().next_ready_workflow_task(clock.iso(now)) is not None:
+                task = engine.claim_workflow_task(worker.worker_id, now)
+                if task is not None:
+                    engine.complete_workflow_task(task, worker.clock())
+                    return True
+            queues = worker.options.queues
+            if worker.stopping or \
+                    engine.store.peek().next_ready_activity(queues, clock.iso(now)) is None:
+                return False
+            activity = engine.claim_activity(worker.worker_id, queues, now)
+            if activity is None:
+                return False
+        self.execute(activity)
+        return True
+
+    def idle_wait(self) -> float:
+        worker = self.worker
+        with worker.engine.store.read() as tx:
+            next_at = clock.parse(tx.next_activity_available_at(worker.options.queues))
+        if next_at is None:
+            return IDLE_WAIT
+        return max(0.0, min(IDLE_WAIT, (next_at - worker.clock()).total_seconds()))
+
+    def execute(self, task: ActivityTask) -> None:
+        """Run a claimed attempt through the worker's executor and record how it ended."""
+        worker = self.worker
+        attempt = Attempt(task, worker)
+        self.attempt = attempt
+        worker.attempt_started(attempt)
+        try:
+            try:
+                outcome = worker.executor.run(attempt.call(), attempt.heartbeats, attempt.abandon)
+            except Exception as exc:
+                # The executor itself failed (not the handler): the attempt fails all the same.
+                outcome = Outcome(error=HandlerError.of(exc))
+            attempt.handler_running = False
+            self._report(attempt, outcome)
+        finally:
+            self.attempt = None
+            worker.attempt_ended(attempt)
+
+    def _report(self, attempt: Attempt, outcome: Outcome) -> None:
+        task = attempt.task
+        if outcome.cancelled and attempt.abandon.is_set():
+            _discarded(task, attempt.reason or "the attempt is no longer current")
+            return
+        error = outcome.error
+        if outcome.cancelled:
+            # Raised by the handler itself while its attempt was current: a failure like any.
+            error = HandlerError.of(ActivityCancelled("the handler raised ActivityCancelled"),
+                                    with_traceback=False)
+        pending = attempt.heartbeats.take_pending()
+        details = {} if pending is _NOTHING else {"heartbeat_details": pending}
+        engine, worker = self.worker.engine, self.worker
+
+        def record() -> str | None:
+            if error is None:
+                return engine.complete_activity(task, outcome.result, worker.clock(),
+                                                decide=True, **details)
+            return engine.fail_activity(task, error.exception_class, error.message,
+                                        worker.clock(), exception_classes=error.classes,
+                                        traceback=error.traceback, decide=True, **details)
+
+        rejected = self._record(task, record)
+        if rejected:
+            _discarded(task, rejected)
+
+    def _record(self, task: ActivityTask, record: Callable[[], str | None]) -> str | None:
+        """Record an outcome, waiting out a database outage: the outcome is kept until it is
+        written (the engine rejects it then if the attempt is no longer current)."""
+        worker = self.worker
+        backoff = Backoff()
+        while True:
+            try:
+                with worker.engine_turn:
+                    rejected = record()
+            except StoreUnavailable as exc:
+                worker.outage.failed(exc)
+                if worker.forced.wait(backoff.next()):
+                    log.event("activity_result_not_recorded", logging.WARNING,
+                              instance=task.workflow_instance_id, step=task.step,
+                              attempt=task.attempt,
+                              reason="stopped while the database was unavailable; the "
+                                     "attempt is retried once this worker's lease lapses")
+                    return None
+                continue
+            except Exception as exc:
+                log.failure("activity_result_not_recorded", exc,
+                            instance=task.workflow_instance_id, step=task.step,
+                            attempt=task.attempt)
+                self._fail_unrecorded(task, exc)
+                return None
+            worker.outage.recovered()
+            return rejected
+
+    def _fail_unrecorded(self, task: ActivityTask, error: Exception) -> None:
+        """An outcome the engine could not take fails the attempt instead, so that it never
+        stays `started` for good; failing that, it is given back."""
+        worker, engine = self.worker, self.worker.engine
+        try:
+            with worker.engine_turn:
+                engine.fail_activity(task, type(error).__name__,
+                                     f"the worker could not record the outcome: {error}",
+                                     worker.clock(),
+                                     exception_classes=[c.__name__ for c in type(error).__mro__],
+                                     traceback=format_traceback(error), decide=True)
+        except Exception:
+            try:
+                with worker.engine_turn:
+                    engine.release_activity(task, worker.clock(), "worker_error")
+            except Exception as exc:
+                log.failure("activity_release_failed", exc, instance=task.workflow_instance_id,
+                            step=task.step, attempt=task.attempt)
+
+
+def _discarded(task: ActivityTask, reason: str) -> None:
+    log.event("activity_result_discarded", logging.WARNING,
+              instance=task.workflow_instance_id, step=task.step, attempt=task.attempt,
+              reason=reason)
+
+
+def run_pass(worker: Worker, slots: Sequence[Slot], now: datetime) -> bool:
+    """Run every ready task: one slot runs them one after another in this thread; several run
+    side by side, a thread each. True when any task ran."""
+    if len(slots) == 1:
+        acted = False
+        while not worker.stopping and slots[0].run_once(now):
+            acted = True
+            now = worker.clock()
+        return acted
+    return _SideBySide(worker, slots).run(now)
+
+
+class _SideBySide:
+    """One pass with several slots. It ends when a slot finds nothing ready while no other is
+    mid-task and none finished a task since it looked (a finish can make new work ready);
+    a slot whose handler was abandoned no longer holds the pass up."""
+
+    def __init__(self, worker: Worker, slots: Sequence[Slot]) -> None:
+        self.worker = worker
+        self.slots = list(slots)
+        self.changed = threading.Condition()
+        self.busy: set[Slot] = set()
+        self.finished = 0
+        self.done = False
+        self.acted = False
+        self.error: BaseException | None = None
+
+    def run(self, now: datetime) -> bool:
+        threads = {slot: threading.Thread(target=self._drain, args=(slot, now), daemon=True,
+                                          name=slot.name) for slot in self.slots}
+        for thread in threads.values():
+            thread.start()
+        while any(thread.is_alive() and not slot.abandoned for slot, thread in threads.items()):
+            with self.changed:
+                self.changed.wait(0.1)
+            if self.worker.abandon_overdue(self.worker.clock()):
+                with self.changed:
+                    self.changed.notify_all()
+        if self.error is not None:
+            raise self.error
+        return self.acted
+
+    def _drain(self, slot: Slot, now: datetime) -> None:
+        try:
+            first = True
+            while not self.done and not self.worker.stopping:
+                with self.changed:
+                    seen = self.finished
+                    self.busy.add(slot)
+                # Read after `seen`: whatever a counted finish made ready is ready by now.
+                if not first:
+                    now = self.worker.clock()
+                first = False
+                acted = False
+                try:
+                    acted = slot.run_once(now)
+                finally:
+                    with self.changed:
+                        self.busy.discard(slot)
+                        if acted:
+                            self.finished += 1
+                            self.acted = True
+                        self.changed.notify_all()
+                if acted:
+                    continue
+                with self.changed:
+                    if not any(not other.abandoned for other in self.busy) \
+                            and self.finished == seen:
+                        self.done = True
+                        self.changed.notify_all()
+                        return
+                    self.changed.wait(0.05)
+        except BaseException as exc:
+            with self.changed:
+                self.error = exc
+                self.done = True
+                self.changed.notify_all()
