@@ -67,6 +67,8 @@ class Worker:
         self._lock = threading.Lock()
         self._running: dict[tuple[str, int], Attempt] = {}
         self._abandoned: dict[tuple[str, int], Attempt] = {}
+        # Attempts whose outcome could not be recorded: still this worker's to give back.
+        self._unsettled: dict[tuple[str, int], Attempt] = {}
         self.abandoned_total = 0
         self.tasks_done = 0
         self._registered = False
@@ -155,10 +157,12 @@ class Worker:
         with self._lock:
             self._running[attempt.key] = attempt
 
-    def attempt_ended(self, attempt: Attempt) -> None:
+    def attempt_ended(self, attempt: Attempt, *, settled: bool) -> None:
         with self._lock:
             self._running.pop(attempt.key, None)
             returned = self._abandoned.pop(attempt.key, None) is not None
+            if not settled:
+                self._unsettled[attempt.key] = attempt
             abandoned = len(self._abandoned)
             self.tasks_done += 1
             limit = self.options.max_tasks
@@ -382,7 +386,8 @@ class Worker:
         """Give back every attempt still held, so that it is retried at once; False when the
         database would not take it."""
         with self._lock:
-            held = [*self._running.values(), *self._abandoned.values()]
+            held = [*self._running.values(), *self._abandoned.values(),
+                    *self._unsettled.values()]
         for attempt in held:
             attempt.abandon.set()
             # The latest heartbeat details go with the release, so the next attempt resumes.

@@ -71,6 +71,7 @@ class Slot(Loop):
         attempt = Attempt(task, worker)
         self.attempt = attempt
         worker.attempt_started(attempt)
+        settled = False
         try:
             try:
                 outcome = worker.executor.run(attempt.call(), attempt.heartbeats, attempt.abandon)
@@ -78,16 +79,18 @@ class Slot(Loop):
                 # The executor itself failed (not the handler): the attempt fails all the same.
                 outcome = Outcome(error=HandlerError.of(exc))
             attempt.handler_running = False
-            self._report(attempt, outcome)
+            settled = self._report(attempt, outcome)
         finally:
             self.attempt = None
-            worker.attempt_ended(attempt)
+            worker.attempt_ended(attempt, settled=settled)
 
-    def _report(self, attempt: Attempt, outcome: Outcome) -> None:
+    def _report(self, attempt: Attempt, outcome: Outcome) -> bool:
+        """Record how the attempt ended; False when it could not be, so that the worker still
+        holds it (and gives it back, or leaves it to its lease, when it stops)."""
         task = attempt.task
         if outcome.cancelled and attempt.abandon.is_set():
             _discarded(task, attempt.reason or "the attempt is no longer current")
-            return
+            return True
         error = outcome.error
         if outcome.cancelled:
             # Raised by the handler itself while its attempt was current: a failure like any.
@@ -105,13 +108,16 @@ class Slot(Loop):
                                         worker.clock(), exception_classes=error.classes,
                                         traceback=error.traceback, decide=True, **details)
 
-        rejected = self._record(task, record)
+        recorded, rejected = self._record(task, record)
         if rejected:
             _discarded(task, rejected)
+        return recorded
 
-    def _record(self, task: ActivityTask, record: Callable[[], str | None]) -> str | None:
+    def _record(self, task: ActivityTask,
+                record: Callable[[], str | None]) -> tuple[bool, str | None]:
         """Record an outcome, waiting out a database outage: the outcome is kept until it is
-        written (the engine rejects it then if the attempt is no longer current)."""
+        written (the engine rejects it then if the attempt is no longer current). Returns
+        whether the attempt is settled, and why the engine rejected the outcome, if it did."""
         worker = self.worker
         backoff = Backoff()
         while True:
@@ -124,20 +130,18 @@ class Slot(Loop):
                     log.event("activity_result_not_recorded", logging.WARNING,
                               instance=task.workflow_instance_id, step=task.step,
                               attempt=task.attempt,
-                              reason="stopped while the database was unavailable; the "
-                                     "attempt is retried once this worker's lease lapses")
-                    return None
+                              reason="stopped while the database was unavailable")
+                    return False, None
                 continue
             except Exception as exc:
                 log.failure("activity_result_not_recorded", exc,
                             instance=task.workflow_instance_id, step=task.step,
                             attempt=task.attempt)
-                self._fail_unrecorded(task, exc)
-                return None
+                return self._fail_unrecorded(task, exc), None
             worker.outage.recovered()
-            return rejected
+            return True, rejected
 
-    def _fail_unrecorded(self, task: ActivityTask, error: Exception) -> None:
+    def _fail_unrecorded(self, task: ActivityTask, error: Exception) -> bool:
         """An outcome the engine could not take fails the attempt instead, so that it never
         stays `started` for good; failing that, it is given back."""
         worker, engine = self.worker, self.worker.engine
@@ -155,6 +159,8 @@ class Slot(Loop):
             except Exception as exc:
                 log.failure("activity_release_failed", exc, instance=task.workflow_instance_id,
                             step=task.step, attempt=task.attempt)
+                return False
+        return True
 
 
 def _discarded(task: ActivityTask, reason: str) -> None:
