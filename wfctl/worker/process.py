@@ -20,6 +20,7 @@ from wfctl import log, systemd
 from wfctl.context import _NOTHING
 from wfctl.engine import Engine
 from wfctl.errors import StoreUnavailable, WfctlError
+from wfctl.store.sqlite import translate
 from wfctl.watchdog import HOSTNAME, process_started
 from wfctl.worker.attempts import Attempt
 from wfctl.worker.deadlines import DeadlineRunner
@@ -148,8 +149,12 @@ class Worker:
     def run_once(self, now: datetime) -> bool:
         """One pass of the watchdog and the slots at `now`: enforce timeouts, decide, then run
         every ready task (later instants read from the clock). What `work --once` does."""
-        swept = self.watchdog.run_once(now)
-        return run_pass(self, self.slots, now) or swept
+        try:
+            swept = self.watchdog.run_once(now)
+            return run_pass(self, self.slots, now) or swept
+        except sqlite3.Error as exc:
+            # A read outside a transaction leaves SQLite's error as it is.
+            raise translate(exc, self.engine.store.path) from exc
 
     # the attempts the slots run
 
