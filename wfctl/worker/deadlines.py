@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING, TypeVar
 
 from wfctl import handlers, log
 from wfctl.engine.deadlines import DeadlineClaim
-from wfctl.errors import StoreUnavailable
 from wfctl.watchdog import record_deadline, run_on_deadline, worker_alive
-from wfctl.worker.loop import Backoff, Loop
+from wfctl.worker.loop import Loop, until_written
 from wfctl.worker.watchdog import WATCH_TICK
 
 if TYPE_CHECKING:
@@ -118,17 +117,8 @@ class DeadlineRunner(Loop):
         """Run the claim's handler, then record the failure, waiting out a database outage."""
         worker = self.worker
         handler_error = run_on_deadline(handlers.call, claim)
-        backoff = Backoff()
-        while True:
-            try:
-                record_deadline(worker.engine, claim, handler_error, worker.clock())
-            except StoreUnavailable as exc:
-                worker.outage.failed(exc)
-                if worker.forced.wait(backoff.next()):
-                    return
-                continue
-            worker.outage.recovered()
-            return
+        until_written(worker, lambda: record_deadline(worker.engine, claim, handler_error,
+                                                      worker.clock()))
 
 
 def keeping_lease(worker: Worker, call: Callable[[], T], renew_every: float) -> T:

@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from wfctl import log
 from wfctl.errors import StoreUnavailable
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 # After a failed pass a loop waits this long, doubling up to the cap; a good pass starts over.
 BACKOFF_FIRST = 0.1
 BACKOFF_CAP = 5.0
+T = TypeVar("T")
 
 
 class Backoff:
@@ -70,6 +71,24 @@ class Outage:
             since, self._since = self._since, None
         if since is not None:
             log.event("database_available", after_seconds=round(self._monotonic() - since, 1))
+
+
+def until_written(worker: Worker, write: Callable[[], T]) -> tuple[bool, T | None]:
+    """`write()` at the engine, tried again while the database is unavailable (backing off,
+    capped) until it succeeds: (True, what it returned); or (False, None) once the worker is
+    told to stop at once. What was computed before is kept meanwhile, never lost."""
+    backoff = Backoff()
+    while True:
+        try:
+            with worker.engine_turn:
+                value = write()
+        except StoreUnavailable as exc:
+            worker.outage.failed(exc)
+            if worker.forced.wait(backoff.next()):
+                return False, None
+            continue
+        worker.outage.recovered()
+        return True, value
 
 
 class Loop:

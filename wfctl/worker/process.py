@@ -147,11 +147,11 @@ class Worker:
         return self.slots[0].run_once(now)
 
     def run_once(self, now: datetime) -> bool:
-        """One pass of the watchdog and the slots at `now`: enforce timeouts, decide, then run
-        every ready task (later instants read from the clock). What `work --once` does."""
+        """One pass of the watchdog at `now` (enforce timeouts, decide), then of the slots: run
+        every ready task, each at the instant the clock reads. What `work --once` does."""
         try:
             swept = self.watchdog.run_once(now)
-            return run_pass(self, self.slots, now) or swept
+            return run_pass(self, self.slots, self.clock()) or swept
         except sqlite3.Error as exc:
             # A read outside a transaction leaves SQLite's error as it is.
             raise translate(exc, self.engine.store.path) from exc

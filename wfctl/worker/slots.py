@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING
 from wfctl import clock, log
 from wfctl.context import _NOTHING
 from wfctl.engine.activities import ActivityTask
-from wfctl.errors import ActivityCancelled, StoreUnavailable
+from wfctl.errors import ActivityCancelled
 from wfctl.handlers import HandlerError, Outcome, format_traceback
+from wfctl.store import Row
 from wfctl.worker.attempts import Attempt
-from wfctl.worker.loop import Backoff, Loop
+from wfctl.worker.loop import Loop, until_written
 
 if TYPE_CHECKING:
     from wfctl.worker.process import Worker
@@ -36,26 +37,33 @@ class Slot(Loop):
 
     def run_once(self, now: datetime) -> bool:
         """Claim and run one task, a workflow task first; False when nothing was ready."""
-        worker = self.worker
-        engine = worker.engine
         # Slots take turns at the engine (claims, decisions, results) and run handlers side by
         # side. SQLite serializes writes anyway; taking turns here keeps the slots from racing
         # for the same task and from holding the write lock while waiting for the interpreter.
-        with worker.engine_turn:
-            if engine.store.peek().next_ready_workflow_task(clock.iso(now)) is not None:
-                task = engine.claim_workflow_task(worker.worker_id, now)
-                if task is not None:
-                    engine.complete_workflow_task(task, worker.clock())
-                    return True
-            queues = worker.options.queues
-            if worker.stopping or \
-                    engine.store.peek().next_ready_activity(queues, clock.iso(now)) is None:
-                return False
-            activity = engine.claim_activity(worker.worker_id, queues, now)
-            if activity is None:
-                return False
-        self.execute(activity)
+        with self.worker.engine_turn:
+            task = self._claim_workflow_task(now)
+            activity = self._claim_activity(now) if task is None else None
+        if task is not None:
+            decide(self.worker, task)
+        elif activity is not None:
+            self.execute(activity)
+        else:
+            return False
         return True
+
+    def _claim_workflow_task(self, now: datetime) -> Row | None:
+        engine = self.worker.engine
+        if engine.store.peek().next_ready_workflow_task(clock.iso(now)) is None:
+            return None
+        return engine.claim_workflow_task(self.worker.worker_id, now)
+
+    def _claim_activity(self, now: datetime) -> ActivityTask | None:
+        worker = self.worker
+        queues = worker.options.queues
+        if worker.stopping or \
+                worker.engine.store.peek().next_ready_activity(queues, clock.iso(now)) is None:
+            return None
+        return worker.engine.claim_activity(worker.worker_id, queues, now)
 
     def idle_wait(self) -> float:
         worker = self.worker
@@ -118,28 +126,18 @@ class Slot(Loop):
         """Record an outcome, waiting out a database outage: the outcome is kept until it is
         written (the engine rejects it then if the attempt is no longer current). Returns
         whether the attempt is settled, and why the engine rejected the outcome, if it did."""
-        worker = self.worker
-        backoff = Backoff()
-        while True:
-            try:
-                with worker.engine_turn:
-                    rejected = record()
-            except StoreUnavailable as exc:
-                worker.outage.failed(exc)
-                if worker.forced.wait(backoff.next()):
-                    log.event("activity_result_not_recorded", logging.WARNING,
-                              instance=task.workflow_instance_id, step=task.step,
-                              attempt=task.attempt,
-                              reason="stopped while the database was unavailable")
-                    return False, None
-                continue
-            except Exception as exc:
-                log.failure("activity_result_not_recorded", exc,
-                            instance=task.workflow_instance_id, step=task.step,
-                            attempt=task.attempt)
-                return self._fail_unrecorded(task, exc), None
-            worker.outage.recovered()
-            return True, rejected
+        try:
+            recorded, rejected = until_written(self.worker, record)
+        except Exception as exc:
+            log.failure("activity_result_not_recorded", exc,
+                        instance=task.workflow_instance_id, step=task.step,
+                        attempt=task.attempt)
+            return self._fail_unrecorded(task, exc), None
+        if not recorded:
+            log.event("activity_result_not_recorded", logging.WARNING,
+                      instance=task.workflow_instance_id, step=task.step, attempt=task.attempt,
+                      reason="stopped while the database was unavailable")
+        return recorded, rejected
 
     def _fail_unrecorded(self, task: ActivityTask, error: Exception) -> bool:
         """An outcome the engine could not take fails the attempt instead, so that it never
@@ -161,6 +159,12 @@ class Slot(Loop):
                             step=task.step, attempt=task.attempt)
                 return False
         return True
+
+
+def decide(worker: Worker, task: Row) -> None:
+    """Complete a claimed workflow task, waiting out a database outage: a task left `started`
+    would hold its workflow until its workflow_task_timeout (which may be none)."""
+    until_written(worker, lambda: worker.engine.complete_workflow_task(task, worker.clock()))
 
 
 def _discarded(task: ActivityTask, reason: str) -> None:

@@ -8,12 +8,14 @@ from typing import TYPE_CHECKING
 from wfctl import clock
 from wfctl.watchdog import sweep
 from wfctl.worker.loop import Loop
+from wfctl.worker.slots import decide
 
 if TYPE_CHECKING:
     from wfctl.worker.process import Worker
 
 # How often the watchdog looks again when nothing is due sooner.
 WATCH_TICK = 0.25
+DECISIONS_PER_PASS = 1000
 
 
 class Watchdog(Loop):
@@ -37,8 +39,13 @@ class Watchdog(Loop):
         decided = 0
         if report.acted or \
                 engine.store.peek().next_ready_workflow_task(clock.iso(now)) is not None:
-            with worker.engine_turn:
-                decided = engine.process_workflow_tasks(worker.worker_id, now)
+            while decided < DECISIONS_PER_PASS:
+                with worker.engine_turn:
+                    task = engine.claim_workflow_task(worker.worker_id, now)
+                if task is None:
+                    break
+                decide(worker, task)
+                decided += 1
         return report.acted or decided > 0
 
     def pause(self, acted: bool) -> float:
