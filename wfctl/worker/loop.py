@@ -144,7 +144,8 @@ class Loop:
             wait = self.pause(acted)
         except sqlite3.Error as exc:
             # A read outside a transaction leaves SQLite's error as it is.
-            return self.failed(translate(exc, self.worker.engine.store.path))
+            translated = translate(exc, self.worker.engine.store.path)
+            return self.failed(translated if isinstance(translated, StoreUnavailable) else exc)
         except Exception as exc:
             return self.failed(exc)
         if acted and self.writes:
