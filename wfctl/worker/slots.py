@@ -11,9 +11,8 @@ from typing import TYPE_CHECKING
 from wfctl import clock, log
 from wfctl.context import _NOTHING
 from wfctl.engine.activities import ActivityTask
-from wfctl.errors import ActivityCancelled
+from wfctl.errors import ActivityCancelled, StoreUnavailable
 from wfctl.handlers import HandlerError, Outcome, format_traceback
-from wfctl.store import Row
 from wfctl.worker.attempts import Attempt
 from wfctl.worker.loop import Loop, until_written
 
@@ -37,33 +36,24 @@ class Slot(Loop):
 
     def run_once(self, now: datetime) -> bool:
         """Claim and run one task, a workflow task first; False when nothing was ready."""
+        worker = self.worker
+        engine = worker.engine
+        if engine.store.peek().next_ready_workflow_task(clock.iso(now)) is not None \
+                and decide_ready(worker, now, limit=1):
+            return True
+        queues = worker.options.queues
         # Slots take turns at the engine (claims, decisions, results) and run handlers side by
         # side. SQLite serializes writes anyway; taking turns here keeps the slots from racing
         # for the same task and from holding the write lock while waiting for the interpreter.
-        with self.worker.engine_turn:
-            task = self._claim_workflow_task(now)
-            activity = self._claim_activity(now) if task is None else None
-        if task is not None:
-            decide(self.worker, task)
-        elif activity is not None:
-            self.execute(activity)
-        else:
+        with worker.engine_turn:
+            if worker.stopping or \
+                    engine.store.peek().next_ready_activity(queues, clock.iso(now)) is None:
+                return False
+            activity = engine.claim_activity(worker.worker_id, queues, now)
+        if activity is None:
             return False
+        self.execute(activity)
         return True
-
-    def _claim_workflow_task(self, now: datetime) -> Row | None:
-        engine = self.worker.engine
-        if engine.store.peek().next_ready_workflow_task(clock.iso(now)) is None:
-            return None
-        return engine.claim_workflow_task(self.worker.worker_id, now)
-
-    def _claim_activity(self, now: datetime) -> ActivityTask | None:
-        worker = self.worker
-        queues = worker.options.queues
-        if worker.stopping or \
-                worker.engine.store.peek().next_ready_activity(queues, clock.iso(now)) is None:
-            return None
-        return worker.engine.claim_activity(worker.worker_id, queues, now)
 
     def idle_wait(self) -> float:
         worker = self.worker
@@ -161,10 +151,33 @@ class Slot(Loop):
         return True
 
 
-def decide(worker: Worker, task: Row) -> None:
-    """Complete a claimed workflow task, waiting out a database outage: a task left `started`
-    would hold its workflow until its workflow_task_timeout (which may be none)."""
-    until_written(worker, lambda: worker.engine.complete_workflow_task(task, worker.clock()))
+def decide_ready(worker: Worker, now: datetime, limit: int) -> int:
+    """Claim and complete up to `limit` ready workflow tasks at `now`; how many.
+
+    The batch holds the engine turn, so that it runs on one connection while its cache is
+    warm. A completion the database refuses is waited out with the turn released: a task left
+    `started` would hold its workflow until its workflow_task_timeout (which may be none).
+    """
+    engine = worker.engine
+    decided = 0
+    while decided < limit:
+        refused = None
+        with worker.engine_turn:
+            while decided < limit:
+                task = engine.claim_workflow_task(worker.worker_id, now)
+                if task is None:
+                    return decided
+                decided += 1
+                try:
+                    engine.complete_workflow_task(task, now)
+                except StoreUnavailable as exc:
+                    worker.outage.failed(exc)
+                    refused = task
+                    break
+        if refused is not None:
+            until_written(worker, lambda task=refused: engine.complete_workflow_task(
+                task, worker.clock()))
+    return decided
 
 
 def _discarded(task: ActivityTask, reason: str) -> None:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from wfctl import clock
 from wfctl.watchdog import sweep
 from wfctl.worker.loop import Loop
-from wfctl.worker.slots import decide
+from wfctl.worker.slots import decide_ready
 
 if TYPE_CHECKING:
     from wfctl.worker.process import Worker
@@ -39,13 +39,7 @@ class Watchdog(Loop):
         decided = 0
         if report.acted or \
                 engine.store.peek().next_ready_workflow_task(clock.iso(now)) is not None:
-            while decided < DECISIONS_PER_PASS:
-                with worker.engine_turn:
-                    task = engine.claim_workflow_task(worker.worker_id, now)
-                if task is None:
-                    break
-                decide(worker, task)
-                decided += 1
+            decided = decide_ready(worker, now, limit=DECISIONS_PER_PASS)
         return report.acted or decided > 0
 
     def pause(self, acted: bool) -> float:
