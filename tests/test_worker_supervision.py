@@ -14,11 +14,11 @@ import wfh_activities
 import wfh_supervision
 from conftest import Clock, at
 
-from wfctl import ActivityCancelled, ActivityContext, Client, clock, log
+from wfctl import ActivityCancelled, ActivityContext, Client, clock, handlers, log
 from wfctl.context import HeartbeatBuffer
 from wfctl.errors import InvalidInput, StoreUnavailable
 from wfctl.handlers import Outcome
-from wfctl.watchdog import sweep
+from wfctl.watchdog import sweep, sweep_deadlines
 from wfctl.worker import Worker, WorkerOptions
 from wfctl.worker.attempts import Attempt
 from wfctl.worker.deadlines import keeping_lease
@@ -738,3 +738,39 @@ def test_keeping_lease_renews_while_a_slow_call_runs_and_raises_what_it_raised(m
     with pytest.raises(SystemExit):
         keeping_lease(worker, fails, renew_every=0.05)
 
+
+
+def test_a_deadline_check_interrupted_while_a_handler_runs_records_nothing(make_env):
+    """Ctrl-C reaches the thread that waits (renewing the lease), never the handler's record."""
+    env = make_env(DEADLINES)
+    env.start("quick", "q1", now=0)
+    env.run(0)
+
+    def interrupted(call: Any) -> Any:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        sweep_deadlines(env.engine, "checker", at(91), handlers.call, keep_alive=interrupted)
+
+    assert env.describe("q1")["status"] == "running"
+    assert "WorkflowDeadlineExceeded" not in env.event_types("q1")
+
+
+def test_an_on_deadline_handler_raising_keyboard_interrupt_is_recorded_as_its_error(make_env):
+    env = make_env("""
+        version: 1
+        workflows:
+          paging:
+            deadline: 90s
+            on_deadline: wfh_supervision:interrupts
+            steps:
+              - delay: 1h
+    """)
+    env.start("paging", "p1", now=0)
+    env.run(0)
+    env.clock.set(90)
+
+    [failed] = env.client.check_deadlines()
+
+    assert failed["handler_error"]["exception_class"] == "KeyboardInterrupt"
+    assert env.describe("p1")["status"] == "failed"

@@ -150,13 +150,13 @@ class Client:
         checker.register(self._now(), kind="deadlines")
 
         def run_handler(spec: str, state: dict[str, Any]) -> object:
-            self.definitions()
-            return keeping_lease(checker, lambda: handlers.call(spec, state),
-                                 checker.lease.renew_every)
+            self.definitions()      # read only when a handler runs: its module may sit beside it
+            return handlers.call(spec, state)
 
         try:
-            return sweep_deadlines(self.engine, checker.worker_id, self._now(), run_handler,
-                                   clock=self._now)
+            return sweep_deadlines(
+                self.engine, checker.worker_id, self._now(), run_handler, clock=self._now,
+                keep_alive=lambda call: keeping_lease(checker, call, checker.lease.renew_every))
         finally:
             checker.unregister(self._now())
 

@@ -135,23 +135,32 @@ def _times_out_first(c: Ctx, run: Row, fire_at: str) -> bool:
 HandlerRunner = Callable[[str, dict[str, Any]], object]
 
 
+HandlerError = dict[str, str] | None
+
+
 def sweep_deadlines(engine: Engine, worker_id: str, now: datetime, run_handler: HandlerRunner,
-                    *, clock: Callable[[], datetime] | None = None) -> list[dict[str, Any]]:
+                    *, clock: Callable[[], datetime] | None = None,
+                    keep_alive: Callable[[Callable[[], HandlerError]], HandlerError] | None = None,
+                    ) -> list[dict[str, Any]]:
     """One deadline check: claim each expiry, run its on_deadline handler, record the failure.
 
-    The handlers run one after another; `clock` reads the time after each (the caller's
-    clock; without it everything is recorded at `now`).
+    The handlers run one after another, each through `keep_alive` when given (which keeps the
+    claims alive while it runs); `clock` reads the time after each (the caller's clock;
+    without it everything is recorded at `now`).
     """
     failed = []
     for claim in engine.claim_expired_deadlines(worker_id, now, worker_alive):
-        handler_error = run_on_deadline(run_handler, claim)
+        def call(claim: DeadlineClaim = claim) -> HandlerError:
+            return run_on_deadline(run_handler, claim)
+
+        handler_error = keep_alive(call) if keep_alive else call()
         recorded = record_deadline(engine, claim, handler_error, clock() if clock else now)
         if recorded is not None:
             failed.append(recorded)
     return failed
 
 
-def run_on_deadline(run_handler: HandlerRunner, claim: DeadlineClaim) -> dict[str, str] | None:
+def run_on_deadline(run_handler: HandlerRunner, claim: DeadlineClaim) -> HandlerError:
     """Call a claim's on_deadline handler; what it raised, as WorkflowDeadlineExceeded records it.
 
     Whatever it raises is recorded, never dropped (SystemExit and KeyboardInterrupt too: they
@@ -167,7 +176,7 @@ def run_on_deadline(run_handler: HandlerRunner, claim: DeadlineClaim) -> dict[st
     return None
 
 
-def record_deadline(engine: Engine, claim: DeadlineClaim, handler_error: dict[str, str] | None,
+def record_deadline(engine: Engine, claim: DeadlineClaim, handler_error: HandlerError,
                     now: datetime) -> dict[str, Any] | None:
     """Record a claimed expiry (WorkflowDeadlineExceeded, WorkflowFailed); what `deadlines
     check` reports of it, or None when the run was closed or claimed by another meanwhile."""
