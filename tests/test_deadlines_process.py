@@ -15,6 +15,7 @@ import pytest
 from wfctl import Client, clock
 
 pytestmark = pytest.mark.process
+REPO = Path(__file__).parent.parent
 
 HANDLERS = '''
 import time
@@ -59,6 +60,8 @@ def test_a_long_running_worker_fails_a_workflow_within_a_second_of_its_deadline_
     db, workflows, log_path = tmp_path / "wfctl.db", tmp_path / "workflows.yaml", tmp_path / "w.log"
     marker = tmp_path / "on_deadline_calls.txt"
     env = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "WATCHDOG_USEC")}
+    # The wfctl of this checkout, whatever is installed.
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     with log_path.open("w") as log_file:
         worker = subprocess.Popen(
             [sys.executable, "-m", "wfctl", "--db", str(db), "-w", str(workflows), "work",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -12,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from wfctl import Client, clock
+
+REPO = Path(__file__).parent.parent
 
 HANDLERS = '''
 """Handlers for the process test, imported by the worker from beside workflows.yaml."""
@@ -57,10 +60,13 @@ def test_a_long_running_worker_times_out_a_run_within_a_second_while_a_handler_i
     db = tmp_path / "wfctl.db"
     marker = tmp_path / "handler-started"
     log = (tmp_path / "worker.log").open("w")
+    # The wfctl of this checkout, whatever is installed.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     worker = subprocess.Popen(
         [sys.executable, "-m", "wfctl", "--db", str(db), "-w", str(workflows), "work",
          "--concurrency", "1", "--grace", "10s"],
-        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=log,
+        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=log, env=env,
     )
     try:
         with Client(db, workflows) as client:
@@ -91,4 +97,7 @@ def test_a_long_running_worker_times_out_a_run_within_a_second_while_a_handler_i
             worker.kill()
             worker.wait()
         log.close()
-    assert "activity_result_discarded" in (tmp_path / "worker.log").read_text()
+    # The handler's late result was discarded, or, still running 2 s after its attempt ended,
+    # the handler was abandoned (shutdown does not wait for it): never applied either way.
+    output = (tmp_path / "worker.log").read_text()
+    assert "activity_result_discarded" in output or "handler_abandoned" in output
