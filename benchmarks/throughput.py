@@ -174,9 +174,7 @@ def median_result(results: list[Result]) -> Result:
 # --profile
 
 OPERATIONS = (
-    ("worker.py", "step", "Worker.step (everything)"),
-    ("worker.py", "_peek_workflow_task", "  peek for a workflow task"),
-    ("worker.py", "_peek_activity", "  peek for an activity"),
+    ("process.py", "step", "Worker.step (everything)"),
     ("decide.py", "claim_workflow_task", "  claim_workflow_task"),
     ("decide.py", "complete_workflow_task", "  complete_workflow_task"),
     ("decide.py", "decide", "    of which decide()"),

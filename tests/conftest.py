@@ -50,7 +50,11 @@ class Env:
         self.folder = folder
         self.client = client
         self.clock = clock
-        self.worker = Worker(client.engine, WorkerOptions(queues=("default",)))
+        # The worker's own clock: each pass happens at the instant the test gives it. One slot,
+        # so that a pass runs its tasks one after another in the test's thread.
+        self.worker_clock = Clock()
+        self.worker = Worker(client.engine, WorkerOptions(queues=("default",), concurrency=1),
+                             clock=self.worker_clock)
 
     @property
     def engine(self) -> Engine:
@@ -63,7 +67,7 @@ class Env:
 
     def run(self, now: float) -> bool:
         """One worker pass at T0 + now: timeouts, then every ready task."""
-        return self.worker.run_once(at(now))
+        return self.worker.run_once(self.worker_clock.set(now))
 
     def decide(self, now: float) -> int:
         """Process every ready workflow task at T0 + now."""

@@ -114,8 +114,11 @@ def test_a_handler_exception_is_retried_after_its_backoff(make_env):
 
     env.run(0)
     retry = env.events("f1", "ActivityRetryScheduled")[0]["attributes"]
+    traceback = retry["failure"].pop("traceback")
     assert retry["failure"] == {"exception_class": "ConnectionError",
                                 "message": "attempt 1 failed"}
+    assert traceback.startswith("Traceback (most recent call last):")
+    assert traceback.endswith("ConnectionError: attempt 1 failed\n")
     assert retry["retry_available_at"] == "2026-04-12T12:00:05.000+00:00"
     assert retry["backoff_seconds"] == 5
     env.run(4.999)
@@ -172,20 +175,25 @@ def test_non_retryable_exception_fails_at_once_with_attempts_left(make_env):
     assert env.describe("s1")["status"] == "failed"
 
 
-def test_a_handler_returning_a_non_dict_fails_its_step(make_env):
+def test_a_handler_returning_a_non_dict_fails_its_attempts_under_the_retry_policy(make_env):
     env = make_env("""
         version: 1
         workflows:
           odd:
             steps:
               - activity: wfh:returns_list
+                max_attempts: 2
+                backoff: [1s]
     """)
     env.start("odd", "o1")
     env.run(0)
+    env.run(1)
 
-    failure = env.describe("o1")["failure"]
-    assert failure["exception_class"] == "TypeError"
-    assert "handler returned list; expected a dict or None" in failure["message"]
+    assert env.event_types("o1").count("ActivityStarted") == 2
+    failed = env.events("o1", "ActivityFailed")[0]["attributes"]
+    assert (failed["exception_class"], failed["message"]) == (
+        "TypeError", "step 'returns_list' returned list; expected a dict of JSON values or None")
+    assert env.describe("o1")["status"] == "failed"
 
 
 def test_delay_is_a_durable_timer_fired_by_the_watchdog(make_env):

@@ -14,6 +14,8 @@ import pytest
 
 from wfctl import Client, clock
 
+REPO = Path(__file__).parent.parent
+
 HANDLERS = '''
 """Handlers for the process test, imported by the worker from beside workflows.yaml."""
 
@@ -95,4 +97,7 @@ def test_a_long_running_worker_times_out_a_run_within_a_second_while_a_handler_i
             worker.kill()
             worker.wait()
         log.close()
-    assert "activity_result_discarded" in (tmp_path / "worker.log").read_text()
+    # The handler's late result was discarded, or, still running 2 s after its attempt ended,
+    # the handler was abandoned (shutdown does not wait for it): never applied either way.
+    output = (tmp_path / "worker.log").read_text()
+    assert "activity_result_discarded" in output or "handler_abandoned" in output

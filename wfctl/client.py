@@ -15,6 +15,7 @@ from wfctl.errors import InvalidInput
 from wfctl.store import Store
 from wfctl.watchdog import sweep_deadlines
 from wfctl.worker import Worker, WorkerOptions
+from wfctl.worker.deadlines import keeping_lease
 
 Duration = str | int | float | dict[str, Any] | None
 _UNSET: Any = object()
@@ -198,27 +199,28 @@ class Client:
                                  clear_deadline=clear_deadline)
 
     def check_deadlines(self) -> list[dict[str, Any]]:
-        """One deadline sweep (what `wfctl deadlines check` runs); returns what it failed."""
-        checker = Worker(self.engine, WorkerOptions(queues=()))
+        """One deadline sweep (what `wfctl deadlines check` runs); returns what it failed.
+
+        The handlers run one after another, each in a thread of its own while this one keeps
+        the check's lease (and so its claims) alive: a lapsed lease would let a worker take the
+        claims over and run their handlers a second time.
+        """
+        checker = Worker(self.engine, WorkerOptions(queues=()), clock=self._now)
         checker.register(self._now(), kind="deadlines")
 
         def run_handler(spec: str, state: dict[str, Any]) -> object:
-            # The claims wait their turn while handlers run: a lapsed lease would let a worker
-            # take them over and run their handlers a second time.
-            checker.renew(self._now())
-            return self._call_handler(spec, state)
+            self.definitions()      # read only when a handler runs: its module may sit beside it
+            return handlers.call(spec, state)
 
         try:
-            return sweep_deadlines(self.engine, checker.worker_id, self._now(), run_handler,
-                                   later=self._now)
+            return sweep_deadlines(
+                self.engine, checker.worker_id, self._now(), run_handler, clock=self._now,
+                keep_alive=lambda call: keeping_lease(checker, call, checker.lease.renew_every))
         finally:
             checker.unregister(self._now())
 
-    def _call_handler(self, spec: str, state: dict[str, Any]) -> object:
-        self.definitions()
-        return handlers.call(spec, state)
-
     def worker(self, options: WorkerOptions | None = None) -> Worker:
-        """A worker on this database; handler modules beside the definitions file import."""
+        """A worker on this database, on this client's clock; handler modules beside the
+        definitions file import."""
         handlers.add_search_path(self.workflows_path)
-        return Worker(self.engine, options)
+        return Worker(self.engine, options, clock=self._now)

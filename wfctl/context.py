@@ -8,7 +8,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from wfctl.errors import ActivityCancelled
+from wfctl.errors import ActivityCancelled, StoreUnavailable
 
 # The longest a heartbeat's details wait in memory before they are written.
 MAX_WRITE_INTERVAL = 1.0
@@ -20,20 +20,36 @@ class HeartbeatBuffer:
 
     A write both stores the details and pushes the heartbeat deadline, so the interval is a
     third of the heartbeat timeout (at most a second): the deadline never lapses while the
-    handler keeps calling. Pending details are written by the worker's housekeeping loop
+    handler keeps calling. Pending details are written by the worker's lease keeper
     (`flush_if_due`) or with the attempt's result, so the latest details are never lost.
+
+    `abandon` is set once the attempt is known to be no longer current (a write was rejected,
+    or the worker found out otherwise); from then on every heartbeat raises ActivityCancelled.
+    A write the database cannot take now (`StoreUnavailable`) keeps the details for the next.
     """
 
     def __init__(self, write: Callable[[Any], bool], heartbeat_timeout: float | None,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+                 monotonic: Callable[[], float] = time.monotonic, *,
+                 abandon: threading.Event | None = None,
+                 heartbeat_deadline_at: datetime | None = None) -> None:
         self._write = write
         self._monotonic = monotonic
         self.interval = min(MAX_WRITE_INTERVAL, (heartbeat_timeout or 3 * MAX_WRITE_INTERVAL) / 3)
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()      # guards `_pending`, held only to swap it
+        self._writing = threading.Lock()   # one write at a time; no thread waits for it
         self._pending: Any = _NOTHING
         self._last_write = float("-inf")
-        self.cancelled = False
-        self.on_write: Callable[[], None] | None = None
+        self.abandon = abandon if abandon is not None else threading.Event()
+        # The heartbeat deadline as the last accepted write moved it (the writer sets it).
+        self.heartbeat_deadline_at = heartbeat_deadline_at
+
+    @property
+    def cancelled(self) -> bool:
+        return self.abandon.is_set()
+
+    def cancel(self) -> None:
+        """The attempt is no longer current: heartbeats raise, nothing more is written."""
+        self.abandon.set()
 
     def beat(self, details: Any) -> None:
         """Record a heartbeat; raises ActivityCancelled once the attempt is no longer current."""
@@ -51,15 +67,28 @@ class HeartbeatBuffer:
             self.flush()
 
     def flush(self) -> None:
-        with self._lock:
-            details, self._pending = self._pending, _NOTHING
+        """Write the pending details. A write already under way in another thread is not waited
+        for: what is pending goes with the next one."""
+        if not self._writing.acquire(blocking=False):
+            return
+        try:
+            with self._lock:
+                details, self._pending = self._pending, _NOTHING
             if details is _NOTHING or self.cancelled:
                 return
             self._last_write = self._monotonic()
-            if not self._write(details):
-                self.cancelled = True
-            elif self.on_write is not None:
-                self.on_write()
+            try:
+                written = self._write(details)
+            except StoreUnavailable:
+                # Kept for the next write, unless the handler sent newer details meanwhile.
+                with self._lock:
+                    if self._pending is _NOTHING:
+                        self._pending = details
+                return
+            if not written:
+                self.abandon.set()
+        finally:
+            self._writing.release()
 
     def take_pending(self) -> Any:
         """Details not yet written (to go with the attempt's result), or the marker `_NOTHING`."""
@@ -86,9 +115,15 @@ class ActivityContext:
         self.last_heartbeat_details = last_heartbeat_details
         self.schedule_to_close_deadline_at = schedule_to_close_deadline_at
         self.close_deadline_at = close_deadline_at
-        self.heartbeat_deadline_at = heartbeat_deadline_at
+        self._heartbeat_deadline_at = heartbeat_deadline_at
         self.heartbeat_timeout = heartbeat_timeout
         self._heartbeats = heartbeats
+
+    @property
+    def heartbeat_deadline_at(self) -> datetime | None:
+        """The heartbeat deadline, moved by each heartbeat written."""
+        moved = self._heartbeats.heartbeat_deadline_at if self._heartbeats is not None else None
+        return moved or self._heartbeat_deadline_at
 
     def heartbeat(self, details: Any = None) -> None:
         """Report progress; `details` reach the next attempt as `last_heartbeat_details`.

@@ -10,6 +10,8 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
+from wfctl.handlers import format_traceback
+
 LOGGER = logging.getLogger("wfctl")
 _WARN_EVENTS = re.compile(r"(TimedOut|Failed|DeadlineExceeded|RetryScheduled|Terminated|Lost)$")
 _DEBUG_EVENTS = re.compile(
@@ -87,6 +89,13 @@ def configure(level: str = "info", fmt: str = "text") -> None:
 def event(name: str, level: int = logging.INFO, **fields: Any) -> None:
     if LOGGER.isEnabledFor(level):
         LOGGER.log(level, name, extra={"fields": fields})
+
+
+def failure(name: str, error: BaseException, **fields: Any) -> None:
+    """An unexpected error, still on one line: its class and message, and its traceback (the
+    last frames) as a field."""
+    event(name, logging.ERROR, **fields, exception=f"{type(error).__name__}: {error}",
+          traceback=format_traceback(error))
 
 
 def history_events(events: list[dict[str, Any]]) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -13,6 +13,7 @@ from wfctl import clock
 from wfctl.engine import Engine
 from wfctl.engine.activities import expired_timeout, lose_attempt, time_out_activity
 from wfctl.engine.core import Ctx, schedule_workflow_task
+from wfctl.engine.deadlines import DeadlineClaim
 from wfctl.engine.decide import expired_workflow_timeout, time_out_workflow_task
 from wfctl.store import Row
 
@@ -62,12 +63,17 @@ def worker_alive(worker: Row | None, at: str) -> bool:
     return worker["pid_started"] is None or started is None or started == worker["pid_started"]
 
 
-def sweep(engine: Engine, now: datetime) -> SweepReport:
-    """One pass: lost workers, activity and workflow-task timeouts, timers, run deadlines."""
+def sweep(engine: Engine, now: datetime, *, alive: Collection[str] = ()) -> SweepReport:
+    """One pass: lost workers, activity and workflow-task timeouts, timers, run deadlines.
+
+    `alive` names workers known to be alive whatever their lease says: the sweeping worker
+    itself, whose lease may have lapsed while the database was unavailable.
+    """
     report = SweepReport()
     at = clock.iso(now)
     with engine.store.read() as tx:
-        lost = [w for w in tx.live_workers() if not worker_alive(w, at)]
+        lost = [w for w in tx.live_workers()
+                if w["worker_id"] not in alive and not worker_alive(w, at)]
         due = tx.next_due(at)
     if lost:
         _lose_workers(engine, lost, now, report)
@@ -129,30 +135,58 @@ def _times_out_first(c: Ctx, run: Row, fire_at: str) -> bool:
 HandlerRunner = Callable[[str, dict[str, Any]], object]
 
 
+HandlerError = dict[str, str] | None
+
+
 def sweep_deadlines(engine: Engine, worker_id: str, now: datetime, run_handler: HandlerRunner,
-                    *, later: Callable[[], datetime] | None = None) -> list[dict[str, Any]]:
+                    *, clock: Callable[[], datetime] | None = None,
+                    keep_alive: Callable[[Callable[[], HandlerError]], HandlerError] | None = None,
+                    ) -> list[dict[str, Any]]:
     """One deadline check: claim each expiry, run its on_deadline handler, record the failure.
 
-    `later` reads the time after a handler ran (the worker passes the clock; tests leave it).
-    A handler's exception is recorded on WorkflowDeadlineExceeded, never dropped.
+    The handlers run one after another, each through `keep_alive` when given (which keeps the
+    claims alive while it runs); `clock` reads the time after each (the caller's clock;
+    without it everything is recorded at `now`).
     """
     failed = []
-    claims = engine.claim_expired_deadlines(worker_id, now, worker_alive)
-    for claim in claims:
-        handler_error = None
-        if claim.on_deadline:
-            try:
-                run_handler(claim.on_deadline, claim.state)
-            except (Exception, SystemExit) as exc:
-                handler_error = {"exception_class": type(exc).__name__, "message": str(exc)}
-        recorded_at = later() if later else now
-        if engine.record_deadline_exceeded(claim, handler_error, recorded_at):
-            failed.append({
-                "workflow_instance_id": claim.workflow_instance_id,
-                "workflow_run_id": claim.workflow_run_id,
-                "deadline_at": claim.deadline_at,
-                "on_deadline": claim.on_deadline,
-                "handler_error": handler_error,
-                "reclaimed": claim.reclaimed,
-            })
+    for claim in engine.claim_expired_deadlines(worker_id, now, worker_alive):
+        def call(claim: DeadlineClaim = claim) -> HandlerError:
+            return run_on_deadline(run_handler, claim)
+
+        handler_error = keep_alive(call) if keep_alive else call()
+        recorded = record_deadline(engine, claim, handler_error, clock() if clock else now)
+        if recorded is not None:
+            failed.append(recorded)
     return failed
+
+
+def run_on_deadline(run_handler: HandlerRunner, claim: DeadlineClaim) -> HandlerError:
+    """Call a claim's on_deadline handler; what it raised, as WorkflowDeadlineExceeded records it.
+
+    Whatever it raises is recorded, never dropped (SystemExit and KeyboardInterrupt too: they
+    are the handler's, the worker stops on signals, not exceptions). Its return value is
+    ignored.
+    """
+    if not claim.on_deadline:
+        return None
+    try:
+        run_handler(claim.on_deadline, claim.state)
+    except BaseException as exc:
+        return {"exception_class": type(exc).__name__, "message": str(exc)}
+    return None
+
+
+def record_deadline(engine: Engine, claim: DeadlineClaim, handler_error: HandlerError,
+                    now: datetime) -> dict[str, Any] | None:
+    """Record a claimed expiry (WorkflowDeadlineExceeded, WorkflowFailed); what `deadlines
+    check` reports of it, or None when the run was closed or claimed by another meanwhile."""
+    if not engine.record_deadline_exceeded(claim, handler_error, now):
+        return None
+    return {
+        "workflow_instance_id": claim.workflow_instance_id,
+        "workflow_run_id": claim.workflow_run_id,
+        "deadline_at": claim.deadline_at,
+        "on_deadline": claim.on_deadline,
+        "handler_error": handler_error,
+        "reclaimed": claim.reclaimed,
+    }

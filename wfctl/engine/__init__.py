@@ -27,9 +27,11 @@ class Engine:
         self.deadline_claims = ClaimsInHand()
         self._lock = threading.Lock()
         self._wakers: list[Callable[[], None]] = []
-        self._listeners: list[Listener] = []
-        self.checks_deadlines: bool = False
         self._deadline_wakers: list[Callable[[], None]] = []
+        self._listeners: list[Listener] = []
+        # True in a process that checks deadlines (the long-running worker, never --once): there
+        # a decision that meets a passed deadline_at hands the run to the deadline path.
+        self.checks_deadlines = False
 
     # plumbing
 
@@ -57,8 +59,11 @@ class Engine:
         self._wakers.remove(wake)
 
     def add_deadline_waker(self, wake: Callable[[], None]) -> None:
-        """Call `wake` after each commit in which a decision claimed an expired deadline."""
+        """Call `wake` after each commit that handed a run to the deadline path."""
         self._deadline_wakers.append(wake)
+
+    def remove_deadline_waker(self, wake: Callable[[], None]) -> None:
+        self._deadline_wakers.remove(wake)
 
     def add_listener(self, listener: Listener) -> None:
         """Call `listener` with the events each transaction appended, after it commits."""

@@ -35,6 +35,8 @@ class Ctx:
         self.now = now
         self.at: str = clock.iso(now)
         self.woke = False
+        # Set when this transaction claimed a passed deadline for the deciding worker: its
+        # deadline runner is woken after the commit to run on_deadline and record the failure.
         self.deadline_claimed = False
         self.appended: list[dict[str, Any]] = []
         self._instances: dict[str, Row] = {}

@@ -1,0 +1,776 @@
+"""A worker never strands work (SPEC §6), loop by loop, at explicit instants where it can."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+import wfh_activities
+import wfh_supervision
+from conftest import Clock, at
+
+from wfctl import ActivityCancelled, ActivityContext, Client, clock, handlers, log
+from wfctl.context import HeartbeatBuffer
+from wfctl.errors import InvalidInput, StoreUnavailable
+from wfctl.handlers import Outcome
+from wfctl.watchdog import sweep, sweep_deadlines
+from wfctl.worker import Worker, WorkerOptions
+from wfctl.worker.attempts import Attempt
+from wfctl.worker.deadlines import keeping_lease
+from wfctl.worker.executor import HandlerCall
+from wfctl.worker.loop import BACKOFF_CAP, Backoff, Outage
+from wfctl.worker.slots import Slot
+from wfctl.worker.watchdog import WATCH_TICK
+
+MISBEHAVING = """
+version: 1
+workflows:
+  exits:
+    steps:
+      - activity: wfh_supervision:exits
+        max_attempts: 2
+        backoff: [1s]
+  interrupts:
+    steps:
+      - activity: wfh_supervision:interrupts
+        max_attempts: 1
+  stamp:
+    steps:
+      - activity: wfh_supervision:returns_datetime
+        name: stamp
+        max_attempts: 1
+  ratio:
+    steps:
+      - activity: wfh_supervision:returns_nan
+        max_attempts: 1
+  text:
+    steps:
+      - activity: wfh_supervision:returns_string
+        max_attempts: 1
+  one:
+    steps:
+      - activity: wfh:mark
+        name: only
+  timed:
+    steps:
+      - activity: wfh_supervision:hooked
+        start_to_close: 10s
+        heartbeat: 5s
+        max_attempts: 2
+        backoff: [1s]
+  pair:
+    steps:
+      - activity: wfh_supervision:meet
+"""
+
+
+class Events:
+    """The worker's log events, as (event, fields) pairs."""
+
+    def __init__(self) -> None:
+        self.records: list[logging.LogRecord] = []
+
+    def named(self, name: str) -> list[dict[str, Any]]:
+        return [getattr(r, "fields", {}) for r in self.records if r.getMessage() == name]
+
+
+@pytest.fixture
+def events() -> Iterator[Events]:
+    collected = Events()
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            collected.records.append(record)
+
+    handler = Collect()
+    level = log.LOGGER.level
+    log.LOGGER.addHandler(handler)
+    log.LOGGER.setLevel(logging.INFO)
+    yield collected
+    log.LOGGER.removeHandler(handler)
+    log.LOGGER.setLevel(level)
+
+
+@pytest.fixture(autouse=True)
+def _reset_handlers() -> Iterator[None]:
+    yield
+    wfh_supervision.during.clear()
+    wfh_supervision.release.set()
+    wfh_supervision.release.clear()
+    wfh_supervision.meeting.reset()
+    wfh_activities.before_heartbeat.clear()
+
+
+def pinned_worker(env, **options: Any) -> tuple[Worker, Clock]:
+    """A worker on the env's database whose clock the test sets (one slot unless told)."""
+    worker_clock = Clock()
+    options.setdefault("concurrency", 1)
+    return Worker(env.engine, WorkerOptions(**options), clock=worker_clock), worker_clock
+
+
+def wait_until(condition, timeout: float = 5.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if condition():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+# whatever a handler raises or returns
+
+
+@pytest.mark.parametrize("workflow_type, exception_class, raised", [
+    ("exits", "SystemExit", "raise SystemExit(3)"),
+    ("interrupts", "KeyboardInterrupt", "raise KeyboardInterrupt"),
+])
+def test_a_handler_raising_system_exit_or_keyboard_interrupt_fails_its_attempt_only(
+        make_env, workflow_type, exception_class, raised):
+    env = make_env(MISBEHAVING)
+    env.start(workflow_type, "bad")
+    env.start("one", "next")
+
+    assert env.run(0) is True
+
+    [first] = [e["attributes"] for e in env.history("bad")
+               if e["event_type"] in ("ActivityRetryScheduled", "ActivityFailed")]
+    failure = first.get("failure", first)
+    assert failure["exception_class"] == exception_class
+    assert raised in failure["traceback"]
+    assert env.describe("next")["status"] == "completed", "the slot went on serving"
+
+
+def test_system_exit_from_a_handler_is_retried_under_the_retry_policy(make_env):
+    env = make_env(MISBEHAVING)
+    env.start("exits", "x1")
+    env.run(0)
+    env.run(1)
+
+    assert env.event_types("x1").count("ActivityStarted") == 2
+    failed = env.events("x1", "ActivityFailed")[0]["attributes"]
+    assert (failed["exception_class"], failed["message"], failed["attempt"]) == ("SystemExit",
+                                                                                 "3", 2)
+    doc = env.describe("x1")
+    assert doc["status"] == "failed"
+    assert doc["failure"]["exception_class"] == "SystemExit"
+    assert "raise SystemExit(3)" in doc["failure"]["traceback"]
+
+
+@pytest.mark.parametrize("workflow_type, message", [
+    ("stamp", "step 'stamp' result at key 'when': a datetime is not a JSON value"),
+    ("ratio", "step 'returns_nan' result at key 'ratio': nan is not a JSON number"),
+    ("text", "step 'returns_string' returned str; expected a dict of JSON values or None"),
+])
+def test_a_result_that_is_not_a_dict_of_json_values_fails_the_attempt_naming_step_and_key(
+        make_env, workflow_type, message):
+    env = make_env(MISBEHAVING)
+    env.start(workflow_type, "w1")
+    env.start("one", "next")
+    env.run(0)
+
+    failed = env.events("w1", "ActivityFailed")[0]["attributes"]
+    assert (failed["exception_class"], failed["message"]) == ("TypeError", message)
+    doc = env.describe("w1")
+    assert (doc["status"], doc["state"]) == ("failed", {})
+    assert env.describe("next")["status"] == "completed"
+
+
+def test_an_attempt_found_no_longer_current_by_its_heartbeat_is_discarded_and_logged_once(
+        make_env, events):
+    env = make_env("""
+        version: 1
+        workflows:
+          beating:
+            steps:
+              - activity: wfh_activities:heartbeat_after_hooks
+          one:
+            steps:
+              - activity: wfh:mark
+                name: only
+    """)
+    env.start("beating", "b1")
+    env.start("one", "next")
+    wfh_activities.before_heartbeat.append(lambda: env.client.terminate("b1", "ops"))
+
+    env.run(0)
+
+    assert [type(seen) for seen in wfh_activities.seen[-1:]] == [ActivityCancelled]
+    assert [e["instance"] for e in events.named("activity_result_discarded")] == ["b1"]
+    assert env.describe("b1")["status"] == "terminated"
+    assert env.describe("next")["status"] == "completed"
+
+
+def test_a_handler_raising_activity_cancelled_itself_fails_its_current_attempt(make_env):
+    env = make_env("""
+        version: 1
+        workflows:
+          odd:
+            steps:
+              - activity: wfh_activities:heartbeat_after_hooks
+                max_attempts: 1
+    """)
+    env.start("odd", "o1")
+
+    def cancel_itself() -> None:
+        raise ActivityCancelled("not really")
+
+    wfh_activities.before_heartbeat.append(cancel_itself)
+    env.run(0)
+
+    failed = env.events("o1", "ActivityFailed")[0]["attributes"]
+    assert failed["exception_class"] == "ActivityCancelled"
+    assert env.describe("o1")["status"] == "failed", "never left `started` for good"
+
+
+# the executor seam
+
+
+class RecordingExecutor:
+    def __init__(self, outcome: Outcome | Exception) -> None:
+        self.outcome = outcome
+        self.calls: list[HandlerCall] = []
+
+    def run(self, call: HandlerCall, heartbeats: HeartbeatBuffer,
+            abandon: threading.Event) -> Outcome:
+        self.calls.append(call)
+        if isinstance(self.outcome, Exception):
+            raise self.outcome
+        return self.outcome
+
+    def close(self, timeout: float) -> None:
+        pass
+
+
+def test_a_slot_runs_each_attempt_through_the_workers_executor(make_env):
+    env = make_env(MISBEHAVING)
+    env.start("one", "o1", input={"x": 1})
+    executor = RecordingExecutor(Outcome(result={"from_executor": True}))
+    worker = Worker(env.engine, WorkerOptions(concurrency=1), clock=lambda: at(0),
+                    executor=executor)
+
+    worker.run_once(at(0))
+
+    [call] = executor.calls
+    assert (call.spec, call.step, call.state) == ("wfh:mark", "only", {"x": 1})
+    assert call.context["attempt"] == 1 and call.context["workflow_id"] == "o1"
+    assert ActivityContext(**call.context).step == "only"
+    assert env.describe("o1")["state"] == {"x": 1, "from_executor": True}
+
+
+def test_an_executor_that_fails_fails_the_attempt(make_env):
+    env = make_env(MISBEHAVING)
+    env.start("one", "o1")
+    worker = Worker(env.engine, WorkerOptions(concurrency=1), clock=lambda: at(0),
+                    executor=RecordingExecutor(BrokenPipeError("the child process died")))
+
+    worker.run_once(at(0))
+
+    retry = env.events("o1", "ActivityRetryScheduled")[0]["attributes"]["failure"]
+    assert (retry["exception_class"], retry["message"]) == ("BrokenPipeError",
+                                                            "the child process died")
+
+
+def test_an_unknown_isolation_is_refused():
+    with pytest.raises(InvalidInput, match="isolation: expected thread"):
+        Worker(None, WorkerOptions(isolation="fiber"))  # type: ignore[arg-type]
+
+
+def test_a_pass_with_several_slots_runs_ready_tasks_side_by_side(make_env):
+    env = make_env(MISBEHAVING)
+    env.start("pair", "p1")
+    env.start("pair", "p2")
+    worker, _ = pinned_worker(env, concurrency=2)
+
+    assert worker.run_once(at(0)) is True
+
+    assert [env.describe(i)["state"] for i in ("p1", "p2")] == [{"met": True}] * 2
+
+
+# loops: errors, back-off, outages
+
+
+def test_a_failing_pass_is_logged_once_with_its_traceback_and_the_loop_backs_off_and_goes_on(
+        make_env, events, monkeypatch):
+    env = make_env(MISBEHAVING)
+    worker, _ = pinned_worker(env)
+    failures = iter([RuntimeError("boom")] * 3)
+    real_sweep = sweep
+
+    def flaky_sweep(*args: Any, **kwargs: Any) -> Any:
+        error = next(failures, None)
+        if error is not None:
+            raise error
+        return real_sweep(*args, **kwargs)
+
+    monkeypatch.setattr("wfctl.worker.watchdog.sweep", flaky_sweep)
+    waits = [worker.watchdog.guarded_pass() for _ in range(4)]
+
+    assert waits[:3] == [0.1, 0.2, 0.4]
+    assert 0 <= waits[3] <= WATCH_TICK
+    [failed] = events.named("loop_failed")
+    assert (failed["loop"], failed["exception"]) == ("watchdog", "RuntimeError: boom")
+    assert "Traceback (most recent call last)" in failed["traceback"]
+    assert events.named("loop_recovered") == [{"loop": "watchdog", "failed_passes": 3}]
+
+
+def test_back_off_doubles_from_a_tenth_of_a_second_up_to_five():
+    backoff = Backoff()
+    waits = [backoff.next() for _ in range(9)]
+    assert waits == [0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 5.0, 5.0, 5.0]
+    assert BACKOFF_CAP == 5.0
+    backoff.reset()
+    assert backoff.next() == 0.1
+
+
+def test_an_outage_is_logged_once_however_many_threads_hit_it_and_once_when_it_ends(events):
+    outage = Outage()
+    error = StoreUnavailable("busy", "wfctl.db: the database is busy")
+    threads = [threading.Thread(target=lambda: [outage.failed(error) for _ in range(50)])
+               for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    outage.recovered()
+    outage.recovered()
+
+    [unavailable] = events.named("database_unavailable")
+    assert (unavailable["reason"], unavailable["message"]) == ("busy",
+                                                               "wfctl.db: the database is busy")
+    assert len(events.named("database_available")) == 1
+    assert outage.active is False
+
+
+def test_a_loop_meeting_an_unavailable_database_reports_the_outage_not_a_failure(
+        make_env, events, monkeypatch):
+    env = make_env(MISBEHAVING)
+    worker, _ = pinned_worker(env)
+
+    def full(*args: Any, **kwargs: Any) -> Any:
+        raise StoreUnavailable("full", "wfctl.db: the disk is full")
+
+    monkeypatch.setattr("wfctl.worker.watchdog.sweep", full)
+    assert [worker.watchdog.guarded_pass() for _ in range(3)] == [0.1, 0.2, 0.4]
+
+    assert len(events.named("database_unavailable")) == 1
+    assert events.named("loop_failed") == []
+    assert worker.outage.active is True
+
+
+def test_a_result_computed_during_an_outage_is_recorded_once_the_database_takes_writes(
+        make_env, events, monkeypatch):
+    env = make_env(MISBEHAVING)
+    env.start("one", "o1")
+    refusals = iter([StoreUnavailable("full", "wfctl.db: the disk is full")] * 2)
+    complete = env.engine.complete_activity
+
+    def complete_when_writable(*args: Any, **kwargs: Any) -> Any:
+        refusal = next(refusals, None)
+        if refusal is not None:
+            raise refusal
+        return complete(*args, **kwargs)
+
+    monkeypatch.setattr(env.engine, "complete_activity", complete_when_writable)
+    env.run(0)
+
+    doc = env.describe("o1")
+    assert (doc["status"], doc["state"]) == ("completed", {"ran_only": 1})
+    assert env.event_types("o1").count("ActivityCompleted") == 1
+    assert len(events.named("database_unavailable")) == 1
+    assert len(events.named("database_available")) == 1
+
+
+def test_a_result_that_waited_out_an_outage_past_its_deadline_is_dropped_as_late(
+        make_env, events, monkeypatch):
+    env = make_env(MISBEHAVING)
+    env.start("timed", "t1")
+    complete = env.engine.complete_activity
+    refused = []
+
+    def complete_when_writable(task: Any, result: Any, now: Any, **kwargs: Any) -> Any:
+        if not refused:
+            refused.append(now)
+            env.worker_clock.set(6)        # the outage outlasted the attempt's heartbeat timeout
+            raise StoreUnavailable("busy", "wfctl.db: the database is busy")
+        return complete(task, result, now, **kwargs)
+
+    monkeypatch.setattr(env.engine, "complete_activity", complete_when_writable)
+    env.run(0)
+
+    [discarded] = events.named("activity_result_discarded")
+    assert discarded["reason"] == "attempt 1 passed its heartbeat deadline"
+    assert "ActivityCompleted" not in env.event_types("t1")
+    retry = env.events("t1", "ActivityRetryScheduled")[0]["attributes"]
+    assert retry["timeout_kind"] == "heartbeat"
+
+
+def test_a_heartbeat_the_database_cannot_take_now_is_kept_for_the_next_write():
+    written: list[Any] = []
+    refuse = [True]
+
+    def write(details: Any) -> bool:
+        if refuse[0]:
+            raise StoreUnavailable("full", "wfctl.db: the disk is full")
+        written.append(details)
+        return True
+
+    now = [0.0]
+    buffer = HeartbeatBuffer(write, heartbeat_timeout=3, monotonic=lambda: now[0])
+    buffer.beat({"n": 1})                 # refused: kept, and no error reaches the handler
+
+    assert buffer.cancelled is False
+    refuse[0] = False
+    now[0] = 1.0
+    buffer.flush_if_due()
+    assert written == [{"n": 1}]
+
+
+# attempts no longer current, abandoned handlers
+
+
+def claimed_attempt(env, worker: Worker, seconds: float) -> tuple[Attempt, Slot]:
+    """An attempt of `timed` claimed at T0 + seconds, as the worker's first slot runs it."""
+    task = env.engine.claim_activity(worker.worker_id, ("default",), at(seconds))
+    attempt = Attempt(task, worker)
+    worker.slots[0].attempt = attempt
+    worker.attempt_started(attempt)
+    return attempt, worker.slots[0]
+
+
+def test_an_attempt_past_its_heartbeat_deadline_is_given_up_and_abandoned_after_the_grace(
+        make_env, events):
+    env = make_env(MISBEHAVING)
+    env.start("timed", "t1")
+    env.decide(0)
+    worker, worker_clock = pinned_worker(env)
+    attempt, slot = claimed_attempt(env, worker, 0)
+    context = ActivityContext(**attempt.call().context,
+                                             heartbeats=attempt.heartbeats)
+
+    worker.housekeeping.run_once(at(4.9))
+    assert not attempt.abandon.is_set()
+    worker_clock.set(4)
+    context.heartbeat({"n": 1})           # written: the heartbeat deadline moves to 9 s
+    worker.housekeeping.run_once(at(8.9))
+    assert not attempt.abandon.is_set()
+
+    worker.housekeeping.run_once(at(9))
+
+    assert attempt.abandon.is_set()
+    assert attempt.reason == "its heartbeat deadline passed"
+    with pytest.raises(ActivityCancelled):
+        context.heartbeat({"n": 2})
+    assert worker.abandon_overdue(at(10.9)) == []
+    [fresh] = worker.abandon_overdue(at(11))
+    assert slot.abandoned and slot not in worker.slots and fresh in worker.slots
+    assert worker.status_line() == "serving default; 0 handlers running, 0 tasks done, " \
+                                   "1 abandoned"
+    [abandoned] = events.named("handler_abandoned")
+    assert (abandoned["instance"], abandoned["abandoned"], abandoned["grace_seconds"]) == (
+        "t1", 1, 2.0)
+
+    worker.attempt_ended(attempt, settled=True)     # the handler returned at last
+
+    assert worker.status_line() == "serving default; 0 handlers running, 1 task done"
+    assert len(events.named("abandoned_handler_returned")) == 1
+
+
+def test_one_query_finds_every_running_attempt_that_is_no_longer_current(make_env):
+    env = make_env(MISBEHAVING)
+    for n in range(3):
+        env.start("timed", f"t{n}")
+    env.decide(0)
+    worker, _ = pinned_worker(env, concurrency=3)
+    attempts = []
+    for slot in worker.slots:
+        task = env.engine.claim_activity(worker.worker_id, ("default",), at(0))
+        attempts.append(Attempt(task, worker))
+        slot.attempt = attempts[-1]
+        worker.attempt_started(attempts[-1])
+    env.clock.set(1)
+    env.client.terminate(attempts[1].task.workflow_instance_id, "ops")
+    statements: list[str] = []
+    env.engine.store.conn.set_trace_callback(statements.append)
+
+    worker.housekeeping.run_once(at(1))
+
+    env.engine.store.conn.set_trace_callback(None)
+    assert [a.abandon.is_set() for a in attempts] == [False, True, False]
+    assert attempts[1].reason == "it timed out, was cancelled or its workflow closed"
+    assert sum("FROM activities" in sql for sql in statements) == 1
+
+
+def test_an_attempt_claimed_after_the_check_began_is_not_judged_by_it(make_env):
+    env = make_env(MISBEHAVING)
+    env.start("timed", "t1")
+    env.decide(0)
+    worker, _ = pinned_worker(env)
+    attempt, _ = claimed_attempt(env, worker, 0)
+    attempt.claimed = time.monotonic() + 60    # as if claimed while the query ran
+    env.clock.set(1)
+    env.client.terminate("t1", "ops")
+
+    worker.housekeeping.run_once(at(1))
+
+    assert not attempt.abandon.is_set()
+
+
+# threads that die, a worker that cannot go on
+
+
+def test_a_slot_thread_that_dies_is_replaced_and_the_worker_serves_on(tmp_path, events,
+                                                                       monkeypatch):
+    (tmp_path / "workflows.yaml").write_text(MISBEHAVING)
+    client = Client(tmp_path / "wfctl.db", tmp_path / "workflows.yaml")
+    run_once = Slot.run_once
+    died = []
+
+    def dies_once(self: Slot, now: Any) -> bool:
+        if not died:
+            died.append(self.name)
+            raise SystemExit("escaped the loop's own error handling")
+        return run_once(self, now)
+
+    monkeypatch.setattr(Slot, "run_once", dies_once)
+    worker = client.worker(WorkerOptions(concurrency=1, poll_interval=0.02))
+    codes: list[int] = []
+    thread = threading.Thread(target=lambda: codes.append(worker.run()), daemon=True)
+    thread.start()
+    try:
+        client.start("one", "o1")
+        assert wait_until(lambda: client.describe("o1")["status"] == "completed")
+    finally:
+        worker.request_stop()
+        thread.join(10)
+        client.close()
+    assert codes == [0]
+    assert died == ["slot-0"]
+    assert [e["loop"] for e in events.named("loop_died")] == ["slot-0"]
+    assert [e["loop"] for e in events.named("loop_restarted")] == ["slot-1"]
+
+
+def test_a_worker_whose_slots_keep_dying_exits_non_zero_and_gives_back_what_it_holds(
+        tmp_path, events, monkeypatch):
+    (tmp_path / "workflows.yaml").write_text(MISBEHAVING)
+    client = Client(tmp_path / "wfctl.db", tmp_path / "workflows.yaml")
+
+    def always_dies(self: Slot, now: Any) -> bool:
+        raise SystemExit("escaped the loop's own error handling")
+
+    monkeypatch.setattr(Slot, "run_once", always_dies)
+    worker = client.worker(WorkerOptions(concurrency=2, poll_interval=0.02))
+    try:
+        assert worker.run() == 1
+        with client.engine.store.read() as tx:
+            assert tx.get_worker(worker.worker_id)["stopped_at"] is not None
+    finally:
+        client.close()
+    assert len(events.named("worker_failed")) == 1
+    assert len(events.named("loop_died")) > 5
+
+
+# shutdown
+
+
+def test_a_worker_that_cannot_give_back_an_attempt_leaves_its_lease_to_lapse(
+        tmp_path, events, monkeypatch):
+    (tmp_path / "workflows.yaml").write_text(MISBEHAVING)
+    client = Client(tmp_path / "wfctl.db", tmp_path / "workflows.yaml")
+    client.start("timed", "t1")
+    worker = client.worker(WorkerOptions(concurrency=1))
+    engine = client.engine
+
+    def database_goes_away() -> None:
+        def unavailable(*args: Any, **kwargs: Any) -> Any:
+            raise StoreUnavailable("readonly", "wfctl.db: the database is read-only")
+
+        for name in ("complete_activity", "fail_activity", "release_activity"):
+            monkeypatch.setattr(engine, name, unavailable)
+        worker.request_force_stop()
+
+    wfh_supervision.during.append(database_goes_away)
+    try:
+        assert worker.run(once=True) == 1
+        monkeypatch.undo()
+        with engine.store.read() as tx:
+            assert tx.get_worker(worker.worker_id)["stopped_at"] is None
+        assert [e["worker_id"] for e in events.named("worker_lease_left_to_lapse")] == [
+            worker.worker_id]
+
+        lapsed = clock.now() + timedelta(seconds=31)
+        assert sweep(engine, lapsed).workers_lost == [worker.worker_id]
+        retry = [e for e in client.history("t1") if e["event_type"] == "ActivityRetryScheduled"]
+        assert retry[0]["attributes"]["reason"] == "worker_lost"
+    finally:
+        client.close()
+
+
+def test_the_long_running_worker_checks_deadlines_and_a_once_pass_does_not(make_env):
+    env = make_env(MISBEHAVING)
+    env.start("timed", "t1")
+    worker = Worker(env.engine, WorkerOptions(concurrency=1))
+    seen: list[bool] = []
+    wfh_supervision.during.append(lambda: seen.append(env.engine.checks_deadlines))
+
+    assert worker.run(once=True) == 0
+    assert seen == [False]
+
+    serving = Worker(env.engine, WorkerOptions(concurrency=1, poll_interval=0.02))
+    thread = threading.Thread(target=serving.run, daemon=True)
+    thread.start()
+    assert wait_until(lambda: env.engine.checks_deadlines)
+    serving.request_stop()
+    thread.join(10)
+    assert env.engine.checks_deadlines is False
+
+
+def test_a_worker_registers_once_the_database_takes_writes(make_env, events, monkeypatch):
+    env = make_env(MISBEHAVING)
+    worker = Worker(env.engine, WorkerOptions(concurrency=1))
+    register = worker.register
+    refusals = iter([StoreUnavailable("busy", "wfctl.db: the database is busy")] * 2)
+
+    def register_when_writable(*args: Any, **kwargs: Any) -> None:
+        refusal = next(refusals, None)
+        if refusal is not None:
+            raise refusal
+        register(*args, **kwargs)
+
+    monkeypatch.setattr(worker, "register", register_when_writable)
+
+    assert worker.run(once=True) == 0
+    assert len(events.named("database_unavailable")) == 1
+    assert len(events.named("database_available")) == 1
+    assert len(events.named("worker_started")) == 1
+
+
+# deadlines
+
+
+DEADLINES = """
+version: 1
+workflows:
+  slow:
+    deadline: 90s
+    on_deadline: wfh_supervision:slow_on_deadline
+    steps:
+      - delay: 1h
+  quick:
+    deadline: 91s
+    on_deadline: wfh_supervision:quick_on_deadline
+    steps:
+      - delay: 1h
+"""
+
+
+def test_a_slow_on_deadline_handler_holds_up_no_other_workflows_deadline(make_env):
+    env = make_env(DEADLINES)
+    env.start("slow", "s1", now=0)
+    env.start("quick", "q1", now=0)
+    env.run(0)
+    worker, worker_clock = pinned_worker(env, queues=())
+    worker.register(at(0))
+    runner = worker.deadlines
+    runner.start_handlers()
+    try:
+        worker_clock.set(90)
+        assert runner.run_once(at(90)) is True          # s1 claimed; its handler blocks
+        worker_clock.set(91)
+        assert runner.run_once(at(91)) is True          # q1 claimed beside it
+
+        assert wait_until(lambda: env.describe("q1")["status"] == "failed")
+        [exceeded] = env.events("q1", "WorkflowDeadlineExceeded")
+        assert exceeded["at"] == at(91).isoformat(timespec="milliseconds")
+        assert env.describe("s1")["status"] == "running"
+        assert runner.busy
+
+        wfh_supervision.release.set()
+        assert wait_until(lambda: env.describe("s1")["status"] == "failed")
+        assert wait_until(lambda: not runner.busy)
+        assert env.event_types("s1").count("WorkflowDeadlineExceeded") == 1
+    finally:
+        wfh_supervision.release.set()
+        runner.close()
+
+
+def test_a_deadline_claimed_by_a_decision_wakes_the_runner_which_handles_each_claim_once(
+        make_env):
+    env = make_env(DEADLINES)
+    woken: list[str] = []
+    env.engine.add_deadline_waker(lambda: woken.append("woken"))
+
+    with env.engine.transaction(at(0)):
+        pass
+    assert woken == []
+    with env.engine.transaction(at(0)) as c:
+        c.deadline_claimed = True
+    assert woken == ["woken"]
+
+    worker, _ = pinned_worker(env, queues=())
+    runner = worker.deadlines
+    assert runner.run_once(at(0)) is False              # the first sweep
+    env.start("quick", "q1", now=0)
+    env.run(0)
+    assert runner.run_once(at(100)) is True             # past q1's deadline: a sweep
+    runner.claimed_for_us()
+    assert runner.run_once(at(101)) is False            # woken, swept: nothing new
+    assert runner.run_once(at(102)) is False
+    runner.close()
+
+
+def test_keeping_lease_renews_while_a_slow_call_runs_and_raises_what_it_raised(make_env):
+    env = make_env(DEADLINES)
+    worker = Worker(env.engine, WorkerOptions(queues=()))
+    renewals: list[datetime] = []
+    worker.renew = lambda now: renewals.append(now)  # type: ignore[method-assign]
+
+    assert keeping_lease(worker, lambda: time.sleep(0.25) or "done", renew_every=0.05) == "done"
+    assert len(renewals) >= 2, "renewed before the call and while it ran"
+
+    def fails() -> None:
+        raise SystemExit("handler exit")
+
+    with pytest.raises(SystemExit):
+        keeping_lease(worker, fails, renew_every=0.05)
+
+
+
+def test_a_deadline_check_interrupted_while_a_handler_runs_records_nothing(make_env):
+    """Ctrl-C reaches the thread that waits (renewing the lease), never the handler's record."""
+    env = make_env(DEADLINES)
+    env.start("quick", "q1", now=0)
+    env.run(0)
+
+    def interrupted(call: Any) -> Any:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        sweep_deadlines(env.engine, "checker", at(91), handlers.call, keep_alive=interrupted)
+
+    assert env.describe("q1")["status"] == "running"
+    assert "WorkflowDeadlineExceeded" not in env.event_types("q1")
+
+
+def test_an_on_deadline_handler_raising_keyboard_interrupt_is_recorded_as_its_error(make_env):
+    env = make_env("""
+        version: 1
+        workflows:
+          paging:
+            deadline: 90s
+            on_deadline: wfh_supervision:interrupts
+            steps:
+              - delay: 1h
+    """)
+    env.start("paging", "p1", now=0)
+    env.run(0)
+    env.clock.set(90)
+
+    [failed] = env.client.check_deadlines()
+
+    assert failed["handler_error"]["exception_class"] == "KeyboardInterrupt"
+    assert env.describe("p1")["status"] == "failed"

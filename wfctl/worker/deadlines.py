@@ -1,0 +1,146 @@
+"""The deadline runner: finds expired deadlines and runs their on_deadline handlers side by side."""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, TypeVar
+
+from wfctl import handlers, log
+from wfctl.engine.deadlines import DeadlineClaim
+from wfctl.watchdog import record_deadline, run_on_deadline, worker_alive
+from wfctl.worker.loop import Loop, until_written
+from wfctl.worker.watchdog import WATCH_TICK
+
+if TYPE_CHECKING:
+    from wfctl.worker.process import Worker
+
+# on_deadline handlers of one worker that run at once.
+HANDLER_THREADS = 4
+T = TypeVar("T")
+
+
+class DeadlineRunner(Loop):
+    """Claims expired deadlines at least every `--deadline-interval`, at the earliest pending
+    `deadline_at`, and when a decision claimed one for this worker; a small pool of threads
+    runs each claim's on_deadline handler and records the failure. The loop never waits for
+    a handler, so a slow one delays no other workflow's deadline. The claims stay this
+    worker's while its lease holds (the lease keeper renews it)."""
+
+    name = "deadlines"
+
+    def __init__(self, worker: Worker, handler_threads: int = HANDLER_THREADS) -> None:
+        super().__init__(worker)
+        self._claims: queue.SimpleQueue[DeadlineClaim | None] = queue.SimpleQueue()
+        self._handler_threads = handler_threads
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._in_flight: set[str] = set()
+        self._next_sweep: datetime | None = None
+        self._wake_at: datetime | None = None
+        self._claimed_for_us = False
+
+    def start_handlers(self) -> None:
+        """Start the handler threads (daemons: a handler that never returns never holds up
+        the worker's exit)."""
+        for n in range(self._handler_threads):
+            thread = threading.Thread(target=self._serve, name=f"on_deadline-{n}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def close(self) -> None:
+        for _ in self._threads:
+            self._claims.put(None)
+
+    @property
+    def busy(self) -> bool:
+        """Handlers claimed by this runner and not yet recorded."""
+        with self._lock:
+            return bool(self._in_flight)
+
+    def claimed_for_us(self) -> None:
+        """The engine's deadline waker: a decision claimed an expiry for this worker."""
+        self._claimed_for_us = True
+        self.wake()
+
+    def run_once(self, now: datetime) -> bool:
+        engine = self.worker.engine
+        earliest = engine.earliest_deadline()
+        due = (self._claimed_for_us or self._next_sweep is None or now >= self._next_sweep
+               or (earliest is not None and earliest <= now))
+        submitted = 0
+        if due:
+            self._claimed_for_us = False
+            claims = engine.claim_expired_deadlines(self.worker.worker_id, now, worker_alive)
+            self._next_sweep = now + timedelta(seconds=self.worker.options.deadline_interval)
+            submitted = self._submit(claims)
+            earliest = engine.earliest_deadline()
+        self._wake_at = self._next_sweep
+        if earliest is not None and (self._wake_at is None or earliest < self._wake_at):
+            self._wake_at = earliest
+        return submitted > 0
+
+    def idle_wait(self) -> float:
+        if self._wake_at is None:
+            return WATCH_TICK
+        return min(WATCH_TICK, max(0.0, (self._wake_at - self.worker.clock()).total_seconds()))
+
+    def _submit(self, claims: list[DeadlineClaim]) -> int:
+        # A claim of this worker's still being handled comes back from each sweep (as left by
+        # an earlier one); it is handled once.
+        submitted = 0
+        with self._lock:
+            for claim in claims:
+                if claim.workflow_run_id not in self._in_flight:
+                    self._in_flight.add(claim.workflow_run_id)
+                    self._claims.put(claim)
+                    submitted += 1
+        return submitted
+
+    def _serve(self) -> None:
+        while True:
+            claim = self._claims.get()
+            if claim is None:
+                return
+            try:
+                self.finish(claim)
+            except Exception as exc:
+                # Left claimed by this worker: its next sweep takes the claim up again.
+                log.failure("deadline_not_recorded", exc, instance=claim.workflow_instance_id)
+            finally:
+                with self._lock:
+                    self._in_flight.discard(claim.workflow_run_id)
+
+    def finish(self, claim: DeadlineClaim) -> None:
+        """Run the claim's handler, then record the failure, waiting out a database outage."""
+        worker = self.worker
+        handler_error = run_on_deadline(handlers.call, claim)
+        until_written(worker, lambda: record_deadline(worker.engine, claim, handler_error,
+                                                      worker.clock()))
+
+
+def keeping_lease(worker: Worker, call: Callable[[], T], renew_every: float) -> T:
+    """`call()` in a thread of its own while this thread renews `worker`'s lease (before it, and
+    every `renew_every` seconds while it runs), so that a slow handler never lets the claims
+    of a one-off deadline check lapse to another worker. What `call` raises is raised here."""
+    result: dict[str, object] = {}
+
+    def target() -> None:
+        try:
+            result["value"] = call()
+        except BaseException as exc:
+            result["error"] = exc
+
+    worker.renew(worker.clock())
+    thread = threading.Thread(target=target, name="on_deadline", daemon=True)
+    thread.start()
+    while True:
+        thread.join(renew_every)
+        if not thread.is_alive():
+            break
+        worker.renew(worker.clock())
+    if "error" in result:
+        raise result["error"]  # type: ignore[misc]
+    return result["value"]  # type: ignore[return-value]

@@ -1,0 +1,61 @@
+"""Where a handler runs: the seam between a slot and the code that executes an attempt.
+
+A slot hands an executor one `HandlerCall` and waits for its `Outcome`. `ThreadExecutor` runs
+the handler in the slot's own thread. An executor that runs it elsewhere (a child process)
+offers the same `run` and `close`: it relays heartbeats into `heartbeats`, and stops the
+handler when `abandon` is set (the attempt is no longer current).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from wfctl import handlers
+from wfctl.context import ActivityContext, HeartbeatBuffer
+from wfctl.errors import InvalidInput
+from wfctl.handlers import Outcome
+
+
+@dataclass(frozen=True)
+class HandlerCall:
+    """One attempt's handler call: `context` holds ActivityContext's keyword arguments but
+    `heartbeats` (plain values, so that the call can cross to another process)."""
+
+    spec: str
+    step: str
+    state: dict[str, Any]
+    context: dict[str, Any]
+
+
+class Executor(Protocol):
+    def run(self, call: HandlerCall, heartbeats: HeartbeatBuffer,
+            abandon: threading.Event) -> Outcome: ...
+
+    def close(self, timeout: float) -> None: ...
+
+
+class ThreadExecutor:
+    """Runs the handler in the calling (slot) thread; nothing it does escapes (`handlers.run`).
+
+    A thread cannot be stopped: a handler that goes on after `abandon` is left running, and
+    the worker gives its slot up and starts a fresh one.
+    """
+
+    def run(self, call: HandlerCall, heartbeats: HeartbeatBuffer,
+            abandon: threading.Event) -> Outcome:
+        ctx = ActivityContext(**call.context, heartbeats=heartbeats)
+        return handlers.run(call.spec, call.step, call.state, ctx)
+
+    def close(self, timeout: float) -> None:
+        """Nothing to release: the slot threads are the worker's."""
+
+
+def executor_for(isolation: str, size: int, search_paths: Sequence[str]) -> Executor:
+    """The executor for `--isolation`; `size` and `search_paths` are for executors that run
+    handlers in other processes (which import handler modules from `search_paths`)."""
+    if isolation == "thread":
+        return ThreadExecutor()
+    raise InvalidInput(f"isolation: expected thread (got {isolation!r})")

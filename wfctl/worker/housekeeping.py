@@ -1,0 +1,83 @@
+"""The housekeeping loop: watches the running attempts, and tells systemd how the worker is."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from wfctl import systemd
+from wfctl.worker.loop import Loop
+
+if TYPE_CHECKING:
+    from wfctl.worker.attempts import Attempt
+    from wfctl.worker.process import Worker
+
+HOUSEKEEPING_TICK = 0.1
+# How often the running attempts are checked against the database (one query for all).
+CURRENT_CHECK_INTERVAL = 1.0
+
+
+class Housekeeping(Loop):
+    """Marks each running attempt that is no longer current: past one of its own deadlines,
+    its heartbeat rejected, or — one query a second for all of them — timed out, cancelled or
+    closed by someone else. Sends systemd STATUS= when it changes and WATCHDOG=1 on time.
+
+    It never writes to the database, so that a database outage never stops the watchdog
+    pings: a worker waiting out an outage is not wedged. A wedged worker stops pinging.
+    """
+
+    name = "housekeeping"
+    writes = False
+
+    def __init__(self, worker: Worker) -> None:
+        super().__init__(worker)
+        self._ping_every = systemd.watchdog_interval()
+        self._last_ping = time.monotonic()
+        self._last_status = worker.status_line()
+        self._last_check = float("-inf")
+
+    def run_once(self, now: datetime) -> bool:
+        self._notify()
+        acted = False
+        attempts = self.worker.attempts()
+        for attempt in attempts:
+            expired = attempt.expired(now)
+            if attempt.abandon.is_set():
+                acted = True
+                attempt.give_up(now, attempt.reason or "a heartbeat was rejected: the attempt "
+                                "timed out, was cancelled or its workflow closed")
+            elif expired is not None:
+                acted = True
+                attempt.give_up(now, f"its {expired} deadline passed")
+        if attempts and time.monotonic() - self._last_check >= CURRENT_CHECK_INTERVAL:
+            acted = self._check_current(now, attempts) or acted
+        return acted
+
+    def pause(self, acted: bool) -> float:
+        return HOUSEKEEPING_TICK
+
+    def _check_current(self, now: datetime, attempts: list[Attempt]) -> bool:
+        worker = self.worker
+        started = self._last_check = time.monotonic()
+        with worker.engine.store.read() as tx:
+            owned = {(row["activity_id"], row["attempt"])
+                     for row in tx.activities_owned_by([worker.worker_id])}
+        acted = False
+        for attempt in attempts:
+            # An attempt claimed after the query began may not show in it yet.
+            if attempt.claimed < started and attempt.key not in owned \
+                    and not attempt.abandon.is_set():
+                attempt.give_up(now, "it timed out, was cancelled or its workflow closed")
+                acted = True
+        return acted
+
+    def _notify(self) -> None:
+        status = self.worker.status_line()
+        if self._ping_every is not None \
+                and time.monotonic() - self._last_ping >= self._ping_every:
+            systemd.notify(f"WATCHDOG=1\nSTATUS={status}")
+            self._last_ping, self._last_status = time.monotonic(), status
+        elif status != self._last_status:
+            systemd.notify(f"STATUS={status}")
+            self._last_status = status

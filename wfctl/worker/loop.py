@@ -1,0 +1,170 @@
+"""What every worker loop shares: passes of `run_once(now)`, errors caught per pass, capped back-off."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, TypeVar
+
+from wfctl import log
+from wfctl.errors import StoreUnavailable
+from wfctl.store.sqlite import translate
+
+if TYPE_CHECKING:
+    from wfctl.worker.process import Worker
+
+# After a failed pass a loop waits this long, doubling up to the cap; a good pass starts over.
+BACKOFF_FIRST = 0.1
+BACKOFF_CAP = 5.0
+T = TypeVar("T")
+
+
+class Backoff:
+    """Waits after consecutive failures: 0.1 s doubling up to 5 s."""
+
+    def __init__(self, first: float = BACKOFF_FIRST, cap: float = BACKOFF_CAP) -> None:
+        self.first = first
+        self.cap = cap
+        self._next = first
+
+    def next(self) -> float:
+        wait, self._next = self._next, min(self.cap, self._next * 2)
+        return wait
+
+    def reset(self) -> None:
+        self._next = self.first
+
+
+class Outage:
+    """The database refusing writes (busy, full, read-only, I/O error), as one episode.
+
+    Every thread of the worker reports here, yet an outage is logged once when it starts and
+    once when a write succeeds again, however many retries it took.
+    """
+
+    def __init__(self, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self._monotonic = monotonic
+        self._lock = threading.Lock()
+        self._since: float | None = None
+
+    @property
+    def active(self) -> bool:
+        return self._since is not None
+
+    def failed(self, error: StoreUnavailable) -> None:
+        with self._lock:
+            if self._since is not None:
+                return
+            self._since = self._monotonic()
+        log.event("database_unavailable", logging.ERROR, reason=error.reason, message=str(error),
+                  action="backing off (up to 5 s) and retrying; results are kept until written")
+
+    def recovered(self) -> None:
+        """A write succeeded: if an outage was under way, it is over."""
+        if self._since is None:
+            return
+        with self._lock:
+            since, self._since = self._since, None
+        if since is not None:
+            log.event("database_available", after_seconds=round(self._monotonic() - since, 1))
+
+
+def until_written(worker: Worker, write: Callable[[], T]) -> tuple[bool, T | None]:
+    """`write()` at the engine, tried again while the database is unavailable (backing off,
+    capped) until it succeeds: (True, what it returned); or (False, None) once the worker is
+    told to stop at once. What was computed before is kept meanwhile, never lost."""
+    backoff = Backoff()
+    while True:
+        try:
+            with worker.engine_turn:
+                value = write()
+        except StoreUnavailable as exc:
+            worker.outage.failed(exc)
+            if worker.forced.wait(backoff.next()):
+                return False, None
+            continue
+        worker.outage.recovered()
+        return True, value
+
+
+class Loop:
+    """One job of the worker, done in passes.
+
+    `run_once(now)` does one pass and says whether it acted; `run()` repeats it until the loop
+    is stopped, waiting on `wakeup` between passes (`pause` says how long), never sleeping
+    blind. Whatever goes wrong in a pass is logged once with its traceback and backed off from;
+    the database being unavailable is reported to the worker's `Outage` instead.
+    """
+
+    name = "loop"
+    # Whether a pass that acted wrote to the database (so that an outage is known to be over).
+    writes = True
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self.wakeup = threading.Event()
+        self.stopped = threading.Event()
+        self._backoff = Backoff()
+        self._failure: str | None = None
+        self._failures = 0
+
+    def run_once(self, now: datetime) -> bool:
+        raise NotImplementedError
+
+    def pause(self, acted: bool) -> float:
+        """Seconds to wait after a good pass: none after one that acted, else `idle_wait`."""
+        return 0.0 if acted else self.idle_wait()
+
+    def idle_wait(self) -> float:
+        return 1.0
+
+    def wake(self) -> None:
+        self.wakeup.set()
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.wakeup.set()
+
+    def run(self) -> None:
+        while not self.stopped.is_set():
+            # Cleared before the pass, so that a wake-up during the pass is not lost.
+            self.wakeup.clear()
+            wait = self.guarded_pass()
+            if wait > 0:
+                self.wakeup.wait(wait)
+
+    def guarded_pass(self) -> float:
+        """One pass; returns how long to wait before the next."""
+        try:
+            acted = self.run_once(self.worker.clock())
+            wait = self.pause(acted)
+        except sqlite3.Error as exc:
+            # A read outside a transaction leaves SQLite's error as it is.
+            translated = translate(exc, self.worker.engine.store.path)
+            return self.failed(translated if isinstance(translated, StoreUnavailable) else exc)
+        except Exception as exc:
+            return self.failed(exc)
+        if acted and self.writes:
+            self.worker.outage.recovered()
+        if self._failures:
+            log.event("loop_recovered", loop=self.name, failed_passes=self._failures)
+            self._failure, self._failures = None, 0
+        self._backoff.reset()
+        return wait
+
+    def failed(self, error: Exception) -> float:
+        if isinstance(error, StoreUnavailable):
+            self.worker.outage.failed(error)
+        else:
+            self._failures += 1
+            what = f"{type(error).__name__}: {error}"
+            # The same failure again and again is logged once, until the loop recovers.
+            if what != self._failure:
+                self._failure = what
+                log.failure("loop_failed", error, loop=self.name,
+                            action="backing off (up to 5 s) and retrying")
+        return self._backoff.next()
