@@ -252,8 +252,12 @@ def test_where_deadlines_are_not_checked_decisions_proceed_past_them(make_env):
 def test_a_long_running_worker_checks_deadlines_and_once_does_not(make_env, monkeypatch):
     env = make_env(DEFINITIONS)
     seen = []
-    monkeypatch.setattr(Worker, "_run", lambda self, once: seen.append(
-        self.engine.checks_deadlines) or 0)
+    def record(self: Worker) -> int:
+        seen.append(self.engine.checks_deadlines)
+        return 0
+
+    monkeypatch.setattr(Worker, "_once", record)
+    monkeypatch.setattr(Worker, "_serve", record)
 
     Worker(env.engine, WorkerOptions()).run(once=True)
     Worker(env.engine, WorkerOptions()).run()

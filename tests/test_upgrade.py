@@ -53,7 +53,8 @@ def v01(tmp_path: Path) -> Iterator[Env]:
 
 def run(env: Env, time: str) -> bool:
     """One worker pass at that instant: timeouts, lost workers, timers, then every ready task."""
-    return env.worker.run_once(when(time))
+    env.worker_clock.now = when(time)
+    return env.worker.run_once(env.worker_clock.now)
 
 
 def at(env: Env, time: str) -> Client:
