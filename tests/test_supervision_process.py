@@ -345,3 +345,21 @@ def notify_socket() -> Iterator[NotifySocket]:
     listener.close()
     os.unlink(listener.address)
     os.rmdir(folder)
+
+
+def test_a_second_sigterm_stops_at_once_and_gives_back_the_running_attempt(project):
+    worker = project.worker("--grace", "30s")
+    project.start("pipeline", "p1", _sleep=30)
+    wait_until(lambda: project.calls(), "the first step running")
+
+    worker.send_signal(signal.SIGTERM)
+    wait_until(lambda: log_lines(project.log(worker), "worker_draining"), "the drain begun")
+    began = time.monotonic()
+    worker.send_signal(signal.SIGTERM)
+
+    assert worker.wait(10) == 1
+    assert time.monotonic() - began < 2
+    retry = project.events("p1", "ActivityRetryScheduled")[0]["attributes"]
+    assert (retry["reason"], retry["backoff_seconds"]) == ("worker_shutdown", 0)
+    with project.client.engine.store.read() as tx:
+        assert tx.live_workers() == [], "it marked itself stopped after giving the attempt back"
