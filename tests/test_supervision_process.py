@@ -188,7 +188,8 @@ def test_a_handler_raising_system_exit_or_returning_a_datetime_fails_and_the_wor
     failure = project.client.describe("s1")["failure"]
     assert (failure["exception_class"], failure["failure_category"]) == ("TypeError", "activity")
     assert {pid for _, _, _, pid, _ in project.calls()} == {worker.pid}
-    assert [call[0] for call in project.calls()] == ["x1", "k1", "s1", "o1"]
+    assert sorted(call[0] for call in project.calls()) == ["k1", "o1", "s1", "x1"]
+    assert project.calls()[-1][0] == "o1"
     log = project.log(worker)
     assert not log_lines(log, "loop_died") and not log_lines(log, "handler_abandoned")
     worker.send_signal(signal.SIGTERM)
@@ -344,3 +345,21 @@ def notify_socket() -> Iterator[NotifySocket]:
     listener.close()
     os.unlink(listener.address)
     os.rmdir(folder)
+
+
+def test_a_second_sigterm_stops_at_once_and_gives_back_the_running_attempt(project):
+    worker = project.worker("--grace", "30s")
+    project.start("pipeline", "p1", _sleep=30)
+    wait_until(lambda: project.calls(), "the first step running")
+
+    worker.send_signal(signal.SIGTERM)
+    wait_until(lambda: log_lines(project.log(worker), "worker_draining"), "the drain begun")
+    began = time.monotonic()
+    worker.send_signal(signal.SIGTERM)
+
+    assert worker.wait(10) == 1
+    assert time.monotonic() - began < 2
+    retry = project.events("p1", "ActivityRetryScheduled")[0]["attributes"]
+    assert (retry["reason"], retry["backoff_seconds"]) == ("worker_shutdown", 0)
+    with project.client.engine.store.read() as tx:
+        assert tx.live_workers() == [], "it marked itself stopped after giving the attempt back"
