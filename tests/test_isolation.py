@@ -221,6 +221,16 @@ def test_a_child_that_dies_fails_the_call_and_the_pool_goes_on(
     assert run(pool, "whoami").result is not None
 
 
+def test_a_child_that_dies_is_noticed_while_a_process_it_forked_lives_on(
+        pool: ProcessPool, tmp_path: Path) -> None:
+    thread, returned = in_background(pool, "forks_and_exits", {"_pidfile": str(tmp_path / "pid")})
+    thread.join(5)
+    error = returned[0].error
+    assert error is not None
+    assert error.message == "the process running the handler exited with code 4"
+    assert not still_alive(set(pids_in(tmp_path / "pid")), within=1.0)
+
+
 def test_children_ignore_sigterm_and_sigint_the_worker_decides_when_they_end(
         pool: ProcessPool, tmp_path: Path) -> None:
     thread, returned = in_background(pool, "sleeps",

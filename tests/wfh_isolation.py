@@ -98,6 +98,16 @@ def exits_hard(state: dict[str, Any]) -> None:
     os._exit(3)
 
 
+def forks_and_exits(state: dict[str, Any]) -> None:
+    """Leaves behind a copy of itself (holding the connection to the worker), and exits."""
+    copy = os.fork()
+    if copy == 0:
+        time.sleep(3600)
+        os._exit(0)
+    _running(state, copy)
+    os._exit(4)
+
+
 def crashes(state: dict[str, Any]) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a crash, without a core file
     os.kill(os.getpid(), signal.SIGSEGV)

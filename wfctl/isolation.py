@@ -208,8 +208,11 @@ class _Child:
         self._channel = channel
         self._status_fd: int | None = status_fd
         self._status: int | None = None
+        # Its exit status is watched too: a process the handler forked may hold the connection
+        # open after the child itself died.
         self._poll = select.poll()
         self._poll.register(channel.fileno(), select.POLLIN)
+        self._poll.register(status_fd, select.POLLIN)
 
     def ready(self) -> bool:
         """An idle child never speaks: anything to read (its end closing) means it died."""
@@ -234,8 +237,11 @@ class _Child:
             if abandon.is_set():
                 self.kill()
                 return Outcome(cancelled=True)
-            if not self._poll.poll(int(ABANDON_POLL * 1000)):
+            events = dict(self._poll.poll(int(ABANDON_POLL * 1000)))
+            if not events:
                 continue
+            if self._channel.fileno() not in events:
+                return self._died()
             try:
                 message = self._channel.receive()
                 if message is None:
@@ -253,7 +259,7 @@ class _Child:
             return outcome
 
     def _died(self) -> Outcome:
-        """The connection ended mid-call: the child died (or broke it, and is killed now)."""
+        """The child ended mid-call (or broke its connection, and is killed now)."""
         code = self._exit_status(STATUS_WAIT)
         self.kill()  # whatever the handler started goes with it
         if code is None:
@@ -281,6 +287,11 @@ class _Child:
         self.ended = True
         with contextlib.suppress(OSError):  # gone already
             os.killpg(self.pid, signal.SIGKILL)
+        if self._status is None:
+            # The process itself too, in case the handler moved it to another process group
+            # (once reaped, its pid is no longer its own).
+            with contextlib.suppress(OSError):
+                os.kill(self.pid, signal.SIGKILL)
 
     def end(self) -> None:
         """Kill it if need be and let go of its connection."""
