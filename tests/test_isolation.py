@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 from conftest import T0
 
+from wfctl import isolation
 from wfctl.context import HeartbeatBuffer
 from wfctl.handlers import Outcome
-from wfctl.isolation import HandlerCall, ProcessPool
+from wfctl.isolation import HandlerCall, ProcessPool, ProcessPoolError
 
 pytestmark = pytest.mark.process
 
@@ -306,10 +307,19 @@ def test_handler_modules_import_from_the_search_paths(tmp_path: Path) -> None:
     assert outcome.result == {"imported_from": str(tmp_path / "beside_workflows.py")}
 
 
+def test_a_pool_that_cannot_start_its_processes_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(isolation, "_BOOT", "raise SystemExit(3)")
+    with pytest.raises(ProcessPoolError) as raised:
+        ProcessPool(2)
+    assert str(raised.value) == (
+        "cannot start processes for handlers: the fork server exited with code 3")
+
+
 WORKER = textwrap.dedent("""
     import sys, threading, time
     from wfctl.context import HeartbeatBuffer
-    from wfctl.isolation import HandlerCall, ProcessPool
+    from wfctl import isolation
+from wfctl.isolation import HandlerCall, ProcessPool, ProcessPoolError
 
     tests, pidfile = sys.argv[1:]
     pool = ProcessPool(2, [tests])

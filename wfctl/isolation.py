@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import FrameType
-from typing import Any
+from typing import Any, NoReturn
 
 from wfctl import clock, handlers, jsonvalue
 from wfctl.context import _NOTHING, ActivityContext, HeartbeatBuffer
@@ -49,6 +49,7 @@ FORK_TIMEOUT = 10.0
 _LENGTH = struct.Struct("!I")
 _SIGNED = struct.Struct("!i")
 _PR_SET_PDEATHSIG = 1
+_PR_SET_NAME = 15
 
 
 @dataclass(frozen=True)
@@ -117,12 +118,11 @@ class ProcessPool:
             return Outcome(cancelled=True)
         try:
             outcome = child.converse(call, heartbeats, abandon)
+            # close() killed it mid-call: the attempt is released, nothing of it is reported.
+            cut_short = child.ended and self._closed
         finally:
             self._give_back(child)
-        if child.ended and self._closed:
-            # close() killed it mid-call: the attempt is released, nothing of it is reported.
-            return Outcome(cancelled=True)
-        return outcome
+        return Outcome(cancelled=True) if cut_short else outcome
 
     def close(self, timeout: float = 2.0) -> None:
         """Kill every child, busy or idle, and stop the fork server, waiting at most `timeout`."""
@@ -354,7 +354,7 @@ class _ForkServer:
     def _start(self) -> None:
         ours, theirs = socket.socketpair()
         command = [sys.executable, "-c", _BOOT, str(theirs.fileno()),
-                   json.dumps(sys.path), json.dumps(self._search_paths)]
+                   json.dumps([str(path) for path in sys.path]), json.dumps(self._search_paths)]
         try:
             process = subprocess.Popen(command, pass_fds=[theirs.fileno()],
                                        stdin=subprocess.DEVNULL)
@@ -373,9 +373,9 @@ class _ForkServer:
             running = process.poll() is None
             process.kill()
             code = process.wait()
-            why = (f"it was not ready within {START_TIMEOUT:g} s" if running
-                   else f"it exited with code {code}")
-            raise ProcessPoolError(f"cannot start processes for handlers: {why}")
+            why = (f"was not ready within {START_TIMEOUT:g} s" if running
+                   else f"exited with code {code}")
+            raise ProcessPoolError(f"cannot start processes for handlers: the fork server {why}")
         ours.settimeout(FORK_TIMEOUT)
         self._process, self._control = process, ours
 
@@ -522,137 +522,146 @@ def _death_message(code: int | None) -> str:
 # What the fork server runs: the worker's sys.path first, so that it imports this same wfctl.
 _BOOT = (
     "import json, sys; sys.path[:0] = json.loads(sys.argv[2]); "
-    f"from {__name__} import _fork_server_main; "
-    "_fork_server_main(int(sys.argv[1]), json.loads(sys.argv[3]))"
+    f"from {__name__} import _ForkServerProcess; "
+    "_ForkServerProcess(int(sys.argv[1]), json.loads(sys.argv[3])).serve()"
 )
 
 
-def _fork_server_main(control_fd: int, search_paths: list[str]) -> None:
-    """The fork server: fork a child per request and report each child's exit status; once the
-    worker goes away, kill every child and exit."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    sys.path[:0] = search_paths
-    control = socket.socket(fileno=control_fd)
-    wake_r, wake_w = os.pipe()
-    os.set_blocking(wake_r, False)
-    os.set_blocking(wake_w, False)
-    signal.set_wakeup_fd(wake_w)
-    # A handler rather than SIG_IGN, which would reap the children itself and lose their status.
-    signal.signal(signal.SIGCHLD, _ignore)
-    set_death_signal = _death_signal()
-    server_pid = os.getpid()
-    statuses: dict[int, int] = {}
-    # Objects imported so far stay where they are: the collector leaves them alone in the
-    # children, so their pages stay shared.
-    gc.freeze()
-    control.sendall(b"R")
-    while True:
-        readable, _, _ = select.select([control, wake_r], [], [])
-        if wake_r in readable:
-            _drain(wake_r)
-            _reap(statuses)
-        if control not in readable:
-            continue
-        try:
-            request, fds, _, _ = socket.recv_fds(control, 1, 2)
-        except OSError:
-            request, fds = b"", []
-        if not request or len(fds) != 2:
-            break
-        child_fd, status_fd = fds
-        # Output still buffered here would be written again by every child.
-        _flush_output()
+class _ForkServerProcess:
+    """The fork server itself: forks a child per request and reports each child's exit status;
+    once the worker goes away, kills every child and exits. It never starts a thread, so that
+    forking it is safe."""
+
+    def __init__(self, control_fd: int, search_paths: list[str]) -> None:
+        # A Ctrl-C or a systemd stop signals every process; the worker decides when this ends.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        sys.path[:0] = search_paths
+        self.control = socket.socket(fileno=control_fd)
+        self.pid = os.getpid()
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_r, False)
+        os.set_blocking(self.wake_w, False)
+        signal.set_wakeup_fd(self.wake_w)
+        # A handler rather than SIG_IGN, which would reap the children itself, losing their status.
+        signal.signal(signal.SIGCHLD, _ignore)
+        self.prctl = _prctl()
+        self.statuses: dict[int, int] = {}  # child pid -> where its exit status goes
+        _name(self.prctl, b"wfctl forksrv")
+
+    def serve(self) -> None:
+        # What was imported so far stays put: the collector leaves it alone in the children,
+        # so those pages stay shared.
+        gc.freeze()
+        self.control.sendall(b"R")
+        while True:
+            readable, _, _ = select.select([self.control, self.wake_r], [], [])
+            if self.wake_r in readable:
+                _drain(self.wake_r)
+                self.reap()
+            if self.control not in readable:
+                continue
+            try:
+                request, fds, _, _ = socket.recv_fds(self.control, 1, 2)
+            except OSError:
+                request, fds = b"", []
+            if not request or len(fds) != 2:
+                break
+            try:
+                self.control.sendall(_SIGNED.pack(self.fork(*fds)))
+            except OSError:
+                break
+        # The worker closed the pool or died: nothing it started outlives it.
+        for pid in self.statuses:
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+        for pid in self.statuses:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+
+    def fork(self, child_fd: int, status_fd: int) -> int:
+        """Fork a child speaking on `child_fd`; its pid, or minus the errno."""
+        _flush_output()  # output still buffered here would be written again by every child
         try:
             pid = os.fork()
         except OSError as exc:
             os.close(child_fd)
             os.close(status_fd)
-            pid = -(exc.errno or 1)
+            return -(exc.errno or 1)
         if pid == 0:
-            code = 1
-            try:
-                os.setpgid(0, 0)
-                signal.set_wakeup_fd(-1)
-                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                control.close()
-                for fd in (wake_r, wake_w, status_fd, *statuses.values()):
-                    os.close(fd)
-                set_death_signal(server_pid)
-                _child_main(child_fd)
-                code = 0
-            except BaseException:
-                traceback.print_exc()
-            finally:
-                _flush_output()
-                os._exit(code)
-        if pid > 0:
-            # Its process group exists before the worker hears of it (the child does the same).
-            with contextlib.suppress(OSError):
-                os.setpgid(pid, pid)
-            os.close(child_fd)
-            statuses[pid] = status_fd
-        try:
-            control.sendall(_SIGNED.pack(pid))
-        except OSError:
-            break
-    # The worker closed the pool or died: nothing it started outlives it.
-    for pid in statuses:
+            self._become_child(child_fd, status_fd)
+        # Its process group exists before the worker hears of it (the child does the same).
         with contextlib.suppress(OSError):
-            os.killpg(pid, signal.SIGKILL)
-    for pid in statuses:
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, 0)
+            os.setpgid(pid, pid)
+        os.close(child_fd)
+        self.statuses[pid] = status_fd
+        return pid
+
+    def _become_child(self, child_fd: int, status_fd: int) -> NoReturn:
+        code = 1
+        try:
+            os.setpgid(0, 0)
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            self.control.close()
+            for fd in (self.wake_r, self.wake_w, status_fd, *self.statuses.values()):
+                os.close(fd)
+            if self.prctl is not None:
+                # Killed by the kernel when the fork server ends, even while stuck in code that
+                # holds the interpreter lock; the server's own kill on exit covers the rest.
+                self.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+                if os.getppid() != self.pid:  # it ended before that took effect
+                    os._exit(0)
+            _name(self.prctl, b"wfctl handler")
+            _child_main(child_fd)
+            code = 0
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            _flush_output()
+            os._exit(code)
+
+    def reap(self) -> None:
+        """Collect every child that ended and send its exit status to the worker."""
+        while self.statuses:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            fd = self.statuses.pop(pid, None)
+            if fd is None:
+                continue
+            with contextlib.suppress(OSError):  # the worker may have let go of that child already
+                os.write(fd, _SIGNED.pack(os.waitstatus_to_exitcode(status)))
+            os.close(fd)
 
 
 def _ignore(signum: int, frame: FrameType | None) -> None:
-    """A signal handler that does nothing (the signal only wakes a wait)."""
+    """A signal handler that does nothing (the signal only interrupts a wait)."""
 
 
 def _drain(fd: int) -> None:
-    try:
+    with contextlib.suppress(BlockingIOError):
         while os.read(fd, 512):
             pass
-    except BlockingIOError:
-        pass
 
 
-def _reap(statuses: dict[int, int]) -> None:
-    """Collect every child that ended and send its exit status to the worker."""
-    while statuses:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-        fd = statuses.pop(pid, None)
-        if fd is None:
-            continue
-        with contextlib.suppress(OSError):  # the worker may have let go of that child already
-            os.write(fd, _SIGNED.pack(os.waitstatus_to_exitcode(status)))
-        os.close(fd)
-
-
-def _death_signal() -> Callable[[int], None]:
-    """How a child asks the kernel to SIGKILL it when the fork server ends (Linux).
-
-    The fork server kills its children when it exits; this covers the server itself being
-    killed, and a child stuck in code that holds the interpreter lock. Elsewhere, a no-op.
-    """
+def _prctl() -> Callable[..., int] | None:
+    """Linux's prctl(2), for what only the kernel can do for a child; None elsewhere."""
+    if sys.platform != "linux":
+        return None
     try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform == "linux" else None
+        return ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
-        prctl = None
+        return None
 
-    def set_death_signal(server_pid: int) -> None:
-        if prctl is None:
-            return
-        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != server_pid:  # the server ended before the request took effect
-            os._exit(0)
 
-    return set_death_signal
+def _name(prctl: Callable[..., int] | None, name: bytes) -> None:
+    """The name `ps`, `top` and the out-of-memory killer's log show for this process."""
+    if prctl is not None:
+        prctl(_PR_SET_NAME, ctypes.c_char_p(name), 0, 0, 0)
 
 
 def _child_main(fd: int) -> None:
