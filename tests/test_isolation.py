@@ -318,8 +318,7 @@ def test_a_pool_that_cannot_start_its_processes_says_why(monkeypatch: pytest.Mon
 WORKER = textwrap.dedent("""
     import sys, threading, time
     from wfctl.context import HeartbeatBuffer
-    from wfctl import isolation
-from wfctl.isolation import HandlerCall, ProcessPool, ProcessPoolError
+    from wfctl.isolation import HandlerCall, ProcessPool
 
     tests, pidfile = sys.argv[1:]
     pool = ProcessPool(2, [tests])

@@ -365,16 +365,20 @@ class _ForkServer:
             theirs.close()
         ours.settimeout(START_TIMEOUT)
         try:
-            ready = ours.recv(1)
+            ready: bytes | None = ours.recv(1)
+        except TimeoutError:
+            ready = None
         except OSError:
             ready = b""
         if ready != b"R":
             ours.close()
-            running = process.poll() is None
+            why = f"was not ready within {START_TIMEOUT:g} s"
+            if ready is not None:  # it closed its end: it is exiting
+                why = "stopped before it was ready"
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    why = f"exited with code {process.wait(STATUS_WAIT)}"
             process.kill()
-            code = process.wait()
-            why = (f"was not ready within {START_TIMEOUT:g} s" if running
-                   else f"exited with code {code}")
+            process.wait()
             raise ProcessPoolError(f"cannot start processes for handlers: the fork server {why}")
         ours.settimeout(FORK_TIMEOUT)
         self._process, self._control = process, ours
