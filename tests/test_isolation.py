@@ -19,6 +19,7 @@ from conftest import T0
 
 from wfctl import isolation
 from wfctl.context import HeartbeatBuffer
+from wfctl.errors import StoreUnavailable
 from wfctl.handlers import Outcome
 from wfctl.isolation import HandlerCall, ProcessPool, ProcessPoolError
 
@@ -173,6 +174,17 @@ def test_a_heartbeat_raises_activity_cancelled_once_the_attempt_is_no_longer_cur
     caught = run(pool, "heartbeat_catching", heartbeats=Heartbeats(current=False))
     assert caught.result == {"cancelled_seen": True, "ctx_cancelled": True}
     assert run(pool, "heartbeat_once", heartbeats=Heartbeats(current=False)).cancelled
+
+
+def test_a_heartbeat_the_worker_cannot_write_now_keeps_its_details_and_the_handler_goes_on(
+        pool: ProcessPool) -> None:
+    def unavailable(details: Any) -> bool:
+        raise StoreUnavailable("busy", "the database is busy")
+
+    buffer = HeartbeatBuffer(unavailable, None)
+    call = HandlerCall("wfh_isolation:heartbeat_once", "work", {}, CONTEXT)
+    assert pool.run(call, buffer, threading.Event()).result == {"went_on": True}
+    assert buffer.take_pending() == {"done": 1}
 
 
 def test_heartbeat_details_json_cannot_hold_are_refused_in_the_handler(pool: ProcessPool) -> None:
