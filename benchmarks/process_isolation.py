@@ -190,8 +190,9 @@ def main() -> None:
     if args.quick:
         args.calls, args.repeat = 2_000, 1
     header("--isolation process: cost per attempt, per child start, per child in memory")
-    print(f"   PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r} "
-          "(set: every fresh interpreter compiles wfctl from source)")
+    if os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        print("   PYTHONDONTWRITEBYTECODE is set: without .pyc files, every fresh interpreter "
+              "compiles wfctl from source (the fork server's start is slower than it would be)")
     per_attempt(args.calls, args.repeat)
     child_start(5 if args.quick else 10)
     child_memory(4)
