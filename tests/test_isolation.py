@@ -143,6 +143,11 @@ def test_an_exception_comes_back_with_its_traceback_and_class_hierarchy(pool: Pr
     assert error.traceback.rstrip().endswith("OutOfStock: no tea left")
 
 
+def test_an_error_message_with_undecodable_bytes_comes_back_as_it_was(pool: ProcessPool) -> None:
+    error = run(pool, "raises_undecodable").error
+    assert error is not None and error.message == "name \udcff"
+
+
 def test_system_exit_fails_the_call_and_the_same_child_serves_the_next(pool: ProcessPool) -> None:
     before = run(pool, "whoami").result
     error = run(pool, "exits").error

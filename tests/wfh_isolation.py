@@ -41,6 +41,10 @@ def out_of_stock(state: dict[str, Any]) -> None:
     raise OutOfStock(f"no {state['item']} left")
 
 
+def raises_undecodable(state: dict[str, Any]) -> None:
+    raise ValueError(b"name \xff".decode("utf-8", "surrogateescape"))
+
+
 def exits(state: dict[str, Any]) -> None:
     raise SystemExit(2)
 

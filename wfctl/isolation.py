@@ -458,13 +458,14 @@ def _recv_exactly(sock: socket.socket, size: int) -> bytearray | None:
     return buffer
 
 
-# ASCII escapes carry a lone surrogate (an exception's text may hold one) across intact;
 # allow_nan=False keeps every value strict JSON.
-_ENCODER = json.JSONEncoder(ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
 def _encode(message: list[Any]) -> bytes:
-    return _ENCODER.encode(message).encode("ascii")
+    # A lone surrogate (text an exception made of undecodable bytes) crosses intact:
+    # json.loads decodes bytes with "surrogatepass" too.
+    return _ENCODER.encode(message).encode("utf-8", "surrogatepass")
 
 
 def _call_message(call: HandlerCall) -> list[Any]:
