@@ -148,6 +148,13 @@ def test_an_error_message_with_undecodable_bytes_comes_back_as_it_was(pool: Proc
     assert error is not None and error.message == "name \udcff"
 
 
+def test_an_exception_whose_text_cannot_be_read_still_fails_the_call(pool: ProcessPool) -> None:
+    error = run(pool, "raises_unprintable").error
+    assert error is not None
+    assert (error.exception_class, error.message) == ("RuntimeError", "this exception has no text")
+    assert run(pool, "whoami").result is not None
+
+
 def test_system_exit_fails_the_call_and_the_same_child_serves_the_next(pool: ProcessPool) -> None:
     before = run(pool, "whoami").result
     error = run(pool, "exits").error

@@ -41,6 +41,15 @@ def out_of_stock(state: dict[str, Any]) -> None:
     raise OutOfStock(f"no {state['item']} left")
 
 
+class Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("this exception has no text")
+
+
+def raises_unprintable(state: dict[str, Any]) -> None:
+    raise Unprintable()
+
+
 def raises_undecodable(state: dict[str, Any]) -> None:
     raise ValueError(b"name \xff".decode("utf-8", "surrogateescape"))
 
