@@ -101,7 +101,9 @@ def memory(pid: int) -> dict[str, int]:
 
 
 def per_attempt(calls: int, repeat: int) -> None:
-    states = {"empty state": {}, "state of 10 KB": {"rows": ["x" * 100] * 100}}
+    rows = [{"id": n, "name": f"item {n}", "tags": ["new", "blue"], "price": n * 1.5}
+            for n in range(150)]
+    states = {"empty state": {}, "state of 10 KB (150 small dicts)": {"rows": rows}}
     for label, state in states.items():
         print(f"\n-- per attempt, no-op handler, {label} ({calls:,} calls, best of {repeat})")
         print(f"   {'':34}{'wall µs/call':>14}{'calls/s':>10}{'CPU µs/call':>14}")

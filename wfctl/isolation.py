@@ -7,9 +7,11 @@ once and starts no thread. A fresh child is then one fork that shares those page
 interpreter start and wfctl's imports; `multiprocessing`'s forkserver and spawn would also re-run
 the worker's main script in every child, which for the `wfctl` command means importing the CLI.
 
-Between the worker and a child, messages are strict JSON, each prefixed by its length, on a
-socket pair: the worker never unpickles anything a child sends, and a child can only send what
-JSON can hold, so nothing a handler returns or raises can break the conversation.
+Worker and child talk over a socket pair, each message prefixed by its length. What a child
+sends is strict JSON: the worker never unpickles anything from a child, and nothing a handler
+returns or raises can break the conversation (its result is checked before it is sent, an error
+goes as text). What the worker sends is pickled: only its own plain data (the state, the
+context with its datetimes), which pickles several times faster than JSON encodes it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import ctypes
 import gc
 import json
 import os
+import pickle
 import select
 import signal
 import socket
@@ -29,7 +32,6 @@ import threading
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from types import FrameType
 from typing import Any, NoReturn
 
@@ -220,7 +222,7 @@ class _Child:
 
     def converse(self, call: HandlerCall, heartbeats: HeartbeatBuffer,
                  abandon: threading.Event) -> Outcome:
-        message = _encode(_call_message(call))
+        message = _as_pickle(["call", call.spec, call.step, call.state, call.context])
         try:
             return self._converse(message, heartbeats, abandon)
         except BaseException:
@@ -402,7 +404,7 @@ class _ForkServer:
         finally:
             theirs.close()
             os.close(status_w)
-        return _Child(pid, _Channel(ours), status_r)
+        return _Child(pid, _Channel(ours, in_worker=True), status_r)
 
     def _discard(self) -> None:
         if self._control is not None:
@@ -414,16 +416,23 @@ class _ForkServer:
 
 
 class _Channel:
-    """Messages (JSON arrays), each prefixed by its length, on one end of a socket pair."""
+    """Messages (lists), each prefixed by its length, on one end of a socket pair.
 
-    def __init__(self, sock: socket.socket) -> None:
+    The worker sends pickles of its own plain data (the state, the context with its datetimes),
+    quick to make and to read; a child sends strict JSON, so the worker never unpickles
+    anything a child sends, and a child can send only what JSON holds.
+    """
+
+    def __init__(self, sock: socket.socket, *, in_worker: bool) -> None:
         self._sock = sock
+        self._encode = _as_pickle if in_worker else _as_json
+        self._decode = json.loads if in_worker else pickle.loads
 
     def fileno(self) -> int:
         return self._sock.fileno()
 
     def send(self, message: list[Any]) -> None:
-        self.send_encoded(_encode(message))
+        self.send_encoded(self._encode(message))
 
     def send_encoded(self, data: bytes) -> None:
         self._sock.sendall(_LENGTH.pack(len(data)) + data)
@@ -436,7 +445,7 @@ class _Channel:
         data = _recv_exactly(self._sock, _LENGTH.unpack(header)[0])
         if data is None:
             return None
-        message = json.loads(data)
+        message = self._decode(data)
         if not isinstance(message, list) or not message:
             raise ValueError("not a message")
         return message
@@ -458,22 +467,18 @@ def _recv_exactly(sock: socket.socket, size: int) -> bytearray | None:
     return buffer
 
 
+def _as_pickle(message: list[Any]) -> bytes:
+    return pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
+
+
 # allow_nan=False keeps every value strict JSON.
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
-def _encode(message: list[Any]) -> bytes:
+def _as_json(message: list[Any]) -> bytes:
     # A lone surrogate (text an exception made of undecodable bytes) crosses intact:
     # json.loads decodes bytes with "surrogatepass" too.
     return _ENCODER.encode(message).encode("utf-8", "surrogatepass")
-
-
-def _call_message(call: HandlerCall) -> list[Any]:
-    context = call.context
-    values = {key: value for key, value in context.items() if not isinstance(value, datetime)}
-    instants = {key: value.isoformat() for key, value in context.items()
-                if isinstance(value, datetime)}
-    return ["call", call.spec, call.step, call.state, values, instants]
 
 
 def _outcome_data(outcome: Outcome) -> dict[str, Any]:
@@ -675,7 +680,7 @@ def _child_main(fd: int) -> None:
         # Ignored through a handler, not SIG_IGN: a program a handler starts would inherit
         # SIG_IGN and could then not be stopped with SIGTERM.
         signal.signal(signum, _ignore)
-    channel = _Channel(socket.socket(fileno=fd))
+    channel = _Channel(socket.socket(fileno=fd), in_worker=False)
     while True:
         message = channel.receive()
         if message is None or message[0] != "call":
@@ -686,12 +691,10 @@ def _child_main(fd: int) -> None:
 
 def _run_call(channel: _Channel, message: list[Any]) -> bytes:
     """Run one call in this child; returns the encoded `done` message."""
-    _, spec, step, state, values, instants = message
+    _, spec, step, state, context = message
     link = _HeartbeatLink(channel)
     buffer: _ChildHeartbeats | None = None
     try:
-        context = dict(values)
-        context.update((key, datetime.fromisoformat(text)) for key, text in instants.items())
         buffer = _ChildHeartbeats(link.write, context.get("heartbeat_timeout"))
         ctx = ActivityContext(**context, heartbeats=buffer)
 
@@ -707,9 +710,9 @@ def _run_call(channel: _Channel, message: list[Any]) -> bytes:
     link.close()
     pending = buffer.take_pending() if buffer is not None else _NOTHING
     try:
-        return _encode(["done", _outcome_data(outcome), [] if pending is _NOTHING else [pending]])
+        return _as_json(["done", _outcome_data(outcome), [] if pending is _NOTHING else [pending]])
     except (TypeError, ValueError, RecursionError) as exc:
-        return _encode(["done", _outcome_data(Outcome(error=_described(exc))), []])
+        return _as_json(["done", _outcome_data(Outcome(error=_described(exc))), []])
 
 
 def _described(exc: BaseException) -> HandlerError:
