@@ -96,6 +96,13 @@ class HeartbeatBuffer:
             details, self._pending = self._pending, _NOTHING
             return details
 
+    def keep_pending(self, details: Any) -> None:
+        """Hold `details` as the latest heartbeat, unwritten: they go with the attempt's result
+        (`take_pending`) or with the next due write. For heartbeats that reach the worker
+        after their handler's own throttle held them back (a handler in a child process)."""
+        with self._lock:
+            self._pending = details
+
 
 class ActivityContext:
     """The second argument of a handler: who this attempt is, its deadlines, and heartbeats."""
