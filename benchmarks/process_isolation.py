@@ -28,7 +28,8 @@ from benchlib import header
 
 from wfctl import handlers
 from wfctl.context import ActivityContext, HeartbeatBuffer
-from wfctl.isolation import HandlerCall, ProcessPool
+from wfctl.worker.executor import HandlerCall
+from wfctl.worker.isolation import ProcessPool
 
 HERE = Path(__file__).resolve().parent
 

@@ -17,11 +17,12 @@ from typing import Any
 import pytest
 from conftest import T0
 
-from wfctl import isolation
 from wfctl.context import HeartbeatBuffer
 from wfctl.errors import StoreUnavailable
 from wfctl.handlers import Outcome
-from wfctl.isolation import HandlerCall, ProcessPool, ProcessPoolError
+from wfctl.worker import isolation
+from wfctl.worker.executor import HandlerCall
+from wfctl.worker.isolation import ProcessPool, ProcessPoolError
 
 pytestmark = pytest.mark.process
 
@@ -342,7 +343,8 @@ def test_a_pool_that_cannot_start_its_processes_says_why(monkeypatch: pytest.Mon
 WORKER = textwrap.dedent("""
     import sys, threading, time
     from wfctl.context import HeartbeatBuffer
-    from wfctl.isolation import HandlerCall, ProcessPool
+    from wfctl.worker.executor import HandlerCall
+    from wfctl.worker.isolation import ProcessPool
 
     tests, pidfile = sys.argv[1:]
     pool = ProcessPool(2, [tests])

@@ -363,3 +363,32 @@ def test_a_second_sigterm_stops_at_once_and_gives_back_the_running_attempt(proje
     assert (retry["reason"], retry["backoff_seconds"]) == ("worker_shutdown", 0)
     with project.client.engine.store.read() as tx:
         assert tx.live_workers() == [], "it marked itself stopped after giving the attempt back"
+
+
+def test_isolation_process_kills_a_stuck_handler_at_its_timeout_and_serves_on(project):
+    worker = project.worker("--concurrency", "1", "--isolation", "process")
+    project.start("stuck", "st1")
+    wait_until(lambda: project.status("st1") == "failed", "the stuck attempt timed out")
+    [(_, _, _, handler_pid, _)] = project.calls()
+    assert handler_pid != worker.pid, "the handler ran in a child process"
+    wait_until(lambda: not os.path.exists(f"/proc/{handler_pid}")
+               or " Z " in Path(f"/proc/{handler_pid}/stat").read_text(),
+               "the stuck handler's process was killed")
+
+    project.start("exits", "x1")
+    project.start("one", "o1")
+    wait_until(lambda: project.status("o1") == "completed" and project.status("x1") == "failed",
+               "the next workflows ran on the same worker")
+    exited = project.events("x1", "ActivityFailed")[0]["attributes"]
+    assert (exited["exception_class"], exited["message"]) == ("SystemExit", "3")
+    assert "raise SystemExit(3)" in exited["traceback"]
+    timed_out = project.events("st1", "ActivityTimedOut")[0]["attributes"]
+    assert timed_out["timeout_kind"] == "start_to_close"
+    assert worker.poll() is None, "the worker is still alive"
+    assert not log_lines(project.log(worker), "handler_abandoned"), \
+        "a killed child is not an abandoned thread"
+
+    began = time.monotonic()
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(10) == 0
+    assert time.monotonic() - began < 3

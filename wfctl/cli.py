@@ -67,6 +67,11 @@ class OnDuplicate(enum.StrEnum):
     return_existing = "return-existing"
 
 
+class Isolation(enum.StrEnum):
+    thread = "thread"
+    process = "process"
+
+
 def _client(ctx: typer.Context) -> Client:
     return ctx.obj
 
@@ -321,6 +326,10 @@ def work(
                                      help="Liveness lease; a lapsed worker's attempts are retried."),
     grace: str = typer.Option("30s", "--grace",
                               help="How long the first SIGTERM lets running handlers finish."),
+    isolation: Isolation = typer.Option(
+        Isolation.thread, "--isolation",
+        help="Where handlers run: thread, or process (a child process per attempt, killed when "
+             "its attempt times out or is cancelled)."),
     log_format: str = typer.Option(
         "text", "--log-format", help="text | json",
         autocompletion=lambda incomplete: _starting(("text", "json"), incomplete)),
@@ -342,6 +351,7 @@ def work(
         max_tasks=max_tasks,
         worker_lease=_interval("--worker-lease", worker_lease, minimum=1),
         grace=_interval("--grace", grace, minimum=0),
+        isolation=isolation.value,
     )
     log.configure(log_level, log_format)
     client = _client(ctx)

@@ -58,4 +58,9 @@ def executor_for(isolation: str, size: int, search_paths: Sequence[str]) -> Exec
     handlers in other processes (which import handler modules from `search_paths`)."""
     if isolation == "thread":
         return ThreadExecutor()
-    raise InvalidInput(f"isolation: expected thread (got {isolation!r})")
+    if isolation == "process":
+        # Imported here: thread mode never pays for the pool's modules.
+        from wfctl.worker.isolation import ProcessPool
+
+        return ProcessPool(size, search_paths)
+    raise InvalidInput(f"isolation: expected thread or process (got {isolation!r})")

@@ -18,5 +18,6 @@ class WorkerOptions:
     # How long a handler may go on after its attempt is known to be no longer current before
     # its slot is given up and replaced.
     abandon_grace: float = 2.0
-    # Where an attempt's handler runs: "thread" (in the slot's own thread).
+    # Where an attempt's handler runs: "thread" (in the slot's own thread) or "process" (in a
+    # child process, killed when its attempt times out or is cancelled).
     isolation: str = "thread"

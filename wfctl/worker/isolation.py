@@ -31,7 +31,6 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from types import FrameType
 from typing import Any, NoReturn
 
@@ -39,6 +38,7 @@ from wfctl import clock, handlers, jsonvalue
 from wfctl.context import _NOTHING, ActivityContext, HeartbeatBuffer
 from wfctl.errors import ActivityCancelled, WfctlError
 from wfctl.handlers import HandlerError, Outcome
+from wfctl.worker.executor import HandlerCall
 
 # A run() waiting on its child looks at `abandon` this often: the kill comes at most this late.
 ABANDON_POLL = 0.05
@@ -52,17 +52,6 @@ _LENGTH = struct.Struct("!I")
 _SIGNED = struct.Struct("!i")
 _PR_SET_PDEATHSIG = 1
 _PR_SET_NAME = 15
-
-
-@dataclass(frozen=True)
-class HandlerCall:
-    """One attempt for a child to run: the handler, its step, the workflow state, and
-    `ActivityContext`'s keyword arguments other than `heartbeats`."""
-
-    spec: str
-    step: str
-    state: dict[str, Any]
-    context: dict[str, Any]
 
 
 class ProcessPoolError(WfctlError):
