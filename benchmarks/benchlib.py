@@ -208,10 +208,12 @@ def bare_sqlite_pairs(folder: Path, seconds: float = 1.0, done_rows: int = 0) ->
     conn.execute("CREATE TABLE tasks (id INTEGER PRIMARY KEY, status TEXT NOT NULL, "
                  "owner TEXT, available_at TEXT NOT NULL)")
     conn.execute("CREATE INDEX tasks_ready ON tasks(available_at) WHERE status = 'ready'")
+    conn.execute("BEGIN")
     conn.executemany("INSERT INTO tasks (status, available_at) VALUES ('done', ?)",
                      ((f"{n:09d}",) for n in range(done_rows)))
     conn.executemany("INSERT INTO tasks (status, available_at) VALUES ('ready', ?)",
                      ((f"{n:09d}",) for n in range(done_rows, done_rows + 200_000)))
+    conn.execute("COMMIT")
     pairs = 0
     started = time.perf_counter()
     while time.perf_counter() - started < seconds:

@@ -410,25 +410,36 @@ def main() -> None:
         bare_rates = [bare_sqlite_pairs(scratch.folder)]
     print(f"   bare SQLite claim+complete pairs: {bare_rates[0]:,.0f}/s")
     idle_cpu = idle_worker_cpu(args.log_level)
-    print(f"   workers' --log-level {args.log_level}; median of {repeat} run(s) per row; "
+    print(f"   workers' --log-level {args.log_level}; {repeat} round(s) of every row; "
           "engine = first workflow task to last completion, wall = with process start-up; "
           f"CPU less {idle_cpu * 1000:.0f} ms per worker (an idle `wfctl work --once`)")
-    results, every = [], []
-    for mode in modes:
-        for workers in worker_counts:
-            for concurrency in concurrencies:
-                runs = [run_config(workflows, workers, concurrency, mode, args.log_level,
-                                   args.timeout, idle_cpu) for _ in range(repeat)]
-                every.extend(runs)
-                results.append(median_result(runs))
-                print(results[-1].line() + spread(runs), flush=True)
-    hueys = []
+    # Rounds go through every configuration in turn, so that a change in the machine's load
+    # between rounds touches every row alike.
+    configs = [(mode, workers, concurrency) for mode in modes for workers in worker_counts
+               for concurrency in concurrencies]
+    runs: dict[tuple[str, int, int], list[Result]] = {config: [] for config in configs}
+    huey_runs: dict[str, list[HueyResult]] = {}
     if args.huey:
-        for synchronous in ("default", "normal"):
-            huey_runs = [run_huey(workflows, synchronous, args.log_level, args.timeout)
-                         for _ in range(repeat)]
-            hueys.append(median_result(huey_runs))
-            print(hueys[-1].line() + spread(huey_runs), flush=True)
+        huey_runs = {"default": [], "normal": []}
+    for round_ in range(repeat):
+        for mode, workers, concurrency in configs:
+            result = run_config(workflows, workers, concurrency, mode, args.log_level,
+                                args.timeout, idle_cpu)
+            runs[mode, workers, concurrency].append(result)
+            if repeat > 1:
+                print(f"   round {round_ + 1}:{result.line()}", flush=True)
+        for synchronous, each in huey_runs.items():
+            each.append(run_huey(workflows, synchronous, args.log_level, args.timeout))
+            if repeat > 1:
+                print(f"   round {round_ + 1}:{each[-1].line()}", flush=True)
+    print(f"   medians of {repeat} round(s):")
+    results = [median_result(runs[config]) for config in configs]
+    every = [result for each in runs.values() for result in each]
+    for config, result in zip(configs, results, strict=True):
+        print(result.line() + spread(runs[config]))
+    hueys = [median_result(each) for each in huey_runs.values()]
+    for huey, each in zip(hueys, huey_runs.values(), strict=True):
+        print(huey.line() + spread(each))
     with Scratch() as scratch:
         bare_rates.append(bare_sqlite_pairs(scratch.folder))
     print(f"   bare SQLite claim+complete pairs again: {bare_rates[1]:,.0f}/s")
@@ -463,7 +474,7 @@ def compare(results: list[Result], hueys: list[HueyResult], bare: float) -> None
         rows.append((f"huey 1 thread, synchronous={h.synchronous} ({durability})", h.rate,
                      h.cpu_seconds / h.steps * 1e6))
     for label, rate, cpu in rows:
-        print(f"   {label:<52} {rate:7,.0f}  {rate / bare:6.3f}  CPU {cpu:5,.0f} us/step")
+        print(f"   {label:<56} {rate:7,.0f}  {rate / bare:6.3f}  CPU {cpu:5,.0f} us/step")
     print("   verdicts:")
     for mode in dict.fromkeys(r.mode for r in results):
         for workers in dict.fromkeys(r.workers for r in results):
