@@ -15,13 +15,19 @@ import tempfile
 import textwrap
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import wfctl
-from wfctl import ActivityContext
-
 HERE = Path(__file__).resolve().parent
+# The wfctl of this checkout is measured, not whichever one `pip install -e` last pointed at:
+# the scripts import this module before wfctl, and worker subprocesses get the same path.
+if str(HERE.parent) not in sys.path:
+    sys.path.insert(0, str(HERE.parent))
+
+import wfctl  # noqa: E402
+from wfctl import ActivityContext  # noqa: E402
+from wfctl.worker import WorkerOptions  # noqa: E402
 
 # Definitions every benchmark draws from; timeouts are set so the partial indexes hold rows.
 DEFINITIONS = """
@@ -126,9 +132,11 @@ class Scratch:
 
 
 def worker_env() -> dict[str, str]:
-    """The environment for `wfctl work` subprocesses: this folder importable, no colour."""
+    """The environment for `wfctl work` subprocesses: this folder and this checkout's wfctl
+    importable, no colour."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), str(HERE.parent),
+                                                      env.get("PYTHONPATH")]))
     env["NO_COLOR"] = "1"
     return env
 
@@ -137,6 +145,92 @@ def wfctl_command(scratch: Scratch, *args: str) -> list[str]:
     """`wfctl --db … -w … ARGS`: what the `wfctl` console script runs, with this interpreter."""
     return [sys.executable, "-c", "from wfctl.cli import main; main()",
             "--db", str(scratch.db), "-w", str(scratch.workflows), *args]
+
+
+# driving wfctl through its public surface only (the store underneath may change)
+
+
+def start_workflows(client: wfctl.Client, prefix: str, count: int, first: int = 0,
+                    workflow_type: str = "three_noops") -> float:
+    """`Client.start` `count` times (ids PREFIX-000000, … from `first` on); returns the seconds
+    it took."""
+    started = time.perf_counter()
+    for n in range(first, first + count):
+        client.start(workflow_type, f"{prefix}-{n:06d}")
+    return time.perf_counter() - started
+
+
+def drain(client: wfctl.Client, options: WorkerOptions | None = None) -> float:
+    """Run every ready task with an in-process worker (`run_once` passes at the current time,
+    until one finds nothing to do); returns the seconds it took."""
+    worker = client.worker(options or WorkerOptions())
+    started = time.perf_counter()
+    while worker.run_once(datetime.now(UTC)):
+        pass
+    return time.perf_counter() - started
+
+
+def newest_not_completed(client: wfctl.Client, count: int) -> list[str]:
+    """Among the `count` newest instances, those not completed (`Client.list`, newest first)."""
+    return [row["workflow_instance_id"] for row in client.list(limit=count)
+            if row["status"] != "completed"]
+
+
+def checkpoint(db: Path) -> None:
+    """Move the WAL's pages into the file, so that the file's size is the database's."""
+    conn = sqlite3.connect(db, isolation_level=None)
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+
+
+def vacuum_into(db: Path, copy: Path) -> int:
+    """A VACUUMed copy of `db` at `copy` (replaced if present); returns its size in bytes."""
+    copy.unlink(missing_ok=True)
+    conn = sqlite3.connect(db, isolation_level=None)
+    try:
+        conn.execute("VACUUM INTO ?", (str(copy),))
+    finally:
+        conn.close()
+    return copy.stat().st_size
+
+
+def bare_sqlite_pairs(folder: Path, seconds: float = 1.0, done_rows: int = 0) -> float:
+    """Claim+complete pairs per second on a bare indexed table, two BEGIN IMMEDIATE
+    transactions each, with `done_rows` finished rows already in the table."""
+    path = folder / "bare.db"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("CREATE TABLE tasks (id INTEGER PRIMARY KEY, status TEXT NOT NULL, "
+                 "owner TEXT, available_at TEXT NOT NULL)")
+    conn.execute("CREATE INDEX tasks_ready ON tasks(available_at) WHERE status = 'ready'")
+    conn.execute("BEGIN")
+    conn.executemany("INSERT INTO tasks (status, available_at) VALUES ('done', ?)",
+                     ((f"{n:09d}",) for n in range(done_rows)))
+    conn.executemany("INSERT INTO tasks (status, available_at) VALUES ('ready', ?)",
+                     ((f"{n:09d}",) for n in range(done_rows, done_rows + 200_000)))
+    conn.execute("COMMIT")
+    pairs = 0
+    started = time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        conn.execute("BEGIN IMMEDIATE")
+        (task_id,) = conn.execute("SELECT id FROM tasks WHERE status = 'ready' "
+                                  "ORDER BY available_at LIMIT 1").fetchone()
+        conn.execute("UPDATE tasks SET status = 'started', owner = 'w' WHERE id = ?", (task_id,))
+        conn.execute("COMMIT")
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("UPDATE tasks SET status = 'done' WHERE id = ?", (task_id,))
+        conn.execute("COMMIT")
+        pairs += 1
+    rate = pairs / (time.perf_counter() - started)
+    conn.close()
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    return rate
 
 
 # reporting
@@ -189,4 +283,5 @@ def load() -> str:
 def header(title: str) -> None:
     print(f"== {title}")
     print(f"   {machine()}")
+    print(f"   wfctl {wfctl.__version__} from {Path(wfctl.__file__).parent}")
     print(f"   {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, {load()} at start")
