@@ -16,13 +16,15 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
-from dateutil import parser as date_parser
 from typer.core import TyperGroup
 
-from wfctl import __version__, clock, definitions, durations, handlers, jsonvalue, log, render, systemd
+from wfctl import __version__, clock, durations, jsonvalue
 from wfctl.client import STATUSES, Client
 from wfctl.errors import DefinitionError, NotFound, WfctlError
-from wfctl.worker import WorkerOptions, install_signal_handlers
+from wfctl.vocabulary import EVENT_TYPES
+
+# Each command imports what only it needs (rich to render, YAML, the worker), inside its body:
+# `describe --json` and `list --json` import neither rich nor the engine and start fast.
 
 
 class _Commands(TyperGroup):
@@ -98,8 +100,12 @@ def _print_json(document: Any) -> None:
 def _duration(option: str, value: str | None, *, allow_none: bool = True) -> float | None:
     if value is None:
         return None
+    given: Any = value
     try:
-        given = definitions.yaml_value(value) if value.strip().startswith("{") else value
+        if value.strip().startswith("{"):
+            from wfctl import definitions
+
+            given = definitions.yaml_value(value)
         seconds = durations.parse_timeout(given)
     except (durations.DurationError, DefinitionError) as exc:
         _fail(f"{option}: {exc}")
@@ -206,6 +212,8 @@ def main_options(
 def validate(ctx: typer.Context,
              as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Check the definitions: a table of types with their timeouts and deadlines; warnings."""
+    from wfctl import handlers, render
+
     definitions = _client(ctx).definitions()
     problems = [f"{definitions.path}:{line}: {path}: {why}"
                 for spec, path, line in definitions.handlers()
@@ -282,6 +290,8 @@ def start(
     if as_json:
         _print_json(result)
     else:
+        from wfctl import render
+
         render.started(render.console(), result, clock.now())
     if result["outcome"] == "rejected_duplicate":
         _fail(f"instance {result['workflow_instance_id']} is already open; pass "
@@ -330,6 +340,9 @@ def work(
                                                     incomplete)),
 ) -> None:
     """Run handlers until SIGTERM/SIGINT (the first drains, a second stops at once)."""
+    from wfctl import log
+    from wfctl.worker import WorkerOptions, install_signal_handlers
+
     if log_format not in ("text", "json"):
         _fail(f"--log-format: expected text or json (got {log_format!r})")
     if log_level.lower() not in ("debug", "info", "warning", "error"):
@@ -376,6 +389,8 @@ def list_command(
     """Instances, newest first, with the nearest deadline of each."""
     since_at = None
     if since is not None:
+        from dateutil import parser as date_parser
+
         try:
             since_at = date_parser.parse(since)
             if since_at.tzinfo is None:
@@ -396,6 +411,8 @@ def list_command(
 
         watch_list(rows)
     else:
+        from wfctl import render
+
         render.instances(render.console(), rows(), clock.now())
 
 
@@ -418,6 +435,8 @@ def describe(
     if as_json:
         _print_json(doc)
     else:
+        from wfctl import render
+
         render.describe(render.console(), doc, clock.now())
 
 
@@ -431,22 +450,24 @@ def history(
                                 help="Keep printing new events until the workflow closes."),
     event_type: list[str] = typer.Option(
         [], "--event-type", help="Only these event types (repeatable).",
-        autocompletion=lambda incomplete: _starting(render.EVENT_TYPES, incomplete)),
+        autocompletion=lambda incomplete: _starting(EVENT_TYPES, incomplete)),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """The append-only event history: seq, time, event, details."""
     if run is not None and all_runs:
         _usage("--run and --all-runs exclude each other")
-    unknown = [name for name in event_type if name not in render.EVENT_TYPES]
+    unknown = [name for name in event_type if name not in EVENT_TYPES]
     if unknown:
         _fail(f"--event-type: unknown event type {unknown[0]!r} "
-              f"(one of {', '.join(render.EVENT_TYPES)})")
+              f"(one of {', '.join(EVENT_TYPES)})")
     client = _client(ctx)
     events = client.history(instance_id, run=run, all_runs=all_runs,
                             event_types=tuple(event_type))
     if as_json:
         _print_json(events)
         return
+    from wfctl import render
+
     out = render.console()
     start_at = _start_at(client, instance_id)
     render.history(out, events, start_at=start_at, show_run=all_runs)
@@ -564,6 +585,8 @@ def systemd_unit(
     grace: str = typer.Option("30s", "--grace", help="The worker's drain grace period."),
 ) -> None:
     """Print a systemd service unit (Type=notify) for `wfctl work` on these files."""
+    from wfctl import systemd
+
     client = _client(ctx)
     executable = shutil.which("wfctl") or f"{sys.executable} -m wfctl"
     sys.stdout.write(systemd.unit(executable=executable, db=client.db_path,
@@ -574,6 +597,9 @@ def systemd_unit(
 @app.command()
 def demo(keep: bool = typer.Option(False, "--keep", help="Keep the temporary folder.")) -> None:
     """Run the example ETL workflow on a temporary database and show what it recorded."""
+    from wfctl import render
+    from wfctl.worker import WorkerOptions
+
     folder = Path(tempfile.mkdtemp(prefix="wfctl-demo-"))
     db = folder / "wfctl.db"
     out = render.console()
@@ -613,7 +639,7 @@ def timeline_command(
                                      help="Draw this wide (default: the terminal's width)."),
 ) -> None:
     """A picture of a run: a lane per step, attempts as bars, deadlines as markers in time."""
-    from wfctl import timeline
+    from wfctl import render, timeline
 
     if run is not None and all_runs:
         _usage("--run and --all-runs exclude each other")
