@@ -1,11 +1,9 @@
-"""The command line: parse, call the Client, render. No workflow logic lives here."""
+"""The typer application: every command's options, help and completion; parse, call the Client,
+render. No workflow logic lives here."""
 
 from __future__ import annotations
 
-import contextlib
 import enum
-import json
-import logging
 import os
 import shutil
 import sys
@@ -13,14 +11,18 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import typer
 from typer.core import TyperGroup
 
 from wfctl import __version__, clock, durations, jsonvalue
+from wfctl.cli import reads
+from wfctl.cli.reads import fail as _fail
+from wfctl.cli.reads import print_json as _print_json
+from wfctl.cli.reads import usage as _usage
 from wfctl.client import STATUSES, Client
-from wfctl.errors import DefinitionError, NotFound, WfctlError
+from wfctl.errors import DefinitionError, WfctlError
 from wfctl.vocabulary import EVENT_TYPES
 
 # Each command imports what only it needs (rich to render, YAML, the worker), inside its body:
@@ -34,12 +36,7 @@ class _Commands(TyperGroup):
         try:
             return super().invoke(ctx)
         except WfctlError as exc:
-            message = str(exc)
-            client = ctx.obj
-            if isinstance(exc, DefinitionError) and isinstance(client, Client) \
-                    and not os.path.lexists(client.workflows_path):
-                message += " (pass --workflows FILE or set WFCTL_WORKFLOWS)"
-            sys.stderr.write(f"Error: {message}\n")
+            sys.stderr.write(f"Error: {reads.error_message(exc, ctx.obj)}\n")
             raise typer.Exit(1) from None
 
 
@@ -53,7 +50,7 @@ app = typer.Typer(
 deadlines_app = typer.Typer(help="Deadline (must complete within) checks.", no_args_is_help=True)
 app.add_typer(deadlines_app, name="deadlines")
 
-EXAMPLES = Path(__file__).parent / "examples"
+EXAMPLES = Path(__file__).parent.parent / "examples"
 # The commands that create the database on first use; every other one needs it to exist.
 CREATING = ("start", "work")
 # Worker slots are threads or processes; more than this is a typo, not a machine.
@@ -71,30 +68,6 @@ class OnDuplicate(enum.StrEnum):
 
 def _client(ctx: typer.Context) -> Client:
     return ctx.obj
-
-
-def _fail(message: str) -> NoReturn:
-    sys.stderr.write(f"Error: {message}\n")
-    raise typer.Exit(1)
-
-
-def _usage(message: str) -> NoReturn:
-    """A usage error (options that exclude each other): one `Error:` line, exit 2."""
-    sys.stderr.write(f"Error: {message}\n")
-    raise typer.Exit(2)
-
-
-def _print_json(document: Any) -> None:
-    """One strict JSON document: a value JSON cannot carry (NaN in a 0.1 database) is an error."""
-    try:
-        text = json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False)
-    except ValueError:
-        try:
-            jsonvalue.check(document, "the document")
-        except jsonvalue.JSONValueError as exc:
-            _fail(f"{exc}; it cannot be printed as JSON")
-        raise
-    sys.stdout.write(text + "\n")
 
 
 def _duration(option: str, value: str | None, *, allow_none: bool = True) -> float | None:
@@ -340,6 +313,8 @@ def work(
                                                     incomplete)),
 ) -> None:
     """Run handlers until SIGTERM/SIGINT (the first drains, a second stops at once)."""
+    import logging
+
     from wfctl import log
     from wfctl.worker import WorkerOptions, install_signal_handlers
 
@@ -387,33 +362,9 @@ def list_command(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Instances, newest first, with the nearest deadline of each."""
-    since_at = None
-    if since is not None:
-        from dateutil import parser as date_parser
-
-        try:
-            since_at = date_parser.parse(since)
-            if since_at.tzinfo is None:
-                since_at = since_at.astimezone()
-            clock.iso(since_at)
-        except (ValueError, OverflowError):
-            _fail(f"--since: cannot read {since!r} as a date")
-    client = _client(ctx)
-
-    def rows() -> list[dict[str, Any]]:
-        return client.list(status=status.value if status else None,
-                           workflow_type=workflow_type, since=since_at, limit=limit)
-
-    if as_json:
-        _print_json(rows())
-    elif watch:
-        from wfctl.live import watch_list
-
-        watch_list(rows)
-    else:
-        from wfctl import render
-
-        render.instances(render.console(), rows(), clock.now())
+    reads.list_instances(_client(ctx), status=status.value if status else None,
+                         workflow_type=workflow_type, since=since, limit=limit, watch=watch,
+                         as_json=as_json)
 
 
 @app.command()
@@ -424,20 +375,7 @@ def describe(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Everything about one instance: status, every deadline, activities, timers, children."""
-    client = _client(ctx)
-    try:
-        doc = client.describe(instance_id, run)
-    except NotFound as exc:
-        if as_json:
-            _print_json({"found": False, "reason": "instance_not_found"
-                         if "no instance" in str(exc) else "run_not_found"})
-        _fail(str(exc))
-    if as_json:
-        _print_json(doc)
-    else:
-        from wfctl import render
-
-        render.describe(render.console(), doc, clock.now())
+    reads.describe(_client(ctx), instance_id=instance_id, run=run, as_json=as_json)
 
 
 @app.command()
@@ -454,36 +392,8 @@ def history(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """The append-only event history: seq, time, event, details."""
-    if run is not None and all_runs:
-        _usage("--run and --all-runs exclude each other")
-    unknown = [name for name in event_type if name not in EVENT_TYPES]
-    if unknown:
-        _fail(f"--event-type: unknown event type {unknown[0]!r} "
-              f"(one of {', '.join(EVENT_TYPES)})")
-    client = _client(ctx)
-    events = client.history(instance_id, run=run, all_runs=all_runs,
-                            event_types=tuple(event_type))
-    if as_json:
-        _print_json(events)
-        return
-    from wfctl import render
-
-    out = render.console()
-    start_at = _start_at(client, instance_id)
-    render.history(out, events, start_at=start_at, show_run=all_runs)
-    if follow:
-        from wfctl.live import follow_history
-
-        # Without --run, following goes on into the runs a continue-as-new starts.
-        with contextlib.suppress(KeyboardInterrupt):
-            follow_history(client, instance_id, out,
-                           after_seq=events[-1]["seq"] if events else 0, start_at=start_at,
-                           all_runs=all_runs or run is None, show_run=all_runs,
-                           event_types=tuple(event_type))
-
-
-def _start_at(client: Client, instance_id: str) -> str | None:
-    return client.describe(instance_id)["created_at"]
+    reads.history(_client(ctx), instance_id=instance_id, run=run, all_runs=all_runs,
+                  follow=follow, event_type=event_type, as_json=as_json)
 
 
 @app.command()
@@ -619,7 +529,7 @@ def demo(keep: bool = typer.Option(False, "--keep", help="Keep the temporary fol
             now = clock.now()
             render.describe(out, client.describe("demo-etl"), now)
             render.history(out, client.history("demo-etl"),
-                           start_at=_start_at(client, "demo-etl"))
+                           start_at=reads.start_at(client, "demo-etl"))
     finally:
         if keep:
             out.print(f"\nKept {folder}: try  wfctl --db {db} describe demo-etl")
