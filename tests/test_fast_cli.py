@@ -208,7 +208,7 @@ def test_the_fast_path_knows_each_read_command_as_typer_declares_it():
         assert fast.GLOBAL_DEFAULTS[param.name] == (param.envvar, param.default)
 
 
-# What each read imports, in a fresh interpreter
+# What each read imports, in a fresh process
 
 def imported(folder: Path, code: str, *args: str) -> set[str]:
     """The modules a fresh interpreter holds after running `code` with `args` as its argv."""
@@ -229,6 +229,7 @@ def loaded(modules: set[str], names: tuple[str, ...]) -> list[str]:
     return sorted(m for m in modules if any(m == n or m.startswith(f"{n}.") for n in names))
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("args", [
     ("describe", "l1", "--json"),
     ("describe", "l1", "--run", "3", "--json"),
@@ -242,6 +243,7 @@ def test_a_json_read_imports_neither_typer_rich_yaml_nor_the_engine(env, args):
     assert loaded(modules, NOT_FOR_READS) == []
 
 
+@pytest.mark.process
 def test_describing_an_open_run_reads_its_definitions_and_nothing_more(env):
     modules = imported(env.folder, "from wfctl.cli import main\nmain()",
                        "--db", "wfctl.db", "describe", "r1", "--json")
@@ -249,6 +251,7 @@ def test_describing_an_open_run_reads_its_definitions_and_nothing_more(env):
     assert loaded(modules, NOT_FOR_READS) == loaded(modules, ("wfctl.definitions", "yaml"))
 
 
+@pytest.mark.process
 def test_the_python_api_reads_without_the_engine_or_the_worker(env):
     code = ("import wfctl\n"
             "with wfctl.Client('wfctl.db', create=False) as client:\n"
@@ -257,6 +260,7 @@ def test_the_python_api_reads_without_the_engine_or_the_worker(env):
     assert loaded(imported(env.folder, code), NOT_FOR_READS) == []
 
 
+@pytest.mark.process
 def test_a_read_through_typer_imports_neither_yaml_nor_the_engine(env):
     # --run 03 is for typer to read; it still needs no definitions, engine or worker.
     modules = imported(env.folder, "from wfctl.cli import main\nmain()",

@@ -84,6 +84,7 @@ class Client:
 
     @property
     def store(self) -> Store:
+        """The database, opened at first use; reads need nothing more."""
         if self._store is None:
             self._store = Store(self.db_path, create=self.create)
         return self._store

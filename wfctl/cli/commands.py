@@ -25,8 +25,8 @@ from wfctl.client import STATUSES, Client
 from wfctl.errors import DefinitionError, WfctlError
 from wfctl.vocabulary import EVENT_TYPES
 
-# Each command imports what only it needs (rich to render, YAML, the worker), inside its body:
-# `describe --json` and `list --json` import neither rich nor the engine and start fast.
+# Each command imports what only it needs (rich to render, YAML, the worker) inside its body, so
+# that no command waits for modules it does not use.
 
 
 class _Commands(TyperGroup):
@@ -562,7 +562,3 @@ def timeline_command(
         width = out.width if out.is_terminal else shutil.get_terminal_size((100, 24)).columns
     out.print(timeline.draw(doc, events, now=clock.now(), width=width), soft_wrap=True)
 
-
-def main() -> None:
-    """The console script."""
-    app(prog_name="wfctl")
