@@ -13,8 +13,9 @@ yardstick: what any Python command costs here) and `python -c "import sqlite3, j
 read cannot do without). The first round only warms the page cache and the bytecode cache; the
 figures come from the rest, with each median's ratio to the yardstick's. The processes write and
 read .pyc files (in a cache folder under the scratch folder), as an installed wfctl does, even
-when PYTHONDONTWRITEBYTECODE is set here. The machine may be shared: the ratios move less with
-its load than the milliseconds do.
+when PYTHONDONTWRITEBYTECODE is set here. The machine may be shared, and its load slows every
+process alike: so the verdict is given against the yardstick too, where 120 ms is 5.7 times the
+21 ms `python -c pass` takes on the idle 2-core machine the target was set on.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ from benchlib import Scratch, header, load, worker_env
 import wfctl
 
 TARGET_MS = 120.0
+# What `python -c pass` takes on the machine the target was set on, idle. Where other processes
+# load the machine, every process slows alike: the target is then this ratio to the yardstick.
+IDLE_YARDSTICK_MS = 21.0
 TARGETED = ("describe ID --json", "list --json")
 PREFIX = "lat-"
 # The folder holding the wfctl this script imports: the timed processes and the worker import it.
@@ -143,12 +147,14 @@ def main() -> None:
             median = statistics.median(values)
             print(f"   {name:<{width}}  min {min(values):6.1f}  median {median:6.1f}  "
                   f"max {max(values):6.1f}  x{median / yardstick:4.1f}")
+        limit = TARGET_MS / IDLE_YARDSTICK_MS
         for name in TARGETED:
             median = statistics.median(times[name])
             verdict = "MET" if median <= TARGET_MS else "MISSED"
+            relative = "MET" if median / yardstick <= limit else "MISSED"
             print(f"   target `wfctl {name}` <= {TARGET_MS:.0f} ms median: {verdict} "
-                  f"({median:.1f} ms, x{median / yardstick:.1f} the yardstick's "
-                  f"{yardstick:.1f} ms)")
+                  f"({median:.1f} ms); against the yardstick: {relative} "
+                  f"(x{median / yardstick:.1f}, at most x{limit:.1f})")
 
 
 if __name__ == "__main__":
