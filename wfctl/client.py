@@ -5,17 +5,18 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from wfctl import clock, definitions, durations, handlers, jsonvalue
-from wfctl.definitions import Definitions
-from wfctl.engine import Engine
-from wfctl.engine.start import validate_start
+from wfctl import clock, durations, jsonvalue, views
 from wfctl.errors import InvalidInput
 from wfctl.store import Store
-from wfctl.watchdog import sweep_deadlines
-from wfctl.worker import Worker, WorkerOptions
-from wfctl.worker.deadlines import keeping_lease
+
+# Reads (describe, history, list) need only the store: the engine, the worker and the definitions
+# (YAML) are imported by the calls that use them, so that `wfctl describe` starts fast.
+if TYPE_CHECKING:
+    from wfctl.definitions import Definitions
+    from wfctl.engine import Engine
+    from wfctl.worker import Worker, WorkerOptions
 
 Duration = str | int | float | dict[str, Any] | None
 _UNSET: Any = object()
@@ -77,25 +78,38 @@ class Client:
         self.workflows_path = os.fsdecode(workflows)
         self.create = create
         self._now = clock_now
+        self._store: Store | None = None
         self._engine: Engine | None = None
         self._definitions: Definitions | None = None
 
     @property
+    def store(self) -> Store:
+        """The database, opened at first use; reads need nothing more."""
+        if self._store is None:
+            self._store = Store(self.db_path, create=self.create)
+        return self._store
+
+    @property
     def engine(self) -> Engine:
         if self._engine is None:
-            self._engine = Engine(Store(self.db_path, create=self.create))
+            from wfctl.engine import Engine
+
+            self._engine = Engine(self.store)
         return self._engine
 
     def definitions(self) -> Definitions:
         """The definitions file, read once (handler modules beside it become importable)."""
         if self._definitions is None:
+            from wfctl import definitions, handlers
+
             self._definitions = definitions.load(self.workflows_path)
             handlers.add_search_path(self.workflows_path)
         return self._definitions
 
     def close(self) -> None:
-        if self._engine is not None:
-            self._engine.store.close()
+        if self._store is not None:
+            self._store.close()
+            self._store = None
             self._engine = None
 
     def __enter__(self) -> Client:
@@ -122,6 +136,8 @@ class Client:
                                 ("run_timeout", run_timeout), ("deadline", deadline))
             if value is not _UNSET
         }
+        from wfctl.engine.start import validate_start
+
         definitions = self.definitions()
         validate_start(definitions, workflow_type, workflow_id, input, on_duplicate)
         return self.engine.start(definitions, workflow_type, workflow_id, input, self._now(),
@@ -130,15 +146,15 @@ class Client:
     def describe(self, workflow_id: str, run: int | None = None) -> dict[str, Any]:
         """The `describe --json` document; raises NotFound for an unknown id or run."""
         _text("instance id", workflow_id)
-        return self.engine.describe(workflow_id, run)
+        return views.describe(self.store, workflow_id, run)
 
     def history(self, workflow_id: str, *, run: int | None = None, all_runs: bool = False,
                 after_seq: int = 0, event_types: tuple[str, ...] = ()) -> list[dict[str, Any]]:
         _text("instance id", workflow_id)
         if run is not None and all_runs:
             raise InvalidInput("run and all_runs exclude each other")
-        return self.engine.history(workflow_id, run_number=run, all_runs=all_runs,
-                                   after_seq=after_seq, event_types=event_types)
+        return views.history(self.store, workflow_id, run_number=run, all_runs=all_runs,
+                             after_seq=after_seq, event_types=event_types)
 
     def list(self, *, status: str | None = None, workflow_type: str | None = None,
              since: datetime | None = None, limit: int = 50) -> list[dict[str, Any]]:
@@ -147,13 +163,13 @@ class Client:
         _text("workflow type", workflow_type)
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise InvalidInput(f"limit must be a whole number of at least 1 (got {limit!r})")
-        return self.engine.list_instances(status=status, workflow_type=workflow_type,
-                                          since=clock.iso(since), limit=min(limit, _MAX_LIMIT))
+        return views.list_instances(self.store, status=status, workflow_type=workflow_type,
+                                    since=clock.iso(since), limit=min(limit, _MAX_LIMIT))
 
     def instance_ids(self, prefix: str = "", limit: int = 200) -> list[str]:
         """Instance ids starting with `prefix`, newest first (shell completion)."""
         _text("prefix", prefix)
-        with self.engine.store.read() as tx:
+        with self.store.read() as tx:
             return tx.instance_ids(prefix, min(limit, _MAX_LIMIT))
 
     def signal(self, workflow_id: str, name: str,
@@ -205,6 +221,11 @@ class Client:
         the check's lease (and so its claims) alive: a lapsed lease would let a worker take the
         claims over and run their handlers a second time.
         """
+        from wfctl import handlers
+        from wfctl.watchdog import sweep_deadlines
+        from wfctl.worker import Worker, WorkerOptions
+        from wfctl.worker.deadlines import keeping_lease
+
         checker = Worker(self.engine, WorkerOptions(queues=()), clock=self._now)
         checker.register(self._now(), kind="deadlines")
 
@@ -222,5 +243,8 @@ class Client:
     def worker(self, options: WorkerOptions | None = None) -> Worker:
         """A worker on this database, on this client's clock; handler modules beside the
         definitions file import."""
+        from wfctl import handlers
+        from wfctl.worker import Worker
+
         handlers.add_search_path(self.workflows_path)
         return Worker(self.engine, options, clock=self._now)

@@ -23,7 +23,7 @@ def follow_history(client: Client, instance_id: str, out: Console, *, after_seq:
                    start_at: str | None, all_runs: bool, show_run: bool,
                    event_types: tuple[str, ...] = ()) -> None:
     """Print new events as they are recorded, until the instance closes."""
-    store = client.engine.store
+    store = client.store
     version = None
     while True:
         current = store.data_version()

@@ -6,7 +6,7 @@ import json
 import os
 import re
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dateutil import tz
 from rich import box
@@ -16,7 +16,9 @@ from rich.table import Table
 from rich.text import Text
 
 from wfctl import clock, durations
-from wfctl.definitions import Definitions
+
+if TYPE_CHECKING:
+    from wfctl.definitions import Definitions
 
 STATUS_STYLE = {
     "running": "cyan", "waiting": "blue", "paused": "yellow", "completed": "green",
@@ -25,18 +27,6 @@ STATUS_STYLE = {
     "retry_scheduled": "yellow", "fired": "green",
 }
 ALARM_EVENTS = ("TimedOut", "Failed", "DeadlineExceeded", "Terminated", "Cancelled")
-# The event names SPEC §5 fixes; `history --event-type` checks against them and completes them.
-EVENT_TYPES = (
-    "WorkflowStarted", "WorkflowTaskScheduled", "WorkflowTaskStarted", "WorkflowTaskCompleted",
-    "WorkflowTaskTimedOut", "ActivityScheduled", "ActivityStarted", "ActivityHeartbeatRecorded",
-    "ActivityCompleted", "ActivityFailed", "ActivityRetryScheduled", "ActivityTimedOut",
-    "ActivityCancelled", "TimerScheduled", "TimerFired", "TimerCancelled", "SignalWaitOpened",
-    "SignalReceived", "ChildWorkflowStarted", "ChildWorkflowCompleted", "ChildWorkflowFailed",
-    "ChildWorkflowTimedOut", "ParentClosePolicyApplied", "WorkflowPaused", "WorkflowResumed",
-    "WorkflowDeadlineExceeded", "WorkflowRetried", "WorkflowContinuedAsNew", "WorkflowCompleted",
-    "WorkflowFailed", "WorkflowTimedOut", "WorkflowCancelRequested", "WorkflowCancelled",
-    "WorkflowTerminated", "StartRejected",
-)
 OPEN_ACTIVITY = ("scheduled", "started", "retry_scheduled")
 INSTANT_WIDTHS = {"at (UTC)": 29, "fires at (UTC)": 29, "closed (UTC)": 29}
 

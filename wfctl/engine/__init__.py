@@ -117,7 +117,6 @@ class Engine:
         process_workflow_tasks,
     )
     from wfctl.engine.start import start
-    from wfctl.engine.views import describe, history, list_instances
 
 
 __all__ = ["Engine"]

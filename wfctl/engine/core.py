@@ -11,6 +11,7 @@ from wfctl import clock
 from wfctl.definitions import Definitions, Limits, WorkflowType
 from wfctl.errors import StructuralLimitExceeded
 from wfctl.store import CLOSED_RUN, Row, Tx, dumps
+from wfctl.views import failure_view
 
 if TYPE_CHECKING:
     from wfctl.engine import Engine
@@ -258,21 +259,3 @@ def notify_parent(c: Ctx, run: Row, status: str) -> None:
             attributes["deadline_at"] = failure["deadline_at"]
     c.event(parent, TERMINAL_CHILD_EVENT.get(status, "ChildWorkflowFailed"), **attributes)
     schedule_workflow_task(c, parent, "child_closed")
-
-
-def failure_view(failure: Row | None) -> dict[str, Any] | None:
-    """A failure record as `describe --json` shows it."""
-    if failure is None:
-        return None
-    view = {
-        "failure_category": failure["failure_category"],
-        "timeout_kind": failure["timeout_kind"],
-        "message": failure["message"],
-        "exception_class": failure["exception_class"],
-        "deadline_at": failure["deadline_at"],
-        "propagation_kind": failure["propagation_kind"],
-        "activity_id": failure["activity_id"],
-    }
-    if failure["details"]:
-        view.update(json.loads(failure["details"]))
-    return view

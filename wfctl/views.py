@@ -1,17 +1,17 @@
-"""Read models: `describe`, `history` and `list` as the plain dicts `--json` prints."""
+"""Read models: `describe`, `history` and `list` as the plain dicts `--json` prints.
+
+They read through the store alone: no engine, no worker, and the definitions (YAML) only to name
+the current step of a run that has not completed.
+"""
 
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from wfctl import durations
-from wfctl.engine.core import failure_view
 from wfctl.errors import NotFound
-from wfctl.store import Row, Tx
-
-if TYPE_CHECKING:
-    from wfctl.engine import Engine
+from wfctl.store import Row, Store, Tx
 
 _DEADLINE_COLUMNS = (
     ("execution_timeout", "execution_deadline_at"),
@@ -20,9 +20,9 @@ _DEADLINE_COLUMNS = (
 )
 
 
-def describe(engine: Engine, instance_id: str, run_number: int | None = None) -> dict[str, Any]:
+def describe(store: Store, instance_id: str, run_number: int | None = None) -> dict[str, Any]:
     """Everything about one instance (SPEC §5); raises NotFound for an unknown id or run."""
-    with engine.store.read() as tx:
+    with store.read() as tx:
         instance = tx.get_instance(instance_id)
         if instance is None:
             raise NotFound(f"no instance {instance_id!r}")
@@ -36,12 +36,7 @@ def describe(engine: Engine, instance_id: str, run_number: int | None = None) ->
                 raise NotFound(f"{instance_id} has no run {run_number} "
                                f"(it has {instance['run_count']})")
         assert run is not None
-        steps = engine.definitions_by_digest(tx, instance["definitions_digest"]) \
-            .types[instance["workflow_type"]].steps
         step_index = run["step_index"]
-        current_step = steps[step_index].name if step_index < len(steps) else None
-        if run["status"] == "completed":
-            current_step = None
         return {
             "found": True,
             "workflow_instance_id": instance_id,
@@ -69,7 +64,7 @@ def describe(engine: Engine, instance_id: str, run_number: int | None = None) ->
                     run["workflow_task_timeout_seconds"]),
                 "started_at": run["started_at"],
                 "closed_at": run["closed_at"],
-                "current_step": current_step,
+                "current_step": _current_step(tx, instance, run),
                 "step_index": step_index,
                 "wait_kind": run["wait_kind"],
                 "cancel_requested": bool(run["cancel_requested"]),
@@ -83,6 +78,27 @@ def describe(engine: Engine, instance_id: str, run_number: int | None = None) ->
             if run["failure_id"] else None,
             "state": json.loads(run["state"]),
         }
+
+
+# Step names by definitions digest and workflow type: the text behind a digest never changes.
+_step_names: dict[tuple[str, str], tuple[str, ...]] = {}
+
+
+def _current_step(tx: Tx, instance: Row, run: Row) -> str | None:
+    """The name of the step the run is at; a completed run is at none (and reads no YAML)."""
+    if run["status"] == "completed":
+        return None
+    key = (instance["definitions_digest"], instance["workflow_type"])
+    names = _step_names.get(key)
+    if names is None:
+        from wfctl import definitions
+
+        row = tx.get_definitions(key[0])
+        if row is None:
+            raise LookupError(f"definitions {key[0]} are missing from the database")
+        steps = definitions.parse(row["source"], row["path"]).types[key[1]].steps
+        names = _step_names.setdefault(key, tuple(step.name for step in steps))
+    return names[run["step_index"]] if run["step_index"] < len(names) else None
 
 
 def _continued_to(tx: Tx, run: Row) -> str | None:
@@ -138,11 +154,11 @@ def _child(row: Row) -> dict[str, Any]:
     }
 
 
-def history(engine: Engine, instance_id: str, *, run_number: int | None = None,
+def history(store: Store, instance_id: str, *, run_number: int | None = None,
             all_runs: bool = False, after_seq: int = 0,
             event_types: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """The events of one run (the current one unless told), or of all runs, in order."""
-    with engine.store.read() as tx:
+    with store.read() as tx:
         instance = tx.get_instance(instance_id)
         if instance is None:
             raise NotFound(f"no instance {instance_id!r}")
@@ -165,11 +181,11 @@ def history(engine: Engine, instance_id: str, *, run_number: int | None = None,
         ]
 
 
-def list_instances(engine: Engine, *, status: str | None = None,
+def list_instances(store: Store, *, status: str | None = None,
                    workflow_type: str | None = None, since: str | None = None,
                    limit: int = 50) -> list[dict[str, Any]]:
     """Instances, newest first, each with the nearest deadline still ahead of it."""
-    with engine.store.read() as tx:
+    with store.read() as tx:
         rows = tx.list_instances(status=status, workflow_type=workflow_type, since=since,
                                  limit=limit)
     result = []
@@ -187,3 +203,21 @@ def list_instances(engine: Engine, *, status: str | None = None,
             "nearest_deadline": {"kind": nearest[1], "at": nearest[0]} if nearest else None,
         })
     return result
+
+
+def failure_view(failure: Row | None) -> dict[str, Any] | None:
+    """A failure record as `describe --json` shows it (and a parent's child-failed event)."""
+    if failure is None:
+        return None
+    view = {
+        "failure_category": failure["failure_category"],
+        "timeout_kind": failure["timeout_kind"],
+        "message": failure["message"],
+        "exception_class": failure["exception_class"],
+        "deadline_at": failure["deadline_at"],
+        "propagation_kind": failure["propagation_kind"],
+        "activity_id": failure["activity_id"],
+    }
+    if failure["details"]:
+        view.update(json.loads(failure["details"]))
+    return view

@@ -1,11 +1,9 @@
-"""The command line: parse, call the Client, render. No workflow logic lives here."""
+"""The typer application: every command's options, help and completion; parse, call the Client,
+render. No workflow logic lives here."""
 
 from __future__ import annotations
 
-import contextlib
 import enum
-import json
-import logging
 import os
 import shutil
 import sys
@@ -13,16 +11,22 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import typer
-from dateutil import parser as date_parser
 from typer.core import TyperGroup
 
-from wfctl import __version__, clock, definitions, durations, handlers, jsonvalue, log, render, systemd
+from wfctl import __version__, clock, durations, jsonvalue
+from wfctl.cli import reads
+from wfctl.cli.reads import fail as _fail
+from wfctl.cli.reads import print_json as _print_json
+from wfctl.cli.reads import usage as _usage
 from wfctl.client import STATUSES, Client
-from wfctl.errors import DefinitionError, NotFound, WfctlError
-from wfctl.worker import WorkerOptions, install_signal_handlers
+from wfctl.errors import DefinitionError, WfctlError
+from wfctl.vocabulary import EVENT_TYPES
+
+# Each command imports what only it needs (rich to render, YAML, the worker) inside its body, so
+# that no command waits for modules it does not use.
 
 
 class _Commands(TyperGroup):
@@ -32,12 +36,7 @@ class _Commands(TyperGroup):
         try:
             return super().invoke(ctx)
         except WfctlError as exc:
-            message = str(exc)
-            client = ctx.obj
-            if isinstance(exc, DefinitionError) and isinstance(client, Client) \
-                    and not os.path.lexists(client.workflows_path):
-                message += " (pass --workflows FILE or set WFCTL_WORKFLOWS)"
-            sys.stderr.write(f"Error: {message}\n")
+            sys.stderr.write(f"Error: {reads.error_message(exc, ctx.obj)}\n")
             raise typer.Exit(1) from None
 
 
@@ -51,7 +50,7 @@ app = typer.Typer(
 deadlines_app = typer.Typer(help="Deadline (must complete within) checks.", no_args_is_help=True)
 app.add_typer(deadlines_app, name="deadlines")
 
-EXAMPLES = Path(__file__).parent / "examples"
+EXAMPLES = Path(__file__).parent.parent / "examples"
 # The commands that create the database on first use; every other one needs it to exist.
 CREATING = ("start", "work")
 # Worker slots are threads or processes; more than this is a typo, not a machine.
@@ -76,35 +75,15 @@ def _client(ctx: typer.Context) -> Client:
     return ctx.obj
 
 
-def _fail(message: str) -> NoReturn:
-    sys.stderr.write(f"Error: {message}\n")
-    raise typer.Exit(1)
-
-
-def _usage(message: str) -> NoReturn:
-    """A usage error (options that exclude each other): one `Error:` line, exit 2."""
-    sys.stderr.write(f"Error: {message}\n")
-    raise typer.Exit(2)
-
-
-def _print_json(document: Any) -> None:
-    """One strict JSON document: a value JSON cannot carry (NaN in a 0.1 database) is an error."""
-    try:
-        text = json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False)
-    except ValueError:
-        try:
-            jsonvalue.check(document, "the document")
-        except jsonvalue.JSONValueError as exc:
-            _fail(f"{exc}; it cannot be printed as JSON")
-        raise
-    sys.stdout.write(text + "\n")
-
-
 def _duration(option: str, value: str | None, *, allow_none: bool = True) -> float | None:
     if value is None:
         return None
+    given: Any = value
     try:
-        given = definitions.yaml_value(value) if value.strip().startswith("{") else value
+        if value.strip().startswith("{"):
+            from wfctl import definitions
+
+            given = definitions.yaml_value(value)
         seconds = durations.parse_timeout(given)
     except (durations.DurationError, DefinitionError) as exc:
         _fail(f"{option}: {exc}")
@@ -211,6 +190,8 @@ def main_options(
 def validate(ctx: typer.Context,
              as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Check the definitions: a table of types with their timeouts and deadlines; warnings."""
+    from wfctl import handlers, render
+
     definitions = _client(ctx).definitions()
     problems = [f"{definitions.path}:{line}: {path}: {why}"
                 for spec, path, line in definitions.handlers()
@@ -287,6 +268,8 @@ def start(
     if as_json:
         _print_json(result)
     else:
+        from wfctl import render
+
         render.started(render.console(), result, clock.now())
     if result["outcome"] == "rejected_duplicate":
         _fail(f"instance {result['workflow_instance_id']} is already open; pass "
@@ -339,6 +322,11 @@ def work(
                                                     incomplete)),
 ) -> None:
     """Run handlers until SIGTERM/SIGINT (the first drains, a second stops at once)."""
+    import logging
+
+    from wfctl import log
+    from wfctl.worker import WorkerOptions, install_signal_handlers
+
     if log_format not in ("text", "json"):
         _fail(f"--log-format: expected text or json (got {log_format!r})")
     if log_level.lower() not in ("debug", "info", "warning", "error"):
@@ -384,29 +372,9 @@ def list_command(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Instances, newest first, with the nearest deadline of each."""
-    since_at = None
-    if since is not None:
-        try:
-            since_at = date_parser.parse(since)
-            if since_at.tzinfo is None:
-                since_at = since_at.astimezone()
-            clock.iso(since_at)
-        except (ValueError, OverflowError):
-            _fail(f"--since: cannot read {since!r} as a date")
-    client = _client(ctx)
-
-    def rows() -> list[dict[str, Any]]:
-        return client.list(status=status.value if status else None,
-                           workflow_type=workflow_type, since=since_at, limit=limit)
-
-    if as_json:
-        _print_json(rows())
-    elif watch:
-        from wfctl.live import watch_list
-
-        watch_list(rows)
-    else:
-        render.instances(render.console(), rows(), clock.now())
+    reads.list_instances(_client(ctx), status=status.value if status else None,
+                         workflow_type=workflow_type, since=since, limit=limit, watch=watch,
+                         as_json=as_json)
 
 
 @app.command()
@@ -417,18 +385,7 @@ def describe(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Everything about one instance: status, every deadline, activities, timers, children."""
-    client = _client(ctx)
-    try:
-        doc = client.describe(instance_id, run)
-    except NotFound as exc:
-        if as_json:
-            _print_json({"found": False, "reason": "instance_not_found"
-                         if "no instance" in str(exc) else "run_not_found"})
-        _fail(str(exc))
-    if as_json:
-        _print_json(doc)
-    else:
-        render.describe(render.console(), doc, clock.now())
+    reads.describe(_client(ctx), instance_id=instance_id, run=run, as_json=as_json)
 
 
 @app.command()
@@ -441,38 +398,12 @@ def history(
                                 help="Keep printing new events until the workflow closes."),
     event_type: list[str] = typer.Option(
         [], "--event-type", help="Only these event types (repeatable).",
-        autocompletion=lambda incomplete: _starting(render.EVENT_TYPES, incomplete)),
+        autocompletion=lambda incomplete: _starting(EVENT_TYPES, incomplete)),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """The append-only event history: seq, time, event, details."""
-    if run is not None and all_runs:
-        _usage("--run and --all-runs exclude each other")
-    unknown = [name for name in event_type if name not in render.EVENT_TYPES]
-    if unknown:
-        _fail(f"--event-type: unknown event type {unknown[0]!r} "
-              f"(one of {', '.join(render.EVENT_TYPES)})")
-    client = _client(ctx)
-    events = client.history(instance_id, run=run, all_runs=all_runs,
-                            event_types=tuple(event_type))
-    if as_json:
-        _print_json(events)
-        return
-    out = render.console()
-    start_at = _start_at(client, instance_id)
-    render.history(out, events, start_at=start_at, show_run=all_runs)
-    if follow:
-        from wfctl.live import follow_history
-
-        # Without --run, following goes on into the runs a continue-as-new starts.
-        with contextlib.suppress(KeyboardInterrupt):
-            follow_history(client, instance_id, out,
-                           after_seq=events[-1]["seq"] if events else 0, start_at=start_at,
-                           all_runs=all_runs or run is None, show_run=all_runs,
-                           event_types=tuple(event_type))
-
-
-def _start_at(client: Client, instance_id: str) -> str | None:
-    return client.describe(instance_id)["created_at"]
+    reads.history(_client(ctx), instance_id=instance_id, run=run, all_runs=all_runs,
+                  follow=follow, event_type=event_type, as_json=as_json)
 
 
 @app.command()
@@ -574,6 +505,8 @@ def systemd_unit(
     grace: str = typer.Option("30s", "--grace", help="The worker's drain grace period."),
 ) -> None:
     """Print a systemd service unit (Type=notify) for `wfctl work` on these files."""
+    from wfctl import systemd
+
     client = _client(ctx)
     executable = shutil.which("wfctl") or f"{sys.executable} -m wfctl"
     sys.stdout.write(systemd.unit(executable=executable, db=client.db_path,
@@ -584,6 +517,9 @@ def systemd_unit(
 @app.command()
 def demo(keep: bool = typer.Option(False, "--keep", help="Keep the temporary folder.")) -> None:
     """Run the example ETL workflow on a temporary database and show what it recorded."""
+    from wfctl import render
+    from wfctl.worker import WorkerOptions
+
     folder = Path(tempfile.mkdtemp(prefix="wfctl-demo-"))
     db = folder / "wfctl.db"
     out = render.console()
@@ -603,7 +539,7 @@ def demo(keep: bool = typer.Option(False, "--keep", help="Keep the temporary fol
             now = clock.now()
             render.describe(out, client.describe("demo-etl"), now)
             render.history(out, client.history("demo-etl"),
-                           start_at=_start_at(client, "demo-etl"))
+                           start_at=reads.start_at(client, "demo-etl"))
     finally:
         if keep:
             out.print(f"\nKept {folder}: try  wfctl --db {db} describe demo-etl")
@@ -623,7 +559,7 @@ def timeline_command(
                                      help="Draw this wide (default: the terminal's width)."),
 ) -> None:
     """A picture of a run: a lane per step, attempts as bars, deadlines as markers in time."""
-    from wfctl import timeline
+    from wfctl import render, timeline
 
     if run is not None and all_runs:
         _usage("--run and --all-runs exclude each other")
@@ -636,7 +572,3 @@ def timeline_command(
         width = out.width if out.is_terminal else shutil.get_terminal_size((100, 24)).columns
     out.print(timeline.draw(doc, events, now=clock.now(), width=width), soft_wrap=True)
 
-
-def main() -> None:
-    """The console script."""
-    app(prog_name="wfctl")

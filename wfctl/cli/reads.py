@@ -1,0 +1,135 @@
+"""The read commands' bodies (describe, list, history) and how every command prints JSON and
+errors: plain functions without typer, run alike by the typer application and the fast path."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from wfctl import clock, jsonvalue
+from wfctl.client import Client
+from wfctl.errors import DefinitionError, NotFound, WfctlError
+from wfctl.vocabulary import EVENT_TYPES
+
+
+def error_message(exc: WfctlError, client: Client | None) -> str:
+    """What the `Error:` line says for an error of wfctl's."""
+    message = str(exc)
+    if isinstance(exc, DefinitionError) and isinstance(client, Client) \
+            and not os.path.lexists(client.workflows_path):
+        message += " (pass --workflows FILE or set WFCTL_WORKFLOWS)"
+    return message
+
+
+def fail(message: str) -> NoReturn:
+    """One `Error:` line on stderr, exit 1."""
+    sys.stderr.write(f"Error: {message}\n")
+    raise SystemExit(1)
+
+
+def usage(message: str) -> NoReturn:
+    """A usage error (options that exclude each other): one `Error:` line, exit 2."""
+    sys.stderr.write(f"Error: {message}\n")
+    raise SystemExit(2)
+
+
+def print_json(document: Any) -> None:
+    """One strict JSON document: a value JSON cannot carry (NaN in a 0.1 database) is an error."""
+    try:
+        text = json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False)
+    except ValueError:
+        try:
+            jsonvalue.check(document, "the document")
+        except jsonvalue.JSONValueError as exc:
+            fail(f"{exc}; it cannot be printed as JSON")
+        raise
+    sys.stdout.write(text + "\n")
+
+
+def list_instances(client: Client, *, status: str | None = None, workflow_type: str | None = None,
+                   since: str | None = None, limit: int = 50, watch: bool = False,
+                   as_json: bool = False) -> None:
+    """`wfctl list`; each keyword's default is the option's."""
+    since_at = None
+    if since is not None:
+        from dateutil import parser as date_parser
+
+        try:
+            since_at = date_parser.parse(since)
+            if since_at.tzinfo is None:
+                since_at = since_at.astimezone()
+            clock.iso(since_at)
+        except (ValueError, OverflowError):
+            fail(f"--since: cannot read {since!r} as a date")
+
+    def rows() -> list[dict[str, Any]]:
+        return client.list(status=status, workflow_type=workflow_type, since=since_at,
+                           limit=limit)
+
+    if as_json:
+        print_json(rows())
+    elif watch:
+        from wfctl.live import watch_list
+
+        watch_list(rows)
+    else:
+        from wfctl import render
+
+        render.instances(render.console(), rows(), clock.now())
+
+
+def describe(client: Client, *, instance_id: str, run: int | None = None,
+             as_json: bool = False) -> None:
+    """`wfctl describe`; each keyword's default is the option's."""
+    try:
+        doc = client.describe(instance_id, run)
+    except NotFound as exc:
+        if as_json:
+            print_json({"found": False, "reason": "instance_not_found"
+                        if "no instance" in str(exc) else "run_not_found"})
+        fail(str(exc))
+    if as_json:
+        print_json(doc)
+    else:
+        from wfctl import render
+
+        render.describe(render.console(), doc, clock.now())
+
+
+def history(client: Client, *, instance_id: str, run: int | None = None, all_runs: bool = False,
+            follow: bool = False, event_type: Sequence[str] = (), as_json: bool = False) -> None:
+    """`wfctl history`; each keyword's default is the option's."""
+    if run is not None and all_runs:
+        usage("--run and --all-runs exclude each other")
+    unknown = [name for name in event_type if name not in EVENT_TYPES]
+    if unknown:
+        fail(f"--event-type: unknown event type {unknown[0]!r} "
+             f"(one of {', '.join(EVENT_TYPES)})")
+    events = client.history(instance_id, run=run, all_runs=all_runs,
+                            event_types=tuple(event_type))
+    if as_json:
+        print_json(events)
+        return
+    from wfctl import render
+
+    out = render.console()
+    started_at = start_at(client, instance_id)
+    render.history(out, events, start_at=started_at, show_run=all_runs)
+    if follow:
+        from wfctl.live import follow_history
+
+        # Without --run, following goes on into the runs a continue-as-new starts.
+        with contextlib.suppress(KeyboardInterrupt):
+            follow_history(client, instance_id, out,
+                           after_seq=events[-1]["seq"] if events else 0, start_at=started_at,
+                           all_runs=all_runs or run is None, show_run=all_runs,
+                           event_types=tuple(event_type))
+
+
+def start_at(client: Client, instance_id: str) -> str | None:
+    """When the instance was created: where a history's relative times count from."""
+    return client.describe(instance_id)["created_at"]
