@@ -363,3 +363,20 @@ def test_a_second_sigterm_stops_at_once_and_gives_back_the_running_attempt(proje
     assert (retry["reason"], retry["backoff_seconds"]) == ("worker_shutdown", 0)
     with project.client.engine.store.read() as tx:
         assert tx.live_workers() == [], "it marked itself stopped after giving the attempt back"
+
+
+def test_work_once_gives_up_a_stuck_handler_after_its_timeout_and_exits(project):
+    project.start("stuck", "st1")
+    began = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "wfctl", "--db", str(project.db), "-w", str(project.workflows),
+         "work", "--once"],
+        cwd=project.folder, capture_output=True, text=True, timeout=20,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))})
+
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - began < 8, "start_to_close 1 s, then the 2 s grace"
+    assert log_lines(done.stderr, "handler_abandoned")
+    timed_out = project.events("st1", "ActivityTimedOut")[0]["attributes"]
+    assert timed_out["timeout_kind"] == "start_to_close"
