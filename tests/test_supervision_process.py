@@ -392,3 +392,20 @@ def test_isolation_process_kills_a_stuck_handler_at_its_timeout_and_serves_on(pr
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(10) == 0
     assert time.monotonic() - began < 3
+
+
+def test_work_once_gives_up_a_stuck_handler_after_its_timeout_and_exits(project):
+    project.start("stuck", "st1")
+    began = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "wfctl", "--db", str(project.db), "-w", str(project.workflows),
+         "work", "--once"],
+        cwd=project.folder, capture_output=True, text=True, timeout=20,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(
+            filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))})
+
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - began < 8, "start_to_close 1 s, then the 2 s grace"
+    assert log_lines(done.stderr, "handler_abandoned")
+    timed_out = project.events("st1", "ActivityTimedOut")[0]["attributes"]
+    assert timed_out["timeout_kind"] == "start_to_close"

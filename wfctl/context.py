@@ -47,10 +47,6 @@ class HeartbeatBuffer:
     def cancelled(self) -> bool:
         return self.abandon.is_set()
 
-    def cancel(self) -> None:
-        """The attempt is no longer current: heartbeats raise, nothing more is written."""
-        self.abandon.set()
-
     def beat(self, details: Any) -> None:
         """Record a heartbeat; raises ActivityCancelled once the attempt is no longer current."""
         if self.cancelled:

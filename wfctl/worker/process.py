@@ -65,6 +65,12 @@ class Worker:
         self.engine_turn = threading.Lock()
         self._stop = threading.Event()
         self.forced = threading.Event()
+        # SIGTERM/SIGINT received: counted by the signal handler, and nothing else there. A
+        # handler that set an Event could deadlock on the Event's lock, held by the very thread
+        # it interrupted; the main thread turns the count into requests (`_take_signals`).
+        self.signals = 0
+        # What the main thread waits on between its looks; set by requests from other threads.
+        self._tick = threading.Event()
         self._lock = threading.Lock()
         self._running: dict[tuple[str, int], Attempt] = {}
         self._abandoned: dict[tuple[str, int], Attempt] = {}
@@ -134,11 +140,18 @@ class Worker:
         self._stop.set()
         for loop in (self.watchdog, self.deadlines, *self.slots):
             loop.stop()
+        self._tick.set()
 
     def request_force_stop(self) -> None:
         """Second signal: stop now."""
         self.forced.set()
         self.request_stop()
+
+    def _take_signals(self) -> None:
+        if self.signals >= 2 and not self.forced.is_set():
+            self.request_force_stop()
+        elif self.signals >= 1 and not self.stopping:
+            self.request_stop()
 
     # one pass
 
@@ -239,16 +252,18 @@ class Worker:
     def _register(self) -> bool:
         """Register, waiting out a database outage; False when asked to stop meanwhile."""
         backoff = Backoff()
-        while not self.stopping:
+        while True:
+            self._take_signals()
+            if self.stopping:
+                return False
             try:
                 self.register(self.clock())
             except StoreUnavailable as exc:
                 self.outage.failed(exc)
-                self._stop.wait(backoff.next())
+                self._tick.wait(backoff.next())
                 continue
             self.outage.recovered()
             return True
-        return False
 
     def _started(self, once: bool) -> None:
         log.event("worker_started", worker_id=self.worker_id,
@@ -262,11 +277,26 @@ class Worker:
         log.event("deadline_checks_skipped", logging.WARNING, message=ONCE_NOTICE)
         for loop in (self.lease, self.housekeeping):
             self._start(loop)
-        try:
-            self.run_once(self.clock())
-        except BaseException:
+        # The pass runs in a thread of its own, so that this one acts on signals and gives up
+        # a slot whose handler outlived its attempt (with several slots, the pass does that).
+        failure: list[BaseException] = []
+
+        def one_pass() -> None:
+            try:
+                self.run_once(self.clock())
+            except BaseException as exc:
+                failure.append(exc)
+
+        passing = threading.Thread(target=one_pass, name="once", daemon=True)
+        passing.start()
+        while passing.is_alive() and not self.forced.is_set():
+            self._take_signals()
+            if self.abandon_overdue(self.clock()) and self.options.concurrency == 1:
+                break
+            passing.join(self.options.poll_interval)
+        if failure:
             self._shut_down(failed=True, drain=False)
-            raise
+            raise failure[0]
         return self._shut_down(failed=False, drain=False)
 
     def _serve(self) -> int:
@@ -297,14 +327,17 @@ class Worker:
         """Until asked to stop: notice commits by other processes, replace dead loop threads
         and abandoned slots. True when the worker cannot go on."""
         version = self._data_version()
-        while not self._stop.wait(self.options.poll_interval):
+        while True:
+            self._tick.wait(self.options.poll_interval)
+            self._take_signals()
+            if self.stopping:
+                return False
             current = self._data_version()
             if current is not None and current != version:
                 version = current
                 self.wake()
             if not self.tend(self.clock()):
                 return True
-        return False
 
     def tend(self, now: datetime) -> bool:
         """One supervision pass: start a fresh slot for each abandoned one, and start again
@@ -379,7 +412,10 @@ class Worker:
         log.event("worker_draining", worker_id=self.worker_id, running=len(self.attempts()),
                   grace_seconds=self.options.grace)
         end = time.monotonic() + self.options.grace
-        while not self.forced.is_set() and time.monotonic() < end:
+        while time.monotonic() < end:
+            self._take_signals()
+            if self.forced.is_set():
+                return
             self.abandon_overdue(self.clock())
             busy = any(thread.is_alive() for loop, thread in self._threads.items()
                        if isinstance(loop, Slot))
@@ -412,18 +448,14 @@ class Worker:
 
 
 def install_signal_handlers(worker: Worker) -> Callable[[], None]:
-    """The first SIGTERM/SIGINT drains, a second stops at once; handlers only set flags.
+    """The first SIGTERM/SIGINT drains, a second stops at once. The handler only counts them;
+    the worker's main thread acts on the count within its poll interval.
 
     Returns a function that puts the previous handlers back.
     """
-    received = {"count": 0}
 
     def handle(signum: int, frame: FrameType | None) -> None:
-        received["count"] += 1
-        if received["count"] == 1:
-            worker.request_stop()
-        else:
-            worker.request_force_stop()
+        worker.signals += 1
 
     previous = {signum: signal.signal(signum, handle) for signum in (signal.SIGTERM, signal.SIGINT)}
 
