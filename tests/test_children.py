@@ -1,5 +1,5 @@
 """Child workflows: the parent waits, the child's outcome reaches it, and the parent's
-child_policy decides what happens to children still open when it closes (issue 3)."""
+child_policy decides what happens to children still open when it closes."""
 
 from __future__ import annotations
 

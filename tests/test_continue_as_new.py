@@ -1,5 +1,5 @@
 """continue_as_new: a new run of the same instance that keeps the execution deadline and the
-deadline, and gets a fresh run deadline (issue 3)."""
+deadline, and gets a fresh run deadline."""
 
 from __future__ import annotations
 

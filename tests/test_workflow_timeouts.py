@@ -1,5 +1,5 @@
 """Workflow timeouts: execution and run timeouts, the timeout procedure, workflow-task timeouts,
-and a closed instance that accepts only reads and retry (issue 3)."""
+and a closed instance that accepts only reads and retry."""
 
 from __future__ import annotations
 

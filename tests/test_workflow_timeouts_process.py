@@ -1,4 +1,4 @@
-"""A real `wfctl work` process times a run out on time while its only slot is busy (issue 3)."""
+"""A real `wfctl work` process times a run out on time while its only slot is busy."""
 
 from __future__ import annotations
 
