@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -13,6 +14,7 @@ from typer.testing import CliRunner
 
 from wfctl import Client
 from wfctl.cli import app
+from wfctl.store import Store
 
 COMPLETIONS = Path(__file__).parent.parent / "completions"
 SHELLS = ("bash", "zsh", "fish")
@@ -117,13 +119,41 @@ def test_type_names_come_from_wfctl_workflows_too(files):
                                      "resume", "cancel", "terminate"])
 def test_instance_ids_complete_from_the_database(files, command):
     db, _ = files
-    assert complete(f"wfctl --db {db} {command} import-") == ["import-2", "import-1"]
-    assert complete(f"wfctl --db {db} {command} ") == ["export-1", "import-2", "import-1"]
+    assert complete(f"wfctl --db {db} {command} import-") == ["import-1", "import-2"]
+    assert complete(f"wfctl --db {db} {command} ") == ["export-1", "import-1", "import-2"]
 
 
 def test_instance_ids_come_from_wfctl_db_too(files):
     db, _ = files
     assert complete("wfctl describe exp", {"WFCTL_DB": str(db)}) == ["export-1"]
+
+
+IDS = ["a%b", "a%c", "axb", "a_b", "a_", "aXb", "a\\b", "a\\", "ab", "é-1", "é-2", "éa", "e-1",
+       "日本-1", "日本", "z\U0010ffff", "z\U0010ffffa", "z\U0010ffff\U0010ffff", "z\ud7ffa",
+       "z\ue000", "zz"]
+
+
+@pytest.mark.parametrize("prefix", ["", "a", "a%", "a_", "a\\", "é", "日本", "z\U0010ffff",
+                                    "z\ud7ff", "\U0010ffff", "none"])
+def test_instance_ids_are_exactly_those_starting_with_the_prefix(tmp_path, prefix):
+    path = tmp_path / "w.db"
+    Store(path).close()
+    conn = sqlite3.connect(path)
+    conn.executemany(
+        "INSERT INTO instances (workflow_instance_id, workflow_type, definitions_digest, status, "
+        "current_run_id, run_count, child_policy, created_at, updated_at) "
+        "VALUES (?, 't', 'd', 'completed', 'r', 1, 'abandon', '2026-01-01', '2026-01-01')",
+        [(instance_id,) for instance_id in IDS])
+    conn.commit()
+    conn.close()
+
+    store = Store(path, create=False)
+    with store.read() as tx:
+        found = tx.instance_ids(prefix, 100)
+        assert tx.instance_ids(prefix, 2) == found[:2]
+    store.close()
+
+    assert found == sorted(instance_id for instance_id in IDS if instance_id.startswith(prefix))
 
 
 def test_completing_never_creates_a_database(tmp_path):
@@ -168,4 +198,4 @@ def test_bash_completes_ids_through_the_shipped_script(files, tmp_path):
     done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=30,
                           env={**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
 
-    assert done.stdout.split() == ["import-2", "import-1"], done.stderr
+    assert done.stdout.split() == ["import-1", "import-2"], done.stderr

@@ -28,6 +28,20 @@ _RUN_NEEDS_WAKING = (
 )
 
 
+def _prefix_upper_bound(prefix: str) -> str | None:
+    """The least string above every string that starts with `prefix`; None if there is none.
+
+    SQLite compares TEXT as UTF-8 bytes, which orders like code points, so incrementing the last
+    code point that can grow gives the bound. Surrogates cannot be stored, so the step skips them.
+    """
+    chars = list(prefix)
+    while chars:
+        code = ord(chars.pop()) + 1
+        if code <= 0x10FFFF:
+            return "".join(chars) + chr(0xE000 if 0xD800 <= code <= 0xDFFF else code)
+    return None
+
+
 def _rows_as_dicts(cursor: sqlite3.Cursor, row: tuple) -> Row:
     return {column[0]: value for column, value in zip(cursor.description, row, strict=True)}
 
@@ -362,10 +376,17 @@ class Tx:
         )
 
     def instance_ids(self, prefix: str, limit: int) -> list[str]:
+        # A range on the primary key reads only the matches; `LIKE` cannot use the index and scanned
+        # every instance. Ids come in key order: taking the newest first would need every match.
+        upper = _prefix_upper_bound(prefix)
+        where, params = "workflow_instance_id >= ?", [prefix]
+        if upper is not None:
+            where += " AND workflow_instance_id < ?"
+            params.append(upper)
         rows = self._all(
-            "SELECT workflow_instance_id FROM instances WHERE workflow_instance_id LIKE ? "
-            "ESCAPE '\\' ORDER BY created_at DESC LIMIT ?",
-            (prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%", limit),
+            f"SELECT workflow_instance_id FROM instances WHERE {where} "
+            "ORDER BY workflow_instance_id LIMIT ?",
+            (*params, limit),
         )
         return [row["workflow_instance_id"] for row in rows]
 
