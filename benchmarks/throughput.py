@@ -58,11 +58,11 @@ from typing import Any, TypeVar
 from benchlib import HERE, Scratch, bare_sqlite_pairs, header, load, wfctl_command, worker_env
 
 import wfctl
+from wfctl.vocabulary import OPEN_RUN
 from wfctl.worker import WorkerOptions
 
 STEPS_PER_WORKFLOW = 3
 TARGET = 5_000.0
-OPEN_STATUSES = ("running", "waiting", "paused")
 
 
 @dataclass
@@ -117,7 +117,7 @@ def idle_worker_cpu(log_level: str) -> float:
 
 
 def anything_open(client: wfctl.Client) -> bool:
-    return any(client.list(status=status, limit=1) for status in OPEN_STATUSES)
+    return any(client.list(status=status, limit=1) for status in OPEN_RUN)
 
 
 def run_config(workflows: int, workers: int, concurrency: int, mode: str, log_level: str,

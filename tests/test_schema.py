@@ -275,3 +275,20 @@ def test_the_0_1_database_is_upgraded_and_stamped_with_its_version(tmp_path):
         "SELECT name FROM _sqlite_migrations WHERE migration_set = 'wfctl' ORDER BY rowid")]
     conn.close()
     assert applied == migrations.names
+
+
+def test_the_watchdog_finds_expired_work_through_the_partial_indexes_alone(tmp_path):
+    store = Store(tmp_path / "w.db")
+    with store.read() as tx:
+        statements: list[str] = []
+        tx.conn.set_trace_callback(statements.append)
+        tx.expired_activities("2026-01-01T00:00:00+00:00", 10)
+        tx.next_due("2026-01-01T00:00:00+00:00")
+        tx.conn.set_trace_callback(None)
+        plans = []
+        for sql in statements:
+            plans += [row["detail"] for row in tx.conn.execute(f"EXPLAIN QUERY PLAN {sql}")]
+    store.close()
+
+    activity_reads = [plan for plan in plans if " activities" in plan]
+    assert activity_reads and all("USING INDEX" in plan for plan in activity_reads), plans

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from wfctl import clock, durations, jsonvalue, views
 from wfctl.errors import InvalidInput
 from wfctl.store import Store
+from wfctl.vocabulary import INSTANCE_STATUSES
 
 # Reads (describe, history, list) need only the store: the engine, the worker and the definitions
 # (YAML) are imported by the calls that use them, so that `wfctl describe` starts fast.
@@ -20,8 +21,6 @@ if TYPE_CHECKING:
 
 Duration = str | int | float | dict[str, Any] | None
 _UNSET: Any = object()
-STATUSES = ("running", "waiting", "paused", "completed", "failed", "timed_out", "cancelled",
-            "terminated")
 # SQLite's integers are 64-bit; a larger limit asks for everything all the same.
 _MAX_LIMIT = 2**63 - 1
 
@@ -158,8 +157,8 @@ class Client:
 
     def list(self, *, status: str | None = None, workflow_type: str | None = None,
              since: datetime | None = None, limit: int = 50) -> list[dict[str, Any]]:
-        if status is not None and status not in STATUSES:
-            raise InvalidInput(f"status must be one of {', '.join(STATUSES)} (got {status!r})")
+        if status is not None and status not in INSTANCE_STATUSES:
+            raise InvalidInput(f"status must be one of {', '.join(INSTANCE_STATUSES)} (got {status!r})")
         _text("workflow type", workflow_type)
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise InvalidInput(f"limit must be a whole number of at least 1 (got {limit!r})")

@@ -14,8 +14,8 @@ import yaml
 
 from wfctl import durations
 from wfctl.errors import DefinitionError, brief
+from wfctl.vocabulary import CHILD_POLICIES
 
-CHILD_POLICIES = ("terminate", "request_cancel", "abandon")
 STEP_KINDS = ("activity", "delay", "wait_for_signal", "parallel", "workflow", "continue_as_new")
 BRANCH_KINDS = ("activity", "workflow")
 HANDLER = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")

@@ -14,6 +14,7 @@ from rich.text import Text
 
 from wfctl import clock, render
 from wfctl.client import Client
+from wfctl.vocabulary import OPEN_ACTIVITY
 
 # How often a follower looks at the database again; it only reads, so this costs little.
 POLL = 0.2
@@ -100,7 +101,7 @@ def live_view(doc: dict[str, Any], recent: list[dict[str, Any]], now: datetime) 
             Text(f"{nearest[0]} ").append_text(render.relative(nearest[1], now))
             if nearest else Text(""),
             Text(f"last error {error['exception_class']}: {error['message']}", style="red")
-            if error and activity["status"] in render.OPEN_ACTIVITY else Text(""),
+            if error and activity["status"] in OPEN_ACTIVITY else Text(""),
         )
     events = Table.grid(padding=(0, 2))
     for event in recent:
@@ -119,7 +120,7 @@ def live_view(doc: dict[str, Any], recent: list[dict[str, Any]], now: datetime) 
 
 def _nearest(activity: dict[str, Any]) -> tuple[str, str] | None:
     """The open attempt's deadline that comes first, with its kind."""
-    if activity["status"] not in render.OPEN_ACTIVITY:
+    if activity["status"] not in OPEN_ACTIVITY:
         return None
     pending = [(activity[key], label) for label, key in (
         ("schedule-to-start", "schedule_deadline_at"), ("start-to-close", "close_deadline_at"),

@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from wfctl import clock, durations
+from wfctl.vocabulary import OPEN_ACTIVITY
 
 if TYPE_CHECKING:
     from wfctl.definitions import Definitions
@@ -27,7 +28,6 @@ STATUS_STYLE = {
     "retry_scheduled": "yellow", "fired": "green",
 }
 ALARM_EVENTS = ("TimedOut", "Failed", "DeadlineExceeded", "Terminated", "Cancelled")
-OPEN_ACTIVITY = ("scheduled", "started", "retry_scheduled")
 INSTANT_WIDTHS = {"at (UTC)": 29, "fires at (UTC)": 29, "closed (UTC)": 29}
 
 

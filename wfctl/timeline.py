@@ -18,6 +18,7 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.text import Text
 
 from wfctl import clock, durations
+from wfctl.vocabulary import RUN_CLOSED_EVENT
 
 MIN_WIDTH = 40
 # Workflow deadlines closer than this share of the run's length past its end are drawn on the
@@ -69,11 +70,7 @@ RUN_DEADLINES = {
     "R": ("run deadline", "run_deadline_at", "run_timeout"),
     "D": ("deadline (must complete within)", "deadline_at", None),
 }
-CLOSING = {
-    "WorkflowCompleted": "completed", "WorkflowFailed": "failed", "WorkflowTimedOut": "timed_out",
-    "WorkflowCancelled": "cancelled", "WorkflowTerminated": "terminated",
-    "WorkflowContinuedAsNew": "continued_as_new",
-}
+CLOSING = {event: status for status, event in RUN_CLOSED_EVENT.items()}
 # Tick spacings to choose from, in seconds: the first whose labels fit is taken.
 TICKS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300,
          600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 2 * 86400, 7 * 86400,

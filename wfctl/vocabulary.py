@@ -12,3 +12,45 @@ EVENT_TYPES = (
     "WorkflowFailed", "WorkflowTimedOut", "WorkflowCancelRequested", "WorkflowCancelled",
     "WorkflowTerminated", "StartRejected",
 )
+
+# A run (and its instance) is open while it is one of these; only `close_run` moves it to a closed one.
+OPEN_RUN = ("running", "waiting", "paused")
+# An instance ends in one of the first five; a run may also hand over to the next one.
+CLOSED_RUN = ("completed", "failed", "timed_out", "cancelled", "terminated", "continued_as_new")
+# The closed statuses that count as failure: a parent sees its child fail on any of these.
+UNSUCCESSFUL_RUN = ("failed", "timed_out", "cancelled", "terminated")
+# What `list --status` accepts: a run that continued as new is never an instance's status.
+INSTANCE_STATUSES = (*OPEN_RUN, *CLOSED_RUN[:-1])
+RUN_STATUSES = (*OPEN_RUN, *CLOSED_RUN)
+# The event that tells a parent its child closed, by the child's status (any other: failed).
+CHILD_CLOSED_EVENT = {"completed": "ChildWorkflowCompleted", "timed_out": "ChildWorkflowTimedOut"}
+# The event that closes a run, by the status it closes with.
+RUN_CLOSED_EVENT = {
+    "completed": "WorkflowCompleted", "failed": "WorkflowFailed", "timed_out": "WorkflowTimedOut",
+    "cancelled": "WorkflowCancelled", "terminated": "WorkflowTerminated",
+    "continued_as_new": "WorkflowContinuedAsNew",
+}
+
+# An activity waits for a worker (scheduled, or retry_scheduled until its backoff passes), is
+# started by one, and closes once. The store's queries spell these lists in this order, as its
+# partial indexes do: SQLite uses such an index only for a query that names the same list.
+PENDING_ACTIVITY = ("scheduled", "retry_scheduled")
+OPEN_ACTIVITY = (*PENDING_ACTIVITY, "started")
+UNSUCCESSFUL_ACTIVITY = ("failed", "timed_out", "cancelled")
+ACTIVITY_STATUSES = (*OPEN_ACTIVITY, "completed", *UNSUCCESSFUL_ACTIVITY)
+WORKFLOW_TASK_STATUSES = ("scheduled", "started", "completed", "timed_out", "cancelled")
+OPEN_WORKFLOW_TASK = ("scheduled", "started")
+TIMER_STATUSES = ("scheduled", "fired", "cancelled")
+
+# An activity's timeouts, in the order they are reported when several expired at once.
+ACTIVITY_TIMEOUT_KINDS = ("schedule_to_close", "schedule_to_start", "heartbeat", "start_to_close")
+# A workflow's own timeouts; `execution_timeout` wins when both expired.
+WORKFLOW_TIMEOUT_KINDS = ("execution_timeout", "run_timeout")
+SIGNAL_WAIT = "signal_wait"
+TIMEOUT_KINDS = (*ACTIVITY_TIMEOUT_KINDS, *WORKFLOW_TIMEOUT_KINDS, SIGNAL_WAIT)
+
+# A failure record's `failure_category`.
+FAILURE_CATEGORIES = ("activity", "timeout", "deadline", "structural_limit", "child_workflow")
+
+# What closing a parent does to its open children.
+CHILD_POLICIES = ("terminate", "request_cancel", "abandon")

@@ -21,9 +21,9 @@ from wfctl.cli import reads
 from wfctl.cli.reads import fail as _fail
 from wfctl.cli.reads import print_json as _print_json
 from wfctl.cli.reads import usage as _usage
-from wfctl.client import STATUSES, Client
+from wfctl.client import Client
 from wfctl.errors import DefinitionError, WfctlError
-from wfctl.vocabulary import EVENT_TYPES
+from wfctl.vocabulary import EVENT_TYPES, INSTANCE_STATUSES
 
 # Each command imports what only it needs (rich to render, YAML, the worker) inside its body, so
 # that no command waits for modules it does not use.
@@ -58,7 +58,7 @@ MAX_CONCURRENCY = 1024
 # A chart wider than this is no picture on any screen (and the columns are built in memory).
 MAX_WIDTH = 1000
 
-Status = enum.StrEnum("Status", [(name, name) for name in STATUSES])
+Status = enum.StrEnum("Status", [(name, name) for name in INSTANCE_STATUSES])
 
 
 class OnDuplicate(enum.StrEnum):

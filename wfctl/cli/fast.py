@@ -18,8 +18,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from wfctl.cli import reads
-from wfctl.client import STATUSES, Client
+from wfctl.client import Client
 from wfctl.errors import WfctlError
+from wfctl.vocabulary import INSTANCE_STATUSES
 
 # A positive whole number as typer reads it unchanged (and SQLite's 64 bits hold).
 _COUNT = re.compile(r"[1-9][0-9]{0,17}")
@@ -30,7 +31,7 @@ def _count(text: str) -> int | None:
 
 
 def _status(text: str) -> str | None:
-    return text if text in STATUSES else None
+    return text if text in INSTANCE_STATUSES else None
 
 
 def _text(text: str) -> str:

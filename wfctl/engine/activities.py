@@ -20,21 +20,23 @@ from wfctl.engine.core import (
 from wfctl.engine.deadlines import deadline_passed, hand_over_deadline
 from wfctl.engine.decide import decide_now, expired_workflow_timeout, time_out_run
 from wfctl.errors import StructuralLimitExceeded
-from wfctl.store import CLOSED_RUN, Row, dumps
+from wfctl.store import Row, dumps
+from wfctl.vocabulary import ACTIVITY_TIMEOUT_KINDS, CLOSED_RUN, OPEN_ACTIVITY, PENDING_ACTIVITY
 
 if TYPE_CHECKING:
     from wfctl.engine import Engine
 
 # When an activity has no heartbeat timeout, history still records a heartbeat at most this often.
 DEFAULT_HEARTBEAT_EVENT_INTERVAL = 30.0
-# The order in which expired deadlines are reported when several passed at once.
-TIMEOUT_ORDER = (
-    ("schedule_to_close", "schedule_to_close_deadline_at", ("scheduled", "retry_scheduled",
-                                                            "started")),
-    ("schedule_to_start", "schedule_deadline_at", ("scheduled", "retry_scheduled")),
-    ("heartbeat", "heartbeat_deadline_at", ("started",)),
-    ("start_to_close", "close_deadline_at", ("started",)),
-)
+# Each activity timeout kind's deadline column, and the statuses in which that deadline counts.
+_DEADLINES = {
+    "schedule_to_close": ("schedule_to_close_deadline_at", OPEN_ACTIVITY),
+    "schedule_to_start": ("schedule_deadline_at", PENDING_ACTIVITY),
+    "heartbeat": ("heartbeat_deadline_at", ("started",)),
+    "start_to_close": ("close_deadline_at", ("started",)),
+}
+# In the order expired deadlines are reported when several passed at once.
+TIMEOUT_ORDER = tuple((kind, *_DEADLINES[kind]) for kind in ACTIVITY_TIMEOUT_KINDS)
 
 
 @dataclass

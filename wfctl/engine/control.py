@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any
 
 from wfctl import clock
 from wfctl.engine.core import (
-    OPEN_RUN,
     Ctx,
     check_payload,
     close_run,
@@ -16,6 +15,7 @@ from wfctl.engine.core import (
 )
 from wfctl.errors import Conflict, NotFound, StructuralLimitExceeded
 from wfctl.store import Row
+from wfctl.vocabulary import OPEN_RUN, UNSUCCESSFUL_ACTIVITY
 
 if TYPE_CHECKING:
     from wfctl.engine import Engine
@@ -134,7 +134,7 @@ def retry(engine: Engine, instance_id: str, now: datetime, *,
         index = run["step_index"]
         run_id = run["workflow_run_id"]
         for activity in c.tx.step_activities(run_id, index):
-            if activity["status"] in ("failed", "timed_out", "cancelled"):
+            if activity["status"] in UNSUCCESSFUL_ACTIVITY:
                 c.tx.update_activity(activity["activity_id"], superseded=1)
         for timer in c.tx.step_timers(run_id, index):
             c.tx.update_timer(timer["timer_id"], superseded=1)

@@ -10,17 +10,13 @@ from typing import TYPE_CHECKING, Any
 from wfctl import clock
 from wfctl.definitions import Definitions, Limits, WorkflowType
 from wfctl.errors import StructuralLimitExceeded
-from wfctl.store import CLOSED_RUN, Row, Tx, dumps
+from wfctl.store import Row, Tx, dumps
 from wfctl.views import failure_view
+from wfctl.vocabulary import CHILD_CLOSED_EVENT, CLOSED_RUN, OPEN_RUN
 
 if TYPE_CHECKING:
     from wfctl.engine import Engine
 
-OPEN_RUN = ("running", "waiting", "paused")
-TERMINAL_CHILD_EVENT = {
-    "completed": "ChildWorkflowCompleted",
-    "timed_out": "ChildWorkflowTimedOut",
-}
 
 
 def new_id() -> str:
@@ -257,5 +253,5 @@ def notify_parent(c: Ctx, run: Row, status: str) -> None:
         if status == "timed_out":
             attributes["timeout_kind"] = failure["timeout_kind"]
             attributes["deadline_at"] = failure["deadline_at"]
-    c.event(parent, TERMINAL_CHILD_EVENT.get(status, "ChildWorkflowFailed"), **attributes)
+    c.event(parent, CHILD_CLOSED_EVENT.get(status, "ChildWorkflowFailed"), **attributes)
     schedule_workflow_task(c, parent, "child_closed")

@@ -17,7 +17,8 @@ from wfctl.engine.core import (
     record_failure,
     state_of,
 )
-from wfctl.store import CLOSED_RUN, Row
+from wfctl.store import Row
+from wfctl.vocabulary import CLOSED_RUN
 
 if TYPE_CHECKING:
     from wfctl.engine import Engine

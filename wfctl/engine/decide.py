@@ -20,7 +20,8 @@ from wfctl.engine.core import (
     state_of,
 )
 from wfctl.engine.deadlines import deadline_passed, hand_over_deadline
-from wfctl.store import CLOSED_RUN, Row, dumps
+from wfctl.store import Row, dumps
+from wfctl.vocabulary import CLOSED_RUN, SIGNAL_WAIT, UNSUCCESSFUL_ACTIVITY, UNSUCCESSFUL_RUN
 
 if TYPE_CHECKING:
     from wfctl.engine import Engine
@@ -346,7 +347,7 @@ def _check_branches(c: Ctx, run: Row, step: Step) -> str:
     activities = [item for item in items if "activity_id" in item]
     children = [item for item in items if "child_instance_id" in item]
     for activity in activities:
-        if activity["status"] in ("failed", "timed_out", "cancelled"):
+        if activity["status"] in UNSUCCESSFUL_ACTIVITY:
             failure = c.tx.activity_failure(activity["activity_id"])
             verb = {"failed": "failed", "timed_out": "timed out"}.get(activity["status"],
                                                                        "was cancelled")
@@ -367,7 +368,7 @@ def _check_branches(c: Ctx, run: Row, step: Step) -> str:
             )
             return CLOSED
     for child in children:
-        if child["status"] in ("failed", "timed_out", "cancelled", "terminated"):
+        if child["status"] in UNSUCCESSFUL_RUN:
             _fail_for_child(c, run, child)
             return CLOSED
     branches = len(step.branches or (step,))
@@ -435,7 +436,7 @@ def _check_signal(c: Ctx, run: Row, step: Step) -> str:
         return DONE
     fired = next((t for t in timers if t["status"] == "fired"), None)
     if fired is not None:
-        fail_run(c, run, category="timeout", step=step.name, timeout_kind="signal_wait",
+        fail_run(c, run, category="timeout", step=step.name, timeout_kind=SIGNAL_WAIT,
                  exception_class="SignalWaitTimeout", deadline_at=fired["fire_at"],
                  message=f"Signal {step.signal!r} not received by {fired['fire_at']}")
         return CLOSED

@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 from wfctl import clock, durations
 from wfctl.definitions import Definitions, WorkflowType
-from wfctl.engine.core import OPEN_RUN, Ctx, check_payload, new_id, schedule_workflow_task
+from wfctl.engine.core import Ctx, check_payload, new_id, schedule_workflow_task
 from wfctl.errors import InvalidInput
 from wfctl.store import Row
+from wfctl.vocabulary import OPEN_RUN
 
 if TYPE_CHECKING:
     from wfctl.engine import Engine

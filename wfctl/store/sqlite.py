@@ -15,16 +15,33 @@ from urllib.parse import quote
 from wfctl import jsonvalue
 from wfctl.errors import DatabaseError, DatabaseNotFound, DatabaseTooNew, StoreUnavailable
 from wfctl.store.schema import MIGRATION_SET, MIGRATIONS_TABLE, migrations
+from wfctl.vocabulary import (
+    OPEN_ACTIVITY,
+    OPEN_WORKFLOW_TASK,
+    PENDING_ACTIVITY,
+    UNSUCCESSFUL_RUN,
+)
 
 Row = dict[str, Any]
-OPEN_ACTIVITY = ("scheduled", "started", "retry_scheduled")
-CLOSED_RUN = ("completed", "failed", "timed_out", "cancelled", "terminated", "continued_as_new")
 _BUSY_TIMEOUT_MS = 30_000
+
+
+def _sql_list(words: Iterable[str]) -> str:
+    """Vocabulary words as an SQL list, `('a', 'b')`: they are plain words, never input."""
+    return "(" + ", ".join(f"'{word}'" for word in words) + ")"
+
+
+# The status lists queries filter on. The partial indexes (schema.py) spell the same lists in the
+# same order, which SQLite needs before it will use such an index for a query.
+_OPEN_WORKFLOW_TASK = _sql_list(OPEN_WORKFLOW_TASK)
+_PENDING_ACTIVITY = _sql_list(PENDING_ACTIVITY)
+_OPEN_ACTIVITY = _sql_list(OPEN_ACTIVITY)
+_UNSUCCESSFUL_RUN = _sql_list(UNSUCCESSFUL_RUN)
 # A run past its execution or run deadline needs the watchdog only while nothing else will decide
 # it: an open workflow task will, and so will a claimed expiry of its `deadline`.
 _RUN_NEEDS_WAKING = (
     "AND runs.deadline_claimed_at IS NULL AND NOT EXISTS (SELECT 1 FROM workflow_tasks t "
-    "WHERE t.workflow_run_id = runs.workflow_run_id AND t.status IN ('scheduled', 'started'))"
+    f"WHERE t.workflow_run_id = runs.workflow_run_id AND t.status IN {_OPEN_WORKFLOW_TASK})"
 )
 
 
@@ -457,7 +474,7 @@ class Tx:
     def open_workflow_task(self, run_id: str) -> Row | None:
         return self._one(
             "SELECT * FROM workflow_tasks WHERE workflow_run_id = ? "
-            "AND status IN ('scheduled', 'started')", (run_id,),
+            f"AND status IN {_OPEN_WORKFLOW_TASK}", (run_id,),
         )
 
     def insert_workflow_task(self, row: Row) -> int:
@@ -481,7 +498,7 @@ class Tx:
     def cancel_workflow_tasks(self, run_id: str, now: str, keep: int | None) -> None:
         self.conn.execute(
             "UPDATE workflow_tasks SET status = 'cancelled', closed_at = ? "
-            "WHERE workflow_run_id = ? AND status IN ('scheduled', 'started') "
+            f"WHERE workflow_run_id = ? AND status IN {_OPEN_WORKFLOW_TASK} "
             "AND task_id IS NOT ?", (now, run_id, keep),
         )
 
@@ -534,13 +551,13 @@ class Tx:
     def open_activities(self, run_id: str) -> list[Row]:
         return self._all(
             "SELECT * FROM activities WHERE workflow_run_id = ? "
-            "AND status IN ('scheduled', 'started', 'retry_scheduled')", (run_id,),
+            f"AND status IN {_OPEN_ACTIVITY}", (run_id,),
         )
 
     def count_open_activities(self, run_id: str) -> int:
         return self._one(
             "SELECT count(*) AS n FROM activities WHERE workflow_run_id = ? "
-            "AND status IN ('scheduled', 'started', 'retry_scheduled')", (run_id,),
+            f"AND status IN {_OPEN_ACTIVITY}", (run_id,),
         )["n"]
 
     def next_ready_activity(self, queues: Sequence[str], now: str) -> Row | None:
@@ -549,7 +566,7 @@ class Tx:
         for queue in queues:
             row = self._one(
                 "SELECT * FROM activities WHERE queue = ? "
-                "AND status IN ('scheduled', 'retry_scheduled') AND available_at <= ? "
+                f"AND status IN {_PENDING_ACTIVITY} AND available_at <= ? "
                 "AND (schedule_deadline_at IS NULL OR schedule_deadline_at > ?) "
                 "AND (schedule_to_close_deadline_at IS NULL OR schedule_to_close_deadline_at > ?) "
                 "ORDER BY available_at LIMIT 1", (queue, now, now, now),
@@ -562,21 +579,21 @@ class Tx:
         marks = ", ".join("?" for _ in queues)
         return self._one(
             f"SELECT min(available_at) AS at FROM activities WHERE queue IN ({marks}) "
-            "AND status IN ('scheduled', 'retry_scheduled')", tuple(queues),
+            f"AND status IN {_PENDING_ACTIVITY}", tuple(queues),
         )["at"]
 
     def expired_activities(self, now: str, limit: int) -> list[Row]:
         """Open activities past any of their four deadlines, found through the partial indexes."""
         return self._all(
             "SELECT * FROM activities WHERE activity_id IN ("
-            "SELECT activity_id FROM activities WHERE status IN ('scheduled', 'retry_scheduled')"
+            f"SELECT activity_id FROM activities WHERE status IN {_PENDING_ACTIVITY}"
             " AND schedule_deadline_at IS NOT NULL AND schedule_deadline_at <= ?1"
             " UNION SELECT activity_id FROM activities WHERE status = 'started'"
             " AND close_deadline_at IS NOT NULL AND close_deadline_at <= ?1"
             " UNION SELECT activity_id FROM activities WHERE status = 'started'"
             " AND heartbeat_deadline_at IS NOT NULL AND heartbeat_deadline_at <= ?1"
             " UNION SELECT activity_id FROM activities"
-            " WHERE status IN ('scheduled', 'retry_scheduled', 'started')"
+            f" WHERE status IN {_OPEN_ACTIVITY}"
             " AND schedule_to_close_deadline_at IS NOT NULL"
             " AND schedule_to_close_deadline_at <= ?1) LIMIT ?2", (now, limit),
         )
@@ -679,7 +696,7 @@ class Tx:
         self.conn.execute(
             "UPDATE children SET superseded = 1 WHERE parent_run_id = ? AND step_index = ? "
             "AND child_instance_id IN (SELECT workflow_instance_id FROM instances "
-            "WHERE status IN ('failed', 'timed_out', 'cancelled', 'terminated'))",
+            f"WHERE status IN {_UNSUCCESSFUL_RUN})",
             (run_id, step_index),
         )
 
@@ -758,13 +775,13 @@ class Tx:
             " AND timeout_at IS NOT NULL"
             " UNION ALL SELECT min(fire_at) FROM timers WHERE status = 'scheduled'"
             " UNION ALL SELECT min(schedule_deadline_at) FROM activities"
-            " WHERE status IN ('scheduled', 'retry_scheduled') AND schedule_deadline_at IS NOT NULL"
+            f" WHERE status IN {_PENDING_ACTIVITY} AND schedule_deadline_at IS NOT NULL"
             " UNION ALL SELECT min(close_deadline_at) FROM activities WHERE status = 'started'"
             " AND close_deadline_at IS NOT NULL"
             " UNION ALL SELECT min(heartbeat_deadline_at) FROM activities WHERE status = 'started'"
             " AND heartbeat_deadline_at IS NOT NULL"
             " UNION ALL SELECT min(schedule_to_close_deadline_at) FROM activities"
-            " WHERE status IN ('scheduled', 'retry_scheduled', 'started')"
+            f" WHERE status IN {_OPEN_ACTIVITY}"
             " AND schedule_to_close_deadline_at IS NOT NULL)", (now,),
         )
         return row["at"]
