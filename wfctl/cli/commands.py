@@ -71,6 +71,18 @@ class Isolation(enum.StrEnum):
     process = "process"
 
 
+class LogFormat(enum.StrEnum):
+    text = "text"
+    json = "json"
+
+
+class LogLevel(enum.StrEnum):
+    debug = "debug"
+    info = "info"
+    warning = "warning"
+    error = "error"
+
+
 def _client(ctx: typer.Context) -> Client:
     return ctx.obj
 
@@ -313,13 +325,10 @@ def work(
         Isolation.thread, "--isolation",
         help="Where handlers run: thread, or process (a child process per attempt, killed when "
              "its attempt times out or is cancelled)."),
-    log_format: str = typer.Option(
-        "text", "--log-format", help="text | json",
-        autocompletion=lambda incomplete: _starting(("text", "json"), incomplete)),
-    log_level: str = typer.Option(
-        "info", "--log-level", help="debug | info | warning | error",
-        autocompletion=lambda incomplete: _starting(("debug", "info", "warning", "error"),
-                                                    incomplete)),
+    log_format: LogFormat = typer.Option(LogFormat.text, "--log-format",
+                                         help="How each log line is written."),
+    log_level: LogLevel = typer.Option(LogLevel.info, "--log-level", case_sensitive=False,
+                                       help="The least severe level logged."),
 ) -> None:
     """Run handlers until SIGTERM/SIGINT (the first drains, a second stops at once)."""
     import logging
@@ -327,10 +336,6 @@ def work(
     from wfctl import log
     from wfctl.worker import WorkerOptions, install_signal_handlers
 
-    if log_format not in ("text", "json"):
-        _fail(f"--log-format: expected text or json (got {log_format!r})")
-    if log_level.lower() not in ("debug", "info", "warning", "error"):
-        _fail(f"--log-level: expected debug, info, warning or error (got {log_level!r})")
     options = WorkerOptions(
         queues=tuple(dict.fromkeys(queue)),
         concurrency=concurrency,
@@ -341,7 +346,7 @@ def work(
         grace=_interval("--grace", grace, minimum=0),
         isolation=isolation.value,
     )
-    log.configure(log_level, log_format)
+    log.configure(log_level.value, log_format.value)
     client = _client(ctx)
     if Path(client.workflows_path).exists():
         client.definitions()
