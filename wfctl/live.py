@@ -142,18 +142,16 @@ def _nearest(activity: dict[str, Any]) -> tuple[str, str] | None:
 
 def watch_list(rows: Callable[[], list[dict[str, Any]]], out: Console | None = None, *,
                interval: float = 1.0) -> None:
-    """Refresh the list until interrupted; piped, print it again at each refresh."""
+    """Refresh the list until interrupted (Ctrl-C: KeyboardInterrupt, exit 130); piped, print
+    it again at each refresh."""
     out = out or render.console()
-    try:
-        if render.plain(out):
-            while True:
-                current = rows()
-                render.emit(out, Text(f"-- {clock.iso(clock.now())}"))
-                render.instances(out, current, clock.now())
-                time.sleep(interval)
-        with Live(console=out, refresh_per_second=2) as live:
-            while True:
-                live.update(render.instances_table(out, rows(), clock.now()))
-                time.sleep(interval)
-    except KeyboardInterrupt:
-        return
+    if render.plain(out):
+        while True:
+            current = rows()
+            render.emit(out, Text(f"-- {clock.iso(clock.now())}"))
+            render.instances(out, current, clock.now())
+            time.sleep(interval)
+    with Live(console=out, refresh_per_second=2) as live:
+        while True:
+            live.update(render.instances_table(out, rows(), clock.now()))
+            time.sleep(interval)

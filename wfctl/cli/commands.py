@@ -291,10 +291,22 @@ def start(
 def _follow_until_closed(client: Client, result: dict[str, Any], as_json: bool) -> None:
     from wfctl.live import follow_start
 
+    instance_id = result["workflow_instance_id"]
+    workflow_type = client.definitions().get(result["workflow_type"])
+    # The first activity's queue is where the run's work starts (a workflow with none needs
+    # any worker): without a live worker there, following it would show nothing happen.
+    queue = workflow_type.first_queue() if workflow_type else None
+    if not client.serves(queue):
+        where = f"queue {queue}" if queue else "this database"
+        sys.stderr.write(f"Warning: no live worker serves {where}; {instance_id} waits until "
+                         f"one runs: wfctl work{f' --queue {queue}' if queue else ''}\n")
+        sys.stderr.flush()
     try:
-        final = follow_start(client, result["workflow_instance_id"], quiet=as_json)
+        final = follow_start(client, instance_id, quiet=as_json)
     except KeyboardInterrupt:
         # Interrupting the view leaves the workflow running; 130 says it was not followed out.
+        sys.stderr.write(f"\nInterrupted: {instance_id} keeps running "
+                         f"(wfctl describe {instance_id}; wfctl cancel {instance_id} stops it)\n")
         raise typer.Exit(130) from None
     if as_json:
         _print_json(final)

@@ -3,7 +3,6 @@ errors: plain functions without typer, run alike by the typer application and th
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
@@ -130,12 +129,12 @@ def history(client: Client, *, instance_id: str, run: int | None = None, all_run
     if follow:
         from wfctl.live import follow_history
 
-        # Without --run, following goes on into the runs a continue-as-new starts.
-        with contextlib.suppress(KeyboardInterrupt):
-            follow_history(client, instance_id, out,
-                           after_seq=events[-1]["seq"] if events else 0, start_at=started_at,
-                           all_runs=all_runs or run is None, show_run=all_runs,
-                           event_types=tuple(event_type))
+        # Without --run, following goes on into the runs a continue-as-new starts; Ctrl-C
+        # ends it with 130, as every follow or wait mode.
+        follow_history(client, instance_id, out,
+                       after_seq=events[-1]["seq"] if events else 0, start_at=started_at,
+                       all_runs=all_runs or run is None, show_run=all_runs,
+                       event_types=tuple(event_type))
 
 
 def follow_json(client: Client, instance_id: str, events: list[dict[str, Any]], *,
