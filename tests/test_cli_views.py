@@ -217,7 +217,8 @@ def test_list_watch_prints_the_list_again_at_each_refresh():
                  "nearest_deadline": None}]
 
     out = Console(file=io.StringIO(), width=200)
-    watch_list(rows, out, interval=0)
+    with pytest.raises(KeyboardInterrupt):
+        watch_list(rows, out, interval=0)
 
     text = out.file.getvalue()
     assert text.count("instance  type") == 2

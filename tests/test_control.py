@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -459,6 +461,62 @@ def test_cli_cancel_and_terminate_print_what_happened(make_env, wfctl):
     assert err == ("Error: cannot pause s2: it is terminated "
                    "(a closed instance accepts only describe and history)\n")
 
+
+
+def test_the_reason_of_a_cancel_is_shown_by_describe_and_history(make_env, wfctl):
+    env = make_env(GUARDED)
+    env.start("slow", "s1", now=0)
+    env.decide(0)
+    env.client.cancel("s1", reason="customer withdrew")
+    requested = json.loads(wfctl(env, "describe", "s1", "--json")[1])
+    env.decide(5)
+
+    code, out, _ = wfctl(env, "describe", "s1", "--json")
+    text = wfctl(env, "describe", "s1")[1]
+    history = wfctl(env, "history", "s1")[1]
+
+    assert code == 0
+    assert requested["run"]["stop_reason"] == "customer withdrew"
+    assert json.loads(out)["run"]["stop_reason"] == "customer withdrew"
+    assert json.loads(out)["run"]["closed_reason"] == "cancelled"
+    assert re.search(r"^stop reason\s+customer withdrew$", text, re.MULTILINE)
+    assert "Cancel requested: customer withdrew" in history
+    assert "Workflow cancelled: customer withdrew" in history
+    assert env.events("s1", "WorkflowCancelled")[0]["attributes"]["cancel_reason"] \
+        == "customer withdrew"
+
+
+def test_the_reason_of_a_terminate_is_shown_by_describe_and_history(make_env, wfctl):
+    env = make_env(GUARDED)
+    env.start("slow", "s1", now=0)
+    env.client.terminate("s1", reason="runaway loop")
+
+    doc = json.loads(wfctl(env, "describe", "s1", "--json")[1])
+
+    assert doc["run"]["stop_reason"] == "runaway loop"
+    assert re.search(r"^stop reason\s+runaway loop$", wfctl(env, "describe", "s1")[1],
+                     re.MULTILINE)
+    assert "Workflow terminated: runaway loop" in wfctl(env, "history", "s1")[1]
+
+
+def test_a_stop_without_a_reason_says_none_was_given(make_env, wfctl):
+    env = make_env(GUARDED)
+    env.start("slow", "s1", now=0)
+    env.start("slow", "s2", now=0)
+    env.client.terminate("s1")
+    env.client.cancel("s2")
+
+    assert json.loads(wfctl(env, "describe", "s1", "--json")[1])["run"]["stop_reason"] is None
+    assert "stop reason" not in wfctl(env, "describe", "s1")[1]
+    assert "Workflow terminated (no reason given)" in wfctl(env, "history", "s1")[1]
+    assert "Cancel requested (no reason given)" in wfctl(env, "history", "s2")[1]
+
+
+def test_a_run_never_asked_to_stop_has_no_stop_reason(make_env):
+    env = make_env(GUARDED)
+    env.start("slow", "s1", now=0)
+
+    assert env.describe("s1")["run"]["stop_reason"] is None
 
 CHILDREN = """
 version: 1

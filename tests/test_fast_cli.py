@@ -108,6 +108,8 @@ def both(env, monkeypatch, capsys):
     ("history", "l1", "--event-type", "TimerFired", "--event-type=WorkflowStarted", "--json"),
     ("history", "l1", "--event-type", "Bogus"),
     ("history", "l1", "-f"),
+    ("history", "l1", "--follow", "--json"),
+    ("history", "l1", "--follow", "--all-runs", "--json"),
     ("history", "r1"),
     ("history", "nope", "--json"),
 ])

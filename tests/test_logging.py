@@ -98,7 +98,7 @@ def test_debug_adds_the_workflow_task_events(tmp_path):
     assert any(" DEBUG   activity_scheduled instance=e1" in line for line in lines)
 
 
-def test_an_unknown_log_format_or_level_is_refused(tmp_path):
+def test_an_unknown_log_format_or_level_is_a_usage_error_naming_the_choices(tmp_path):
     from typer.testing import CliRunner
 
     from wfctl.cli import app
@@ -106,11 +106,30 @@ def test_an_unknown_log_format_or_level_is_refused(tmp_path):
     runner = CliRunner()
     bad_format = runner.invoke(app, ["--db", str(tmp_path / "w.db"), "work", "--log-format", "xml"])
     bad_level = runner.invoke(app, ["--db", str(tmp_path / "w.db"), "work", "--log-level", "loud"])
-    assert (bad_format.exit_code, bad_format.stderr) == (
-        1, "Error: --log-format: expected text or json (got 'xml')\n")
-    assert (bad_level.exit_code, bad_level.stderr) == (
-        1, "Error: --log-level: expected debug, info, warning or error (got 'loud')\n")
+    assert bad_format.exit_code == 2
+    assert "Invalid value for '--log-format': Value error, 'xml' is not one of 'text', 'json'." \
+        in bad_format.stderr
+    assert bad_level.exit_code == 2
+    assert "Invalid value for '--log-level': Value error, 'loud' is not one of 'debug', 'info', 'warning', " \
+        "'error'." in bad_level.stderr
+    assert "Traceback" not in bad_format.stderr + bad_level.stderr
     assert not (tmp_path / "w.db").exists()
+
+
+def test_work_help_lists_the_log_choices():
+    from typer.testing import CliRunner
+
+    from wfctl.cli import app
+
+    result = CliRunner().invoke(app, ["work", "--help"], env={"COLUMNS": "200"})
+
+    assert "--log-format <text|json>" in result.stdout
+    assert "--log-level <debug|info|warning|error>" in result.stdout
+
+
+def test_log_level_is_read_whatever_its_case(tmp_path):
+    lines = work_once(tmp_path, "--log-level", "WARNING", "--log-format", "json")
+    assert all(json.loads(line)["level"] in ("warning", "error") for line in lines)
 
 
 @pytest.fixture

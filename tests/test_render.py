@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import io
+import json
+import os
 import re
+import subprocess
+import sys
 import textwrap
 import threading
 import time
@@ -387,6 +391,53 @@ def test_history_follow_from_the_cli_returns_when_the_workflow_completes(worker_
 
     assert result.exit_code == 0, result.stderr
     assert result.stdout.rstrip().splitlines()[-1].split()[3] == "WorkflowCompleted"
+
+
+@pytest.mark.process
+def test_history_follow_json_streams_one_event_per_line_and_ends_with_the_closing_one(
+        worker_thread):
+    client = worker_thread
+    client.start("gated", "g3")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        filter(None, [str(Path(__file__).parent.parent), os.environ.get("PYTHONPATH")]))}
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "wfctl", "--db", client.db_path, "-w", client.workflows_path,
+         "history", "g3", "--follow", "--json"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        lines = []
+        # Events come while the workflow runs: the gate's start is read before it is released.
+        while not lines or json.loads(lines[-1])["event_type"] != "ActivityStarted" \
+                or json.loads(lines[-1])["attributes"].get("step") != "gate":
+            lines.append(follower.stdout.readline())
+            assert lines[-1], "the stream ended before the gate started"
+        assert follower.poll() is None
+        wfh.release.set()
+        out, err = follower.communicate(timeout=10)
+    finally:
+        follower.kill()
+        follower.wait()
+
+    lines += out.splitlines()
+    events = [json.loads(line) for line in lines]
+    assert follower.returncode == 0, err
+    assert events == client.history("g3")
+    assert events[-1]["event_type"] == "WorkflowCompleted"
+    assert [event["seq"] for event in events] == list(range(1, len(events) + 1))
+
+
+def test_history_json_without_follow_stays_one_document(worker_thread):
+    client = worker_thread
+    client.start("gated", "g4")
+    wfh.release.set()
+    wait_until(lambda: client.describe("g4")["closed_at"] is not None)
+
+    result = CliRunner().invoke(app, ["--db", client.db_path, "-w", client.workflows_path,
+                                      "history", "g4", "--json"])
+
+    assert result.exit_code == 0
+    assert json.loads(result.stdout) == client.history("g4")
+    assert len(result.stdout.splitlines()) > len(client.history("g4"))
 
 
 def test_describe_of_a_timed_out_workflow_marks_the_timeout_that_passed(make_env):

@@ -171,6 +171,16 @@ class Client:
         with self.store.read() as tx:
             return tx.instance_ids(prefix, min(limit, _MAX_LIMIT))
 
+    def serves(self, queue: str | None) -> bool:
+        """Whether a live worker (not stopped, its lease not lapsed) serves `queue` (None: any
+        queue, as every worker decides workflow tasks)."""
+        now = clock.iso(clock.now())
+        with self.store.read() as tx:
+            workers = tx.live_workers()
+        return any(worker["lease_expires_at"] > now
+                   and (queue is None or queue in worker["queues"].split(","))
+                   for worker in workers)
+
     def signal(self, workflow_id: str, name: str,
                data: dict[str, Any] | None = None) -> dict[str, Any]:
         _text("instance id", workflow_id)

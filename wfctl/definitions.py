@@ -126,6 +126,15 @@ class WorkflowType:
     workflow_task_timeout: float | None = 10.0
     line: int = 0
 
+    def first_queue(self) -> str | None:
+        """The queue of the first activity the workflow runs (in a parallel step, its first
+        branch's), where its work starts; None when it runs no activity."""
+        for step in self.steps:
+            for part in (step, *step.branches):
+                if part.kind == "activity" and part.options is not None:
+                    return part.options.queue
+        return None
+
 
 @dataclass(frozen=True)
 class Limits:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import Any
 
@@ -24,6 +24,15 @@ def follow_history(client: Client, instance_id: str, out: Console, *, after_seq:
                    start_at: str | None, all_runs: bool, show_run: bool,
                    event_types: tuple[str, ...] = ()) -> None:
     """Print new events as they are recorded, until the instance closes."""
+    for events in new_events(client, instance_id, after_seq=after_seq, all_runs=all_runs,
+                             event_types=event_types):
+        render.history(out, events, start_at=start_at, show_run=show_run, header=False)
+
+
+def new_events(client: Client, instance_id: str, *, after_seq: int, all_runs: bool,
+               event_types: tuple[str, ...] = ()) -> Iterator[list[dict[str, Any]]]:
+    """The events recorded after `after_seq`, a batch at a time as they come, until the instance
+    closes (a closed instance's remaining events come in one batch)."""
     store = client.store
     version = None
     while True:
@@ -34,7 +43,7 @@ def follow_history(client: Client, instance_id: str, out: Console, *, after_seq:
             events = client.history(instance_id, all_runs=all_runs, after_seq=after_seq,
                                     event_types=event_types)
             if events:
-                render.history(out, events, start_at=start_at, show_run=show_run, header=False)
+                yield events
                 after_seq = events[-1]["seq"]
             # Looked at before reading the events, so the last ones are never missed.
             if closed:
@@ -134,18 +143,16 @@ def _nearest(activity: dict[str, Any]) -> tuple[str, str] | None:
 
 def watch_list(rows: Callable[[], list[dict[str, Any]]], out: Console | None = None, *,
                interval: float = 1.0) -> None:
-    """Refresh the list until interrupted; piped, print it again at each refresh."""
+    """Refresh the list until interrupted (Ctrl-C: KeyboardInterrupt, exit 130); piped, print
+    it again at each refresh."""
     out = out or render.console()
-    try:
-        if render.plain(out):
-            while True:
-                current = rows()
-                render.emit(out, Text(f"-- {clock.iso(clock.now())}"))
-                render.instances(out, current, clock.now())
-                time.sleep(interval)
-        with Live(console=out, refresh_per_second=2) as live:
-            while True:
-                live.update(render.instances_table(out, rows(), clock.now()))
-                time.sleep(interval)
-    except KeyboardInterrupt:
-        return
+    if render.plain(out):
+        while True:
+            current = rows()
+            render.emit(out, Text(f"-- {clock.iso(clock.now())}"))
+            render.instances(out, current, clock.now())
+            time.sleep(interval)
+    with Live(console=out, refresh_per_second=2) as live:
+        while True:
+            live.update(render.instances_table(out, rows(), clock.now()))
+            time.sleep(interval)

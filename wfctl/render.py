@@ -250,6 +250,7 @@ def _summary(out: Console, doc: dict[str, Any], now: datetime) -> Table:
         ("child policy", doc["child_policy"]),
         ("parent", doc["parent_workflow_instance_id"]),
         ("cancel", Text("requested", style="magenta") if run["cancel_requested"] else None),
+        ("stop reason", run["stop_reason"]),
     ]
     summary = fields(out)
     for name, value in rows:
@@ -411,6 +412,11 @@ def _failure(out: Console, failure: dict[str, Any]) -> RenderableType:
 
 # history
 
+# The events of a stop an operator (or a parent's close policy) asked for, and what they say.
+_STOPS = {"WorkflowCancelRequested": "Cancel requested", "WorkflowCancelled": "Workflow cancelled",
+          "WorkflowTerminated": "Workflow terminated"}
+
+
 def event_line(event: dict[str, Any]) -> str:
     """One line on what an event means, naming the timeout kind where there is one."""
     kind, a = event["event_type"], event["attributes"]
@@ -471,6 +477,9 @@ def event_line(event: dict[str, Any]) -> str:
         return f"Workflow failed ({a['failure_category']}{timeout}): {a['message']}"
     if kind == "ChildWorkflowTimedOut":
         return f"Child {a['child_instance_id']} timed out: {a.get('timeout_kind')}"
+    if kind in _STOPS:
+        reason = a.get("cancel_reason" if kind == "WorkflowCancelled" else "reason")
+        return _STOPS[kind] + (f": {reason}" if reason else " (no reason given)")
     if kind == "TimerScheduled":
         return f"Timer {step} ({a['kind']}) fires at {a['fire_at']}"
     if kind == "TimerFired":

@@ -68,6 +68,7 @@ def describe(store: Store, instance_id: str, run_number: int | None = None) -> d
                 "step_index": step_index,
                 "wait_kind": run["wait_kind"],
                 "cancel_requested": bool(run["cancel_requested"]),
+                "stop_reason": stop_reason(tx, run),
                 "deadline_claimed_at": run["deadline_claimed_at"],
                 "continued_to_run_id": _continued_to(tx, run),
             },
@@ -78,6 +79,17 @@ def describe(store: Store, instance_id: str, run_number: int | None = None) -> d
             if run["failure_id"] else None,
             "state": json.loads(run["state"]),
         }
+
+
+def stop_reason(tx: Tx, run: Row) -> str | None:
+    """The reason given when the run was asked to stop (`cancel`/`terminate --reason`, or the
+    parent close policy's); None when it was not asked or no reason was given. It lives in the
+    request's event, so only a run that was asked to stop reads its history."""
+    if not run["cancel_requested"] and run["status"] != "terminated":
+        return None
+    requests = tx.events(run["workflow_instance_id"], run_number=run["run_number"],
+                         event_types=("WorkflowCancelRequested", "WorkflowTerminated"))
+    return json.loads(requests[-1]["attributes"]).get("reason") if requests else None
 
 
 # Step names by definitions digest and workflow type: the text behind a digest never changes.

@@ -71,6 +71,18 @@ class Isolation(enum.StrEnum):
     process = "process"
 
 
+class LogFormat(enum.StrEnum):
+    text = "text"
+    json = "json"
+
+
+class LogLevel(enum.StrEnum):
+    debug = "debug"
+    info = "info"
+    warning = "warning"
+    error = "error"
+
+
 def _client(ctx: typer.Context) -> Client:
     return ctx.obj
 
@@ -279,10 +291,22 @@ def start(
 def _follow_until_closed(client: Client, result: dict[str, Any], as_json: bool) -> None:
     from wfctl.live import follow_start
 
+    instance_id = result["workflow_instance_id"]
+    workflow_type = client.definitions().get(result["workflow_type"])
+    # The first activity's queue is where the run's work starts (a workflow with none needs
+    # any worker): without a live worker there, following it would show nothing happen.
+    queue = workflow_type.first_queue() if workflow_type else None
+    if not client.serves(queue):
+        where = f"queue {queue}" if queue else "this database"
+        sys.stderr.write(f"Warning: no live worker serves {where}; {instance_id} waits until "
+                         f"one runs: wfctl work{f' --queue {queue}' if queue else ''}\n")
+        sys.stderr.flush()
     try:
-        final = follow_start(client, result["workflow_instance_id"], quiet=as_json)
+        final = follow_start(client, instance_id, quiet=as_json)
     except KeyboardInterrupt:
         # Interrupting the view leaves the workflow running; 130 says it was not followed out.
+        sys.stderr.write(f"\nInterrupted: {instance_id} keeps running "
+                         f"(wfctl describe {instance_id}; wfctl cancel {instance_id} stops it)\n")
         raise typer.Exit(130) from None
     if as_json:
         _print_json(final)
@@ -313,13 +337,10 @@ def work(
         Isolation.thread, "--isolation",
         help="Where handlers run: thread, or process (a child process per attempt, killed when "
              "its attempt times out or is cancelled)."),
-    log_format: str = typer.Option(
-        "text", "--log-format", help="text | json",
-        autocompletion=lambda incomplete: _starting(("text", "json"), incomplete)),
-    log_level: str = typer.Option(
-        "info", "--log-level", help="debug | info | warning | error",
-        autocompletion=lambda incomplete: _starting(("debug", "info", "warning", "error"),
-                                                    incomplete)),
+    log_format: LogFormat = typer.Option(LogFormat.text, "--log-format",
+                                         help="How each log line is written."),
+    log_level: LogLevel = typer.Option(LogLevel.info, "--log-level", case_sensitive=False,
+                                       help="The least severe level logged."),
 ) -> None:
     """Run handlers until SIGTERM/SIGINT (the first drains, a second stops at once)."""
     import logging
@@ -327,10 +348,6 @@ def work(
     from wfctl import log
     from wfctl.worker import WorkerOptions, install_signal_handlers
 
-    if log_format not in ("text", "json"):
-        _fail(f"--log-format: expected text or json (got {log_format!r})")
-    if log_level.lower() not in ("debug", "info", "warning", "error"):
-        _fail(f"--log-level: expected debug, info, warning or error (got {log_level!r})")
     options = WorkerOptions(
         queues=tuple(dict.fromkeys(queue)),
         concurrency=concurrency,
@@ -341,7 +358,7 @@ def work(
         grace=_interval("--grace", grace, minimum=0),
         isolation=isolation.value,
     )
-    log.configure(log_level, log_format)
+    log.configure(log_level.value, log_format.value)
     client = _client(ctx)
     if Path(client.workflows_path).exists():
         client.definitions()

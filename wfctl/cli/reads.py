@@ -3,7 +3,6 @@ errors: plain functions without typer, run alike by the typer application and th
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
@@ -39,15 +38,19 @@ def usage(message: str) -> NoReturn:
 
 def print_json(document: Any) -> None:
     """One strict JSON document: a value JSON cannot carry (NaN in a 0.1 database) is an error."""
+    sys.stdout.write(json_text(document, indent=2) + "\n")
+
+
+def json_text(document: Any, *, indent: int | None) -> str:
+    """`document` as strict JSON (`indent` None: on one line); what JSON cannot carry fails."""
     try:
-        text = json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False)
+        return json.dumps(document, indent=indent, ensure_ascii=False, allow_nan=False)
     except ValueError:
         try:
             jsonvalue.check(document, "the document")
         except jsonvalue.JSONValueError as exc:
             fail(f"{exc}; it cannot be printed as JSON")
         raise
-    sys.stdout.write(text + "\n")
 
 
 def list_instances(client: Client, *, status: str | None = None, workflow_type: str | None = None,
@@ -111,6 +114,10 @@ def history(client: Client, *, instance_id: str, run: int | None = None, all_run
              f"(one of {', '.join(EVENT_TYPES)})")
     events = client.history(instance_id, run=run, all_runs=all_runs,
                             event_types=tuple(event_type))
+    if as_json and follow:
+        follow_json(client, instance_id, events, all_runs=all_runs or run is None,
+                    event_types=tuple(event_type))
+        return
     if as_json:
         print_json(events)
         return
@@ -122,12 +129,30 @@ def history(client: Client, *, instance_id: str, run: int | None = None, all_run
     if follow:
         from wfctl.live import follow_history
 
-        # Without --run, following goes on into the runs a continue-as-new starts.
-        with contextlib.suppress(KeyboardInterrupt):
-            follow_history(client, instance_id, out,
-                           after_seq=events[-1]["seq"] if events else 0, start_at=started_at,
-                           all_runs=all_runs or run is None, show_run=all_runs,
-                           event_types=tuple(event_type))
+        # Without --run, following goes on into the runs a continue-as-new starts; Ctrl-C
+        # ends it with 130, as every follow or wait mode.
+        follow_history(client, instance_id, out,
+                       after_seq=events[-1]["seq"] if events else 0, start_at=started_at,
+                       all_runs=all_runs or run is None, show_run=all_runs,
+                       event_types=tuple(event_type))
+
+
+def follow_json(client: Client, instance_id: str, events: list[dict[str, Any]], *,
+                all_runs: bool, event_types: tuple[str, ...]) -> None:
+    """`history --follow --json`: one event per line (NDJSON), each as an element of `history
+    --json`, written as it is recorded, until the instance closes."""
+    from wfctl.live import new_events
+
+    def emit(batch: list[dict[str, Any]]) -> None:
+        for event in batch:
+            sys.stdout.write(json_text(event, indent=None) + "\n")
+        # A reader of the stream sees each event when it happens, not when a buffer fills.
+        sys.stdout.flush()
+
+    emit(events)
+    for batch in new_events(client, instance_id, after_seq=events[-1]["seq"] if events else 0,
+                            all_runs=all_runs, event_types=event_types):
+        emit(batch)
 
 
 def start_at(client: Client, instance_id: str) -> str | None:

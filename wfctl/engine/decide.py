@@ -21,6 +21,7 @@ from wfctl.engine.core import (
 )
 from wfctl.engine.deadlines import deadline_passed, hand_over_deadline
 from wfctl.store import Row, dumps
+from wfctl.views import stop_reason
 from wfctl.vocabulary import CLOSED_RUN, SIGNAL_WAIT, UNSUCCESSFUL_ACTIVITY, UNSUCCESSFUL_RUN
 
 if TYPE_CHECKING:
@@ -161,7 +162,8 @@ def decide(c: Ctx, run: Row, task_id: int | None, worker_id: str) -> None:
                           "limit": limits.history_size})
         return
     if run["cancel_requested"]:
-        close_run(c, run, "cancelled", "WorkflowCancelled", {"reason": "cancel requested"},
+        close_run(c, run, "cancelled", "WorkflowCancelled",
+                  {"reason": "cancel requested", "cancel_reason": stop_reason(c.tx, run)},
                   reason="cancelled", keep_task=task_id)
         return
     if run["status"] == "paused":

@@ -1,0 +1,123 @@
+"""Ctrl-C (SIGINT) ends every follow or wait mode with exit 130; `start --wait` says the workflow
+keeps running, and says early when no live worker serves the workflow's queue."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from wfctl import Client
+
+DEFINITIONS = """
+version: 1
+workflows:
+  report:
+    steps:
+      - activity: wfh:noop
+        queue: reports
+      - wait_for_signal: go
+"""
+REPO = Path(__file__).parent.parent
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> tuple[Path, Path]:
+    workflows = tmp_path / "workflows.yaml"
+    workflows.write_text(textwrap.dedent(DEFINITIONS))
+    return tmp_path / "wfctl.db", workflows
+
+
+def wfctl(files: tuple[Path, Path], *args: str) -> subprocess.Popen:
+    db, workflows = files
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        filter(None, [str(REPO), str(REPO / "tests"), os.environ.get("PYTHONPATH")]))}
+    return subprocess.Popen([sys.executable, "-m", "wfctl", "--db", str(db), "-w", str(workflows),
+                             *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
+
+
+def interrupt_once(process: subprocess.Popen) -> tuple[str, str, str]:
+    """Wait for the command's first line on stdout (it is following by then), send SIGINT, and
+    give (that line, the rest of stdout, stderr)."""
+    first = process.stdout.readline()
+    assert first, process.communicate()
+    # A moment more, so that the signal comes inside the follow loop rather than before it.
+    time.sleep(0.3)
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(10)
+    finally:
+        process.kill()
+    # Read through the same buffered files as the first line (communicate() would skip what
+    # they already hold); what is left is a few lines, so the pipes never filled.
+    return first, process.stdout.read(), process.stderr.read()
+
+
+@pytest.mark.process
+def test_start_wait_warns_of_no_worker_and_on_ctrl_c_says_the_workflow_keeps_running(files):
+    started = time.monotonic()
+    process = wfctl(files, "start", "report", "r1", "--wait")
+    warning = process.stderr.readline()
+    warned_after = time.monotonic() - started
+
+    _, _, err = interrupt_once(process)
+
+    assert warning == ("Warning: no live worker serves queue reports; r1 waits until one runs: "
+                       "wfctl work --queue reports\n")
+    assert warned_after < 5, "the warning should come at once (the interpreter starts first)"
+    assert process.returncode == 130
+    assert "Interrupted: r1 keeps running" in err
+    assert "Traceback" not in err
+    with Client(*files) as client:
+        assert client.describe("r1")["status"] == "running"
+
+
+@pytest.mark.process
+def test_start_wait_says_nothing_of_workers_when_one_serves_the_queue(files):
+    db, workflows = files
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        filter(None, [str(REPO), str(REPO / "tests"), os.environ.get("PYTHONPATH")]))}
+    worker = subprocess.Popen([sys.executable, "-m", "wfctl", "--db", str(db), "-w",
+                               str(workflows), "work", "--queue", "reports"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    try:
+        end = time.monotonic() + 10
+        while not db.exists():
+            assert time.monotonic() < end, "the worker never created the database"
+            time.sleep(0.05)
+        with Client(*files) as client:
+            while not client.serves("reports"):
+                assert time.monotonic() < end, "the worker never registered"
+                time.sleep(0.05)
+        process = wfctl(files, "start", "report", "r2", "--wait")
+        _, _, err = interrupt_once(process)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(10)
+
+    assert process.returncode == 130
+    assert "Warning" not in err
+    assert "Interrupted: r2 keeps running" in err
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("command", [["history", "r1", "--follow"],
+                                     ["history", "r1", "--follow", "--json"],
+                                     ["list", "--watch"]])
+def test_ctrl_c_ends_a_follow_mode_with_130(files, command):
+    with Client(*files) as client:
+        client.start("report", "r1")
+    process = wfctl(files, *command)
+
+    first, out, err = interrupt_once(process)
+
+    assert process.returncode == 130, err
+    assert "Traceback" not in err
+    assert "WorkflowStarted" in first + out or "r1" in first + out
