@@ -9,11 +9,12 @@ import subprocess
 import sys
 import textwrap
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from wfctl import Client
+from wfctl import Client, clock, definitions
 
 DEFINITIONS = """
 version: 1
@@ -121,3 +122,35 @@ def test_ctrl_c_ends_a_follow_mode_with_130(files, command):
     assert process.returncode == 130, err
     assert "Traceback" not in err
     assert "WorkflowStarted" in first + out or "r1" in first + out
+
+
+def test_only_a_live_worker_on_the_queue_serves_it(files):
+    now = datetime.now(UTC)
+    with Client(*files, create=True) as client:
+        with client.store.write() as tx:
+            for worker_id, queues, lease, stopped in (
+                    ("lapsed", "reports", now - timedelta(minutes=1), None),
+                    ("stopped", "reports", now + timedelta(minutes=1), now),
+                    ("other", "default,bulk", now + timedelta(minutes=1), None)):
+                tx.register_worker({
+                    "worker_id": worker_id, "kind": "worker", "hostname": "h", "pid": 1,
+                    "pid_started": None, "queues": queues, "started_at": clock.iso(now),
+                    "heartbeat_at": clock.iso(now), "lease_expires_at": clock.iso(lease),
+                    "stopped_at": clock.iso(stopped) if stopped else None})
+
+        assert not client.serves("reports")
+        assert client.serves("bulk")
+        assert client.serves(None)
+
+
+
+@pytest.mark.parametrize(("steps", "queue"), [
+    ("- delay: 1s\n- activity: wfh:noop\n  queue: reports", "reports"),
+    ("- parallel:\n  - activity: wfh:noop\n    queue: bulk\n  - activity: wfh:noop", "bulk"),
+    ("- activity: wfh:noop", "default"),
+    ("- wait_for_signal: go", None),
+])
+def test_the_queue_a_workflow_starts_on_is_its_first_activitys(steps, queue):
+    source = "version: 1\nworkflows:\n  t:\n    steps:\n" + textwrap.indent(steps, "      ")
+
+    assert definitions.parse(source, "workflows.yaml").types["t"].first_queue() == queue
