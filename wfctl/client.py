@@ -35,22 +35,19 @@ def _timeout(name: str, value: Duration) -> float | None:
 def _text(what: str, value: str | None) -> None:
     """Refuse text that is not valid Unicode (undecodable bytes from a command line come as lone
     surrogates), before it reaches the database."""
-    if value is None:
-        return
-    if not isinstance(value, str):
-        raise InvalidInput(f"{what} must be text (got {type(value).__name__})")
-    try:
-        jsonvalue.check(value, what)
-    except jsonvalue.JSONValueError as exc:
-        raise InvalidInput(str(exc)) from None
+    _strict(what, value, str, "text")
 
 
 def _json_object(what: str, value: Any) -> None:
     """Refuse data that is not a strict JSON object: NaN, Infinity, lone surrogates, deep nesting."""
+    _strict(what, value, dict, "a JSON object")
+
+
+def _strict(what: str, value: Any, kind: type, noun: str) -> None:
     if value is None:
         return
-    if not isinstance(value, dict):
-        raise InvalidInput(f"{what} must be a JSON object (got {type(value).__name__})")
+    if not isinstance(value, kind):
+        raise InvalidInput(f"{what} must be {noun} (got {type(value).__name__})")
     try:
         jsonvalue.check(value, what)
     except jsonvalue.JSONValueError as exc:
