@@ -324,6 +324,13 @@ def retry_chips(policy: dict[str, Any]) -> list[str]:
     return chips
 
 
+def workflow_retry_chips(policy: dict[str, Any]) -> list[str]:
+    """A workflow retry policy as chips: '3 attempts', 'backoff 1m→4m', 'when activity,run_timeout'."""
+    chips = retry_chips({"max_attempts": policy["max_attempts"],
+                         "backoff_seconds": policy["backoff_seconds"][:policy["max_attempts"] - 1]})
+    return [*chips, "when " + ",".join(policy["when"])]
+
+
 def chips_text(out: Console, chips: list[str]) -> Text:
     if plain(out):
         return Text(" · ".join(chips))
@@ -576,12 +583,15 @@ def instances_table(out: Console, rows: list[dict[str, Any]], now: datetime) -> 
 
 def definitions(out: Console, defs: Definitions) -> None:
     grid = table(out, "workflow type", "steps", "execution timeout", "run timeout",
-                 "deadline", "on deadline", "task timeout", "child policy")
+                 "deadline", "on deadline", "task timeout", "child policy", "retry",
+                 "retention")
     for wf in defs.types.values():
         grid.add_row(wf.name, " → ".join(s.name for s in wf.steps),
                      seconds_text(wf.execution_timeout), seconds_text(wf.run_timeout),
                      seconds_text(wf.deadline), wf.on_deadline or "-",
-                     seconds_text(wf.workflow_task_timeout), wf.child_policy)
+                     seconds_text(wf.workflow_task_timeout), wf.child_policy,
+                     " · ".join(workflow_retry_chips(wf.retry.view())) if wf.retry else "-",
+                     durations.format(wf.retention) if wf.retention else "forever")
     emit(out, grid)
 
 

@@ -8,7 +8,8 @@ EVENT_TYPES = (
     "ActivityCancelled", "TimerScheduled", "TimerFired", "TimerCancelled", "SignalWaitOpened",
     "SignalReceived", "ChildWorkflowStarted", "ChildWorkflowCompleted", "ChildWorkflowFailed",
     "ChildWorkflowTimedOut", "ParentClosePolicyApplied", "WorkflowPaused", "WorkflowResumed",
-    "WorkflowDeadlineExceeded", "WorkflowRetried", "WorkflowContinuedAsNew", "WorkflowCompleted",
+    "WorkflowDeadlineExceeded", "WorkflowRetryScheduled", "WorkflowRetried",
+    "WorkflowContinuedAsNew", "WorkflowCompleted",
     "WorkflowFailed", "WorkflowTimedOut", "WorkflowCancelRequested", "WorkflowCancelled",
     "WorkflowTerminated", "StartRejected",
 )
@@ -48,6 +49,14 @@ ACTIVITY_TIMEOUT_KINDS = ("schedule_to_close", "schedule_to_start", "heartbeat",
 WORKFLOW_TIMEOUT_KINDS = ("execution_timeout", "run_timeout")
 SIGNAL_WAIT = "signal_wait"
 TIMEOUT_KINDS = (*ACTIVITY_TIMEOUT_KINDS, *WORKFLOW_TIMEOUT_KINDS, SIGNAL_WAIT)
+
+# What a workflow retry policy answers (its `when:`): a step that failed (an activity failed or
+# timed out, or a child workflow failed), the run timeout, a signal wait's timeout.
+RETRY_CAUSES = ("activity", "run_timeout", SIGNAL_WAIT)
+# A run waiting out its retry policy's backoff is `running` with this wait_kind, and the backoff
+# is a durable timer of this kind (the watchdog fires it like any other).
+RETRY_WAIT = "retry"
+RETRY_TIMER = "workflow_retry"
 
 # A failure record's `failure_category`.
 FAILURE_CATEGORIES = ("activity", "timeout", "deadline", "structural_limit", "child_workflow")

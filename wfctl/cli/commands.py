@@ -221,6 +221,8 @@ def validate(ctx: typer.Context,
                     "workflow_task_timeout_seconds":
                         durations.whole_seconds(wf.workflow_task_timeout),
                     "child_policy": wf.child_policy,
+                    "retry_policy": wf.retry.view() if wf.retry else None,
+                    "retention_seconds": durations.whole_seconds(wf.retention),
                 }
                 for wf in definitions.types.values()
             },
