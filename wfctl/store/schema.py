@@ -316,6 +316,35 @@ def m002_rejected_starts_and_child_depth(db: Database) -> None:
     )
 
 
+@migrations()
+def m003_workflow_retry_and_retention(db: Database) -> None:
+    """Workflow retry policies (the policy an instance started with, the attempt a run is on)
+    and retention (when a closed instance may be deleted); what `prune` needs to find and delete
+    an instance's rows through indexes; and an instance's history may be deleted once the
+    instance itself is gone, never while it exists."""
+    for statement in (
+        "ALTER TABLE instances ADD COLUMN retry_policy TEXT",
+        "ALTER TABLE instances ADD COLUMN retain_until TEXT",
+        "ALTER TABLE runs ADD COLUMN retry_attempt INTEGER NOT NULL DEFAULT 1",
+        "CREATE INDEX instances_retain_until ON instances(retain_until) "
+        "WHERE retain_until IS NOT NULL",
+        "CREATE INDEX instances_closed ON instances(closed_at) WHERE closed_at IS NOT NULL",
+        # One index on the run serves the open-task lookup the partial one did, and the
+        # deletion of a run's closed tasks; unlike it, no status change ever rewrites it.
+        "DROP INDEX workflow_tasks_open",
+        "CREATE INDEX workflow_tasks_run ON workflow_tasks(workflow_run_id)",
+        "CREATE INDEX signals_instance ON signals(workflow_instance_id)",
+        "DROP TRIGGER events_are_append_only_delete",
+        # History stays append-only while its instance exists: pruning deletes the instance
+        # row first, in the same transaction, and only then may its events go.
+        "CREATE TRIGGER events_are_append_only_delete BEFORE DELETE ON events "
+        "WHEN EXISTS (SELECT 1 FROM instances "
+        "WHERE workflow_instance_id = OLD.workflow_instance_id) "
+        "BEGIN SELECT RAISE(ABORT, 'history is append-only'); END",
+    ):
+        db.execute(statement)
+
+
 def _split(script: str) -> list[str]:
     """Statements of a script; trigger bodies keep their inner semicolons."""
     statements, current = [], []
