@@ -31,12 +31,13 @@ DEFINITIONS = DATA / "v01" / "workflows.yaml"
 SHOWN_BY_01 = json.loads((DATA / "v01" / "expected.json").read_text())
 # Fields `describe` has gained since 0.1 (added, never changed): compared without them.
 ADDED_TO_RUN = ("stop_reason",)
+ADDED = ("retry_policy", "workflow_retry")
 
 
 def as_01_showed(doc: dict) -> dict:
     """A describe document without the fields added since 0.1."""
     run = {key: value for key, value in doc["run"].items() if key not in ADDED_TO_RUN}
-    return {**doc, "run": run}
+    return {**{key: value for key, value in doc.items() if key not in ADDED}, "run": run}
 CLOSED = ("completed", "cancelled", "terminated", "failed", "timed-out")
 
 

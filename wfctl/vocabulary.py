@@ -20,6 +20,8 @@ OPEN_RUN = ("running", "waiting", "paused")
 CLOSED_RUN = ("completed", "failed", "timed_out", "cancelled", "terminated", "continued_as_new")
 # The closed statuses that count as failure: a parent sees its child fail on any of these.
 UNSUCCESSFUL_RUN = ("failed", "timed_out", "cancelled", "terminated")
+# The closed statuses `retry` (by hand, or by a retry policy) runs again from the failed step.
+RETRYABLE_RUN = ("failed", "timed_out")
 # What `list --status` accepts: a run that continued as new is never an instance's status.
 INSTANCE_STATUSES = (*OPEN_RUN, *CLOSED_RUN[:-1])
 RUN_STATUSES = (*OPEN_RUN, *CLOSED_RUN)

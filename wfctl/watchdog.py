@@ -15,7 +15,9 @@ from wfctl.engine.activities import expired_timeout, lose_attempt, time_out_acti
 from wfctl.engine.core import Ctx, schedule_workflow_task
 from wfctl.engine.deadlines import DeadlineClaim
 from wfctl.engine.decide import expired_workflow_timeout, time_out_workflow_task
+from wfctl.engine.workflow_retry import fire_retry
 from wfctl.store import Row
+from wfctl.vocabulary import RETRY_TIMER
 
 BATCH = 500
 HOSTNAME = socket.gethostname()
@@ -109,6 +111,9 @@ def _expire(engine: Engine, now: datetime, report: SweepReport) -> None:
             time_out_workflow_task(c, task)
             report.workflow_tasks_timed_out += 1
         for timer in c.tx.due_timers(c.at, BATCH):
+            if timer["kind"] == RETRY_TIMER:
+                report.timers_fired += fire_retry(c, timer)
+                continue
             run = c.run(timer["workflow_run_id"])
             if _times_out_first(c, run, timer["fire_at"]):
                 continue
