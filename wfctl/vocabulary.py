@@ -23,7 +23,8 @@ UNSUCCESSFUL_RUN = ("failed", "timed_out", "cancelled", "terminated")
 # The closed statuses `retry` (by hand, or by a retry policy) runs again from the failed step.
 RETRYABLE_RUN = ("failed", "timed_out")
 # What `list --status` accepts: a run that continued as new is never an instance's status.
-INSTANCE_STATUSES = (*OPEN_RUN, *CLOSED_RUN[:-1])
+CLOSED_INSTANCE = CLOSED_RUN[:-1]
+INSTANCE_STATUSES = (*OPEN_RUN, *CLOSED_INSTANCE)
 RUN_STATUSES = (*OPEN_RUN, *CLOSED_RUN)
 # The event that tells a parent its child closed, by the child's status (any other: failed).
 CHILD_CLOSED_EVENT = {"completed": "ChildWorkflowCompleted", "timed_out": "ChildWorkflowTimedOut"}

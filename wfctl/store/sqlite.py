@@ -16,7 +16,9 @@ from wfctl import jsonvalue
 from wfctl.errors import DatabaseError, DatabaseNotFound, DatabaseTooNew, StoreUnavailable
 from wfctl.store.schema import MIGRATION_SET, MIGRATIONS_TABLE, migrations
 from wfctl.vocabulary import (
+    CLOSED_INSTANCE,
     OPEN_ACTIVITY,
+    OPEN_RUN,
     OPEN_WORKFLOW_TASK,
     PENDING_ACTIVITY,
     UNSUCCESSFUL_RUN,
@@ -37,6 +39,29 @@ _OPEN_WORKFLOW_TASK = _sql_list(OPEN_WORKFLOW_TASK)
 _PENDING_ACTIVITY = _sql_list(PENDING_ACTIVITY)
 _OPEN_ACTIVITY = _sql_list(OPEN_ACTIVITY)
 _UNSUCCESSFUL_RUN = _sql_list(UNSUCCESSFUL_RUN)
+_CLOSED_INSTANCE = _sql_list(CLOSED_INSTANCE)
+_OPEN_RUN = _sql_list(OPEN_RUN)
+# A closed instance may be deleted unless it is the child of an instance still open: the parent
+# may yet read it (its retry supersedes a failed child, its describe lists it).
+_PRUNABLE = (
+    f"i.status IN {_CLOSED_INSTANCE} AND NOT EXISTS (SELECT 1 FROM instances p "
+    f"WHERE p.workflow_instance_id = i.parent_instance_id AND p.status IN {_OPEN_RUN})"
+)
+# What an instance owns, table by table, in an order its rows can be deleted in with the
+# references checked: what points at a run or the instance first, the instance row, and its
+# history last (the history trigger lets it go only once the instance row is gone).
+_OWNED = (
+    ("children", "parent_run_id IN ({runs})"),
+    ("children", "child_instance_id IN ({ids})"),
+    ("workflow_tasks", "workflow_run_id IN ({runs})"),
+    ("activities", "workflow_run_id IN ({runs})"),
+    ("timers", "workflow_run_id IN ({runs})"),
+    ("failures", "workflow_run_id IN ({runs})"),
+    ("signals", "workflow_instance_id IN ({ids})"),
+    ("runs", "workflow_instance_id IN ({ids})"),
+    ("instances", "workflow_instance_id IN ({ids})"),
+    ("events", "workflow_instance_id IN ({ids})"),
+)
 # A run past its execution or run deadline needs the watchdog only while nothing else will decide
 # it: an open workflow task will, and so will a claimed expiry of its `deadline`.
 _RUN_NEEDS_WAKING = (
@@ -312,6 +337,23 @@ class Store:
     def peek(self) -> Tx:
         """Queries outside a transaction: each one statement, for cheap single reads."""
         return Tx(self.conn)
+
+    def file_size(self) -> int:
+        """Bytes on disk: the database file and its write-ahead log."""
+        return sum(os.path.getsize(path) for path in (self.path, f"{self.path}-wal")
+                   if os.path.exists(path))
+
+    def vacuum(self) -> None:
+        """Rebuild the file without its free pages, and empty the write-ahead log.
+
+        VACUUM holds the write lock while it copies the whole database: writers wait meanwhile.
+        """
+        with self._write_lock:
+            try:
+                self.conn.execute("VACUUM")
+                self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error as exc:
+                raise translate(exc, self.path) from exc
 
     def data_version(self) -> int:
         """Changes whenever another connection commits: a cheap way to notice new work."""
@@ -785,6 +827,63 @@ class Tx:
             " AND schedule_to_close_deadline_at IS NOT NULL)", (now,),
         )
         return row["at"]
+
+    # retention
+
+    def prunable_instances(self, now: str, *, closed_before: str | None,
+                           limit: int) -> list[Row]:
+        """Closed instances past their retention (with `closed_before`: closed before it,
+        whatever their retention), first due first, each with how many events its history
+        holds; none whose parent is still open."""
+        if closed_before is None:
+            where, params = "i.retain_until IS NOT NULL AND i.retain_until <= ?", [now]
+            order = "i.retain_until"
+        else:
+            where, params = "i.closed_at IS NOT NULL AND i.closed_at <= ?", [closed_before]
+            order = "i.closed_at"
+        return self._all(
+            "SELECT i.workflow_instance_id, (SELECT coalesce(max(e.seq), 0) FROM events e "
+            "WHERE e.workflow_instance_id = i.workflow_instance_id) AS events FROM instances i "
+            f"WHERE {where} AND {_PRUNABLE} ORDER BY {order} LIMIT ?", (*params, limit),
+        )
+
+    def next_retain_until(self, now: str) -> str | None:
+        """When the next closed instance's retention runs out, after `now`."""
+        return self._one(
+            "SELECT min(retain_until) AS at FROM instances WHERE retain_until IS NOT NULL "
+            "AND retain_until > ?", (now,),
+        )["at"]
+
+    def delete_instances(self, instance_ids: Sequence[str]) -> dict[str, int]:
+        """Delete these instances with every row they own; how many rows, by table."""
+        deleted: dict[str, int] = {}
+        for table, where, params in self._owned(instance_ids):
+            cursor = self.conn.execute(f"DELETE FROM {table} WHERE {where}", params)
+            deleted[table] = deleted.get(table, 0) + cursor.rowcount
+        return deleted
+
+    def count_owned_rows(self, instance_ids: Sequence[str]) -> dict[str, int]:
+        """How many rows `delete_instances` would delete, by table."""
+        counted: dict[str, int] = {}
+        owned = self._owned(instance_ids)
+        for table, where, params in owned:
+            if table == "children":
+                continue
+            counted[table] = self._one(f"SELECT count(*) AS n FROM {table} WHERE {where}",
+                                       params)["n"]
+        # A link between two instances both deleted is one row, counted once.
+        (_, parents, runs), (_, children, ids) = owned[0], owned[1]
+        counted["children"] = self._one(
+            f"SELECT count(*) AS n FROM children WHERE {parents} OR {children}", (*runs, *ids)
+        )["n"]
+        return counted
+
+    @staticmethod
+    def _owned(instance_ids: Sequence[str]) -> list[tuple[str, str, tuple[str, ...]]]:
+        ids = ", ".join("?" for _ in instance_ids)
+        runs = f"SELECT workflow_run_id FROM runs WHERE workflow_instance_id IN ({ids})"
+        return [(table, where.format(ids=ids, runs=runs), tuple(instance_ids))
+                for table, where in _OWNED]
 
     # workers
 

@@ -25,7 +25,7 @@ from wfctl.watchdog import HOSTNAME, process_started
 from wfctl.worker.attempts import Attempt
 from wfctl.worker.deadlines import DeadlineRunner
 from wfctl.worker.executor import Executor, executor_for
-from wfctl.worker.housekeeping import Housekeeping
+from wfctl.worker.housekeeping import Housekeeping, Pruner
 from wfctl.worker.lease import LeaseKeeper
 from wfctl.worker.loop import Backoff, Loop, Outage
 from wfctl.worker.options import WorkerOptions
@@ -84,6 +84,7 @@ class Worker:
         self.watchdog = Watchdog(self)
         self.deadlines = DeadlineRunner(self)
         self.housekeeping = Housekeeping(self)
+        self.pruner = Pruner(self)
         self.lease = LeaseKeeper(self)
         self._threads: dict[Loop, threading.Thread] = {}
         self._deaths: deque[float] = deque()
@@ -138,7 +139,7 @@ class Worker:
     def request_stop(self) -> None:
         """First signal: claim nothing new, let running handlers finish."""
         self._stop.set()
-        for loop in (self.watchdog, self.deadlines, *self.slots):
+        for loop in (self.watchdog, self.deadlines, self.pruner, *self.slots):
             loop.stop()
         self._tick.set()
 
@@ -304,7 +305,8 @@ class Worker:
             return 0
         self._started(once=False)
         self.deadlines.start_handlers()
-        for loop in (self.lease, self.housekeeping, self.watchdog, self.deadlines, *self.slots):
+        for loop in (self.lease, self.housekeeping, self.watchdog, self.deadlines, self.pruner,
+                     *self.slots):
             self._start(loop)
         systemd.notify(f"READY=1\nSTATUS={self.status_line()}")
         failed = self._supervise()
@@ -398,7 +400,7 @@ class Worker:
         for loop in (self.housekeeping, self.lease):
             loop.stop()
         self.deadlines.close()
-        for loop in (self.housekeeping, self.lease, self.watchdog, self.deadlines):
+        for loop in (self.housekeeping, self.lease, self.watchdog, self.deadlines, self.pruner):
             thread = self._threads.get(loop)
             if thread is not None:
                 thread.join(1.0)
