@@ -10,11 +10,12 @@ import pytest
 import wfh
 from conftest import at
 
+from wfctl import Client
 from wfctl.engine import prune as prune_module
-from wfctl.engine.prune import prune_batch
+from wfctl.engine.prune import PRUNE_YIELD, prune_batch
 from wfctl.errors import InvalidInput, NotFound
 from wfctl.worker import housekeeping
-from wfctl.worker.housekeeping import PRUNE_IDLE, PRUNE_YIELD, Pruner
+from wfctl.worker.housekeeping import PRUNE_IDLE, Pruner
 
 DEFINITIONS = """
 version: 1
@@ -328,20 +329,29 @@ def test_the_pruner_deletes_a_batch_a_pass_and_gives_the_write_lock_back(env, mo
     assert pruner.pause(False) == PRUNE_IDLE
 
 
-def test_the_pruner_waits_nineteen_times_as_long_as_a_batch_held_the_lock(env, monkeypatch):
-    completed(env, "q1", 0)
-    held = []
+def test_the_pruner_leaves_the_lock_nineteen_times_as_long_while_others_write(env, monkeypatch):
+    for n in range(3):
+        completed(env, f"q{n}", n)
+    completed(env, "other", 10, "kept")
 
     def measured(engine, now):
-        batch = prune_batch(engine, now)
+        batch = prune_batch(engine, now, events=1)
         batch.held_seconds = 0.01
-        held.append(batch)
         return batch
 
     monkeypatch.setattr(housekeeping, "prune_batch", measured)
     pruner = Pruner(env.worker)
 
-    assert pruner.run_once(at(3600)) is True
+    # The first batch cannot know whether others write: it leaves them the lock.
+    assert pruner.run_once(at(10**6)) is True
+    assert pruner.pause(True) == pytest.approx(0.01 * PRUNE_YIELD)
+    # Nobody else wrote since: the next waits only as long as it held the lock.
+    assert pruner.run_once(at(10**6)) is True
+    assert pruner.pause(True) == pytest.approx(0.01)
+    other = Client(env.folder / "wfctl.db", env.folder / "workflows.yaml", clock_now=env.clock)
+    other.start("kept", "k2")
+    other.close()
+    assert pruner.run_once(at(10**6)) is True
     assert pruner.pause(True) == pytest.approx(0.01 * PRUNE_YIELD)
 
 
@@ -468,3 +478,23 @@ def test_prune_on_a_missing_database_creates_nothing(tmp_path, monkeypatch, caps
     assert exited.value.code == 1
     assert capsys.readouterr().err == f"Error: no database at {tmp_path / 'none.db'}\n"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_prune_finds_its_batch_through_indexes_however_many_instances_are_closed(env):
+    store = env.client.store
+    with store.read() as tx:
+        statements: list[str] = []
+        tx.conn.set_trace_callback(statements.append)
+        tx.prunable_instances("2026-01-01T00:00:00+00:00", closed_before=None, limit=10)
+        tx.prunable_instances("2026-01-01T00:00:00+00:00",
+                              closed_before="2026-01-01T00:00:00+00:00", limit=10)
+        tx.count_owned_rows(["a", "b"])
+        tx.conn.set_trace_callback(None)
+        plans = [[row["detail"] for row in tx.conn.execute(f"EXPLAIN QUERY PLAN {sql}")]
+                 for sql in statements]
+
+    assert "USING INDEX instances_retain_until" in plans[0][0]
+    assert "USING INDEX instances_closed" in plans[1][0]
+    assert not any("TEMP B-TREE" in detail for plan in plans[:2] for detail in plan)
+    scans = [detail for plan in plans for detail in plan if detail.startswith("SCAN")]
+    assert scans == [], scans

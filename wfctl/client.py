@@ -236,7 +236,11 @@ class Client:
                 seconds = durations.parse_interval(older_than, minimum=0)
             except durations.DurationError as exc:
                 raise InvalidInput(f"older_than: {exc}") from None
-        report = self.engine.prune(self._now(), older_than=seconds, dry_run=dry_run)
+        import time
+
+        # Between batches, workers (in this process or others) get their turn at the file.
+        report = self.engine.prune(self._now(), older_than=seconds, dry_run=dry_run,
+                                   pause=time.sleep)
         if vacuum:
             before = self.store.file_size()
             self.store.vacuum()

@@ -4,6 +4,7 @@ deleted with every row they own, a small batch per transaction."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -12,6 +13,7 @@ from wfctl import clock, durations
 
 if TYPE_CHECKING:
     from wfctl.engine import Engine
+    from wfctl.store import Store
 
 # A batch deletes whole instances until their histories add up to this many events (an
 # instance's other rows follow its history's length): measured with benchmarks/prune.py to hold
@@ -28,6 +30,11 @@ ROW_TABLES = ("runs", "activities", "workflow_tasks", "timers", "signals", "fail
               "children", "events")
 
 
+# While others write, a prune leaves them the write lock this many times as long as its last
+# batch held it: it takes at most a twentieth of the time the database can write in.
+PRUNE_YIELD = 19
+
+
 @dataclass
 class PruneBatch:
     """What one batch deleted, and how long it held the write lock."""
@@ -35,6 +42,23 @@ class PruneBatch:
     instance_ids: list[str] = field(default_factory=list)
     rows: dict[str, int] = field(default_factory=dict)
     held_seconds: float = 0.0
+
+
+class Pacer:
+    """How long a prune leaves the write lock to others after a batch: as long as the batch
+    held it while nobody else writes (a backlog drains fast on a quiet database), PRUNE_YIELD
+    times as long once others wrote meanwhile (their steps keep their pace)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._version: int | None = None
+
+    def after(self, batch: PruneBatch) -> float:
+        # data_version moves only with other connections' commits, not this one's own.
+        version = self._store.data_version()
+        quiet = self._version is not None and version == self._version
+        self._version = version
+        return batch.held_seconds * (1 if quiet else PRUNE_YIELD)
 
 
 def _closed_before(now: datetime, older_than: float | None) -> str | None:
@@ -50,7 +74,7 @@ def prune_batch(engine: Engine, now: datetime, *, older_than: float | None = Non
     started again meanwhile is never taken; an empty batch means nothing is left to delete.
     """
     batch = PruneBatch()
-    with engine.store.write() as tx:
+    with engine.store.bulk_write() as tx:
         began = time.perf_counter()
         candidates = tx.prunable_instances(clock.iso(now),
                                            closed_before=_closed_before(now, older_than),
@@ -64,13 +88,16 @@ def prune_batch(engine: Engine, now: datetime, *, older_than: float | None = Non
         if batch.instance_ids:
             batch.rows = tx.delete_instances(batch.instance_ids)
     batch.held_seconds = time.perf_counter() - began
+    if batch.instance_ids:
+        engine.store.checkpoint()
     return batch
 
 
 def prune(engine: Engine, now: datetime, *, older_than: float | None = None,
-          dry_run: bool = False) -> dict[str, Any]:
+          dry_run: bool = False, pause: Callable[[float], object] | None = None) -> dict[str, Any]:
     """Every batch there is to delete at `now` (`prune_batch`), or with `dry_run` what would be
-    deleted, as `wfctl prune --json` reports it."""
+    deleted, as `wfctl prune --json` reports it. `pause(seconds)`, when given, is called after
+    each batch with how long to leave the write lock to others (`Pacer`)."""
     report: dict[str, Any] = {
         "dry_run": dry_run,
         "older_than_seconds": durations.whole_seconds(older_than),
@@ -90,10 +117,13 @@ def prune(engine: Engine, now: datetime, *, older_than: float | None = None,
                 _add(rows, tx.count_owned_rows(ids[start:start + COUNT_CHUNK]))
         report.update(instances=len(ids), workflow_instance_ids=ids[:IDS_SHOWN])
     else:
+        pacer = Pacer(engine.store)
         while True:
             batch = prune_batch(engine, now, older_than=older_than)
             if not batch.instance_ids:
                 break
+            if pause is not None:
+                pause(pacer.after(batch))
             report["batches"] += 1
             report["instances"] += len(batch.instance_ids)
             shown = report["workflow_instance_ids"]

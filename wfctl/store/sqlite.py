@@ -26,6 +26,8 @@ from wfctl.vocabulary import (
 
 Row = dict[str, Any]
 _BUSY_TIMEOUT_MS = 30_000
+# SQLite's default: a commit that leaves more pages than this in the WAL copies them to the file.
+_WAL_AUTOCHECKPOINT = 1000
 
 
 def _sql_list(words: Iterable[str]) -> str:
@@ -42,9 +44,10 @@ _UNSUCCESSFUL_RUN = _sql_list(UNSUCCESSFUL_RUN)
 _CLOSED_INSTANCE = _sql_list(CLOSED_INSTANCE)
 _OPEN_RUN = _sql_list(OPEN_RUN)
 # A closed instance may be deleted unless it is the child of an instance still open: the parent
-# may yet read it (its retry supersedes a failed child, its describe lists it).
+# may yet read it (its retry supersedes a failed child, its describe lists it). The status is
+# checked row by row (`+`): the index on it would cost a sort of every closed instance.
 _PRUNABLE = (
-    f"i.status IN {_CLOSED_INSTANCE} AND NOT EXISTS (SELECT 1 FROM instances p "
+    f"+i.status IN {_CLOSED_INSTANCE} AND NOT EXISTS (SELECT 1 FROM instances p "
     f"WHERE p.workflow_instance_id = i.parent_instance_id AND p.status IN {_OPEN_RUN})"
 )
 # What an instance owns, table by table, in an order its rows can be deleted in with the
@@ -320,6 +323,30 @@ class Store:
                     raise
             except sqlite3.Error as exc:
                 raise translate(exc, self.path) from exc
+
+    @contextmanager
+    def bulk_write(self) -> Iterator[Tx]:
+        """A write transaction for a large change (a prune batch) whose commit does not copy the
+        write-ahead log into the file: call `checkpoint` once the write lock is let go, so that
+        the lock is held for the change alone."""
+        conn = self.conn
+        try:
+            conn.execute("PRAGMA wal_autocheckpoint=0")
+            try:
+                with self.write() as tx:
+                    yield tx
+            finally:
+                conn.execute(f"PRAGMA wal_autocheckpoint={_WAL_AUTOCHECKPOINT}")
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from exc
+
+    def checkpoint(self) -> None:
+        """Copy the write-ahead log into the file as far as readers allow; a passive checkpoint,
+        which holds no write lock: writers go on meanwhile."""
+        try:
+            self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from exc
 
     @contextmanager
     def read(self) -> Iterator[Tx]:

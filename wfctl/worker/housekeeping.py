@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from wfctl import clock, log, systemd
-from wfctl.engine.prune import prune_batch
+from wfctl.engine.prune import Pacer, prune_batch
 from wfctl.worker.loop import Loop
 
 if TYPE_CHECKING:
@@ -16,9 +16,6 @@ if TYPE_CHECKING:
     from wfctl.worker.process import Worker
 
 HOUSEKEEPING_TICK = 0.1
-# After a prune batch the pruner leaves the write lock to the slots this many times as long as
-# the batch held it: pruning takes at most a twentieth of the database's writing time.
-PRUNE_YIELD = 19
 # With nothing to prune, look again after this long, or when the next retention runs out.
 PRUNE_IDLE = 60.0
 # How often the running attempts are checked against the database (one query for all).
@@ -92,15 +89,17 @@ class Housekeeping(Loop):
 
 class Pruner(Loop):
     """Deletes closed instances past their type's retention (`wfctl.engine.prune`), one small
-    batch a pass, in the long-running worker only. Between batches it waits nineteen times
-    as long as the last one held the write lock, so that the slots keep their pace; a backlog
-    (a retention just shortened, an upgrade) drains at a steady rate."""
+    batch a pass, in the long-running worker only. Between batches it leaves the write lock to
+    the slots and other workers (`Pacer`: nineteen times as long as the batch held it while
+    they write), so that they keep their pace; a backlog (a retention just shortened, an
+    upgrade) drains at a steady rate, and fast on a quiet database."""
 
     name = "prune"
 
     def __init__(self, worker: Worker) -> None:
         super().__init__(worker)
         self._wait = 0.0
+        self._pacer = Pacer(worker.engine.store)
         self._pruned = self._batches = 0
         self._longest = 0.0
 
@@ -111,7 +110,7 @@ class Pruner(Loop):
             self._pruned += len(batch.instance_ids)
             self._batches += 1
             self._longest = max(self._longest, batch.held_seconds)
-            self._wait = batch.held_seconds * PRUNE_YIELD
+            self._wait = self._pacer.after(batch)
             return True
         if self._pruned:
             log.event("instances_pruned", count=self._pruned, batches=self._batches,
