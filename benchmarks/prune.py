@@ -11,10 +11,11 @@ writes wfctl's tables by name (it is the one part of this script that follows th
 building by running 100,000 workflows would take minutes more. `--dir DIR` keeps the built
 database there and reuses it on the next run.
 
-1. Prune throughput: a copy of the database is pruned whole, batch after batch, as `wfctl prune`
-   does (`Engine.prune_batch` in a loop, with its checkpoints) but without pausing between
-   batches (nobody else writes); instances/s over the whole, and each batch's write-lock hold
-   (from BEGIN IMMEDIATE to the end of COMMIT).
+1. Prune throughput: a copy of the database, one instance of which is given `--long-runs` runs
+   (the long history a continue-as-new loop leaves, deleted a part at a time), is pruned whole,
+   batch after batch, as `wfctl prune` does (`Engine.prune_batch` in a loop, with its
+   checkpoints) but without pausing between batches (nobody else writes); instances/s over the
+   whole, and each batch's write-lock hold (from BEGIN IMMEDIATE to the end of COMMIT).
 
 2. Step rate with and without pruning: on a copy where the 100,000 are past their retention, and
    on one where none is (the same file with retention cleared), N fresh `three_noops` workflows
@@ -137,6 +138,43 @@ def build(scratch: Scratch, total: int, template: int) -> None:
           f"{time.perf_counter() - started:.1f} s; file {scratch.db.stat().st_size / 2**20:,.0f} MiB")
 
 
+def lengthen(db: Path, runs: int) -> tuple[str, int]:
+    """Give the first instance due `runs` runs in all, copies of its own (as a loop of
+    continue-as-new would leave it): (its id, its events)."""
+    conn = sqlite3.connect(db, isolation_level=None)
+    (instance_id,) = conn.execute(
+        "SELECT workflow_instance_id FROM instances ORDER BY retain_until LIMIT 1").fetchone()
+    (span,) = conn.execute("SELECT max(seq) FROM events WHERE workflow_instance_id = ?",
+                           (instance_id,)).fetchone()
+    renamed = {"workflow_run_id": "workflow_run_id || :suffix",
+               "activity_id": "activity_id || :suffix", "timer_id": "timer_id || :suffix",
+               "run_number": "run_number + :copy", "first_seq": "first_seq + :offset",
+               "seq": "seq + :offset", "task_id": "NULL", "failure_id": "NULL"}
+    statements = []
+    for table in ("runs", "workflow_tasks", "activities", "timers", "failures", "events"):
+        columns = [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
+        # Each copy reads the first run's rows alone.
+        if table == "events":
+            first = f"seq <= {span}"
+        else:
+            (last,) = conn.execute(f"SELECT coalesce(max(rowid), 0) FROM {table}").fetchone()
+            first = f"rowid <= {last}"
+        statements.append(
+            f"INSERT INTO {table} ({', '.join(columns)}) "
+            f"SELECT {', '.join(renamed.get(c, c) for c in columns)} FROM {table} "
+            f"WHERE workflow_instance_id = :instance AND {first}")
+    conn.execute("BEGIN")
+    for copy in range(1, runs):
+        for statement in statements:
+            conn.execute(statement, {"suffix": f"~r{copy:05d}", "copy": copy,
+                                     "offset": copy * span, "instance": instance_id})
+    conn.execute("COMMIT")
+    (events,) = conn.execute("SELECT count(*) FROM events WHERE workflow_instance_id = ?",
+                             (instance_id,)).fetchone()
+    conn.close()
+    return instance_id, events
+
+
 def copy_database(source: Scratch, target: Scratch, *, retained: bool) -> None:
     for suffix in ("", "-wal", "-shm"):
         Path(f"{target.db}{suffix}").unlink(missing_ok=True)
@@ -149,23 +187,30 @@ def copy_database(source: Scratch, target: Scratch, *, retained: bool) -> None:
         checkpoint(target.db)
 
 
-def prune_throughput(built: Scratch, work: Scratch) -> tuple[float, list[float]]:
-    """Instances/s over the whole prune, and each batch's write-lock hold in ms."""
+def prune_throughput(built: Scratch, work: Scratch,
+                     long_runs: int) -> tuple[float, list[float], list[float]]:
+    """Instances/s over the whole prune, each batch's write-lock hold in ms, and those of the
+    batches that deleted the instance with a long history a part at a time."""
     copy_database(built, work, retained=True)
+    long_id, long_events = lengthen(work.db, long_runs)
+    print(f"   one of them, {long_id}, given {long_runs:,} runs: {long_events:,} events")
     client = work.client()
     engine = client.engine
     pacer = Pacer(engine.store)
     held: list[float] = []
+    long_held: list[float] = []
     pruned = 0
     now = datetime.now(UTC)
     started = time.perf_counter()
     while True:
         batch = engine.prune_batch(now)
-        if not batch.instance_ids:
+        if batch.empty:
             pacer.flush()
             break
         pruned += len(batch.instance_ids)
         held.append(batch.held_seconds * 1000)
+        if batch.instance_ids in ([], [long_id]):
+            long_held.append(held[-1])
         pacer.after(batch)
     seconds = time.perf_counter() - started
     remaining = len(client.list(limit=10))
@@ -174,7 +219,8 @@ def prune_throughput(built: Scratch, work: Scratch) -> tuple[float, list[float]]
         raise SystemExit(f"{remaining} instances were left after pruning")
     print(f"   pruned {pruned:,} workflows in {len(held):,} batches, {seconds:.1f} s: "
           f"{pruned / seconds:,.0f} instances/s")
-    return pruned / seconds, held
+    print(f"   the long one went in {len(long_held):,} batches of its own")
+    return pruned / seconds, held, long_held
 
 
 def step_rate(built: Scratch, work: Scratch, workflows: int, *, retained: bool,
@@ -233,6 +279,8 @@ def main() -> None:
                         help="fresh workflows the worker runs in the step-rate runs (default 2000)")
     parser.add_argument("--repeat", type=int, default=3,
                         help="step-rate runs with and without pruning, each (default 3)")
+    parser.add_argument("--long-runs", type=int, default=2_000,
+                        help="runs given to one of them, for a long history (default 2000)")
     parser.add_argument("--quick", action="store_true",
                         help="10,000 to prune, 600 fresh workflows, one run each")
     parser.add_argument("--dir", type=Path,
@@ -254,10 +302,11 @@ def main() -> None:
             build(built, args.total, args.template)
 
         print("\n1. wfctl prune of every one")
-        rate, held = prune_throughput(built, work)
-        print(f"   write-lock hold per batch, ms: min {min(held):.1f}  p50 "
-              f"{percentile(held, 0.5):.1f}  p99 {percentile(held, 0.99):.1f}  "
-              f"max {max(held):.1f}")
+        rate, held, long_held = prune_throughput(built, work, args.long_runs)
+        for what, values in (("per batch", held), ("the long one's batches", long_held)):
+            print(f"   write-lock hold {what}, ms: min {min(values):.1f}  p50 "
+                  f"{percentile(values, 0.5):.1f}  p99 {percentile(values, 0.99):.1f}  "
+                  f"max {max(values):.1f}")
         longest = max(held)
 
         print(f"\n2. steps/s of one `wfctl work` over {args.workflows:,} fresh workflows "

@@ -67,6 +67,7 @@ EXPECTED = {
         "workflow_instance_id", "seq", "workflow_run_id", "run_number", "event_type", "at",
         "attributes",
     ],
+    "pruning": ["workflow_instance_id", "started_at"],
 }
 
 
@@ -204,6 +205,20 @@ def test_history_may_be_deleted_only_with_its_instance(tmp_path):
     conn = _instance_with_history(tmp_path / "w.db")
 
     conn.execute("DELETE FROM instances WHERE workflow_instance_id = 'i'")
+    with pytest.raises(sqlite3.IntegrityError, match="history is append-only"):
+        conn.execute("UPDATE events SET event_type = 'X'")
+    conn.execute("DELETE FROM events WHERE workflow_instance_id = 'i'")
+    conn.commit()
+
+    assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 0
+    conn.close()
+
+
+def test_history_may_be_deleted_while_its_instance_is_marked_as_being_pruned(tmp_path):
+    Store(tmp_path / "w.db").close()
+    conn = _instance_with_history(tmp_path / "w.db")
+
+    conn.execute("INSERT INTO pruning VALUES ('i', 't')")
     with pytest.raises(sqlite3.IntegrityError, match="history is append-only"):
         conn.execute("UPDATE events SET event_type = 'X'")
     conn.execute("DELETE FROM events WHERE workflow_instance_id = 'i'")

@@ -24,9 +24,7 @@ _DEADLINE_COLUMNS = (
 def describe(store: Store, instance_id: str, run_number: int | None = None) -> dict[str, Any]:
     """Everything about one instance (SPEC §5); raises NotFound for an unknown id or run."""
     with store.read() as tx:
-        instance = tx.get_instance(instance_id)
-        if instance is None:
-            raise NotFound(f"no instance {instance_id!r}")
+        instance = _instance(tx, instance_id)
         if run_number is None:
             run = tx.get_run(instance["current_run_id"])
         else:
@@ -85,6 +83,14 @@ def describe(store: Store, instance_id: str, run_number: int | None = None) -> d
             if run["failure_id"] else None,
             "state": json.loads(run["state"]),
         }
+
+
+def _instance(tx: Tx, instance_id: str) -> Row:
+    """The instance; NotFound for none, and for one being pruned (a part of it may be gone)."""
+    instance = tx.get_instance(instance_id)
+    if instance is None or tx.is_pruning(instance_id):
+        raise NotFound(f"no instance {instance_id!r}")
+    return instance
 
 
 def _workflow_retry(policy: dict[str, Any] | None, run: Row,
@@ -192,9 +198,7 @@ def history(store: Store, instance_id: str, *, run_number: int | None = None,
             event_types: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """The events of one run (the current one unless told), or of all runs, in order."""
     with store.read() as tx:
-        instance = tx.get_instance(instance_id)
-        if instance is None:
-            raise NotFound(f"no instance {instance_id!r}")
+        instance = _instance(tx, instance_id)
         if not all_runs and run_number is None:
             run_number = instance["run_count"]
         if run_number is not None and not 1 <= run_number <= instance["run_count"]:

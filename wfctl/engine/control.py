@@ -122,7 +122,7 @@ def retry(engine: Engine, instance_id: str, now: datetime, *,
     """
     with engine.transaction(now) as c:
         instance = c.tx.get_instance(instance_id)
-        if instance is None:
+        if instance is None or c.tx.is_pruning(instance_id):
             raise NotFound(f"no instance {instance_id!r}")
         if instance["status"] not in RETRYABLE_RUN:
             raise Conflict(f"cannot retry {instance_id}: it is {instance['status']}"

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 # instance's other rows follow its history's length). Measured with benchmarks/prune.py: about
 # 20 three-step workflows, holding the write lock some 8 ms on an idle 2-core machine and under
 # 50 ms with it loaded three times over; larger batches prune hardly faster. An instance with a
-# longer history is a batch of its own.
+# longer history is marked and deleted this many rows a batch.
 BATCH_EVENTS = 500
 # At most this many instances are looked at per batch.
 BATCH_INSTANCES = 200
@@ -30,8 +30,6 @@ COUNT_CHUNK = 500
 # The rows `prune` reports deleting besides the instances themselves, table by table.
 ROW_TABLES = ("runs", "activities", "workflow_tasks", "timers", "signals", "failures",
               "children", "events")
-
-
 # The write-ahead log is copied into the file after this many events were deleted (about 1,000
 # pages of log, the size at which SQLite itself would copy it, inside some writer's commit).
 CHECKPOINT_EVENTS = 3000
@@ -48,12 +46,17 @@ class PruneBatch:
     rows: dict[str, int] = field(default_factory=dict)
     held_seconds: float = 0.0
 
+    @property
+    def empty(self) -> bool:
+        """Nothing was deleted: nothing is left to delete."""
+        return not self.instance_ids and not any(self.rows.values())
+
 
 class Pacer:
     """What a prune does between batches. It copies the write-ahead log into the file every
     CHECKPOINT_EVENTS events, holding no lock (a batch's commit leaves that undone, so as to
-    hold the write lock for its change alone). And it says how long to leave the write lock to
-    others: as long as the batch held it while nobody else writes (a backlog drains fast on a
+    hold the write lock for its change alone). And it says how long to leave the database to
+    others: as long as the batch took while nobody else writes (a backlog drains fast on a
     quiet database), PRUNE_YIELD times as long once others wrote meanwhile (their steps keep
     their pace)."""
 
@@ -64,14 +67,19 @@ class Pacer:
 
     def after(self, batch: PruneBatch) -> float:
         """After a batch: checkpoint if it is time; how many seconds to pause."""
-        self._unflushed += batch.rows.get("events", 0)
-        if self._unflushed >= CHECKPOINT_EVENTS:
-            self.flush()
         # data_version moves only with other connections' commits, not this one's own.
         version = self._store.data_version()
         quiet = self._version is not None and version == self._version
         self._version = version
-        return batch.held_seconds * (1 if quiet else PRUNE_YIELD)
+        self._unflushed += batch.rows.get("events", 0)
+        cost = batch.held_seconds
+        # While others write, every batch: else their commits would copy the log this prune
+        # filled, inside their own write transactions. The copy counts as the batch's cost.
+        if self._unflushed >= CHECKPOINT_EVENTS or not quiet:
+            began = time.perf_counter()
+            self.flush()
+            cost += time.perf_counter() - began
+        return cost * (1 if quiet else PRUNE_YIELD)
 
     def flush(self) -> None:
         """Checkpoint what the batches since the last one left in the write-ahead log."""
@@ -91,22 +99,34 @@ def prune_batch(engine: Engine, now: datetime, *, older_than: float | None = Non
 
     The batch is chosen and deleted in one write transaction, so an instance reopened or
     started again meanwhile is never taken; an empty batch means nothing is left to delete.
-    Its commit leaves the write-ahead log as it is: see `Pacer`.
+    An instance whose history alone is longer than a batch is marked (from then on it is gone
+    for readers and cannot be started again) and deleted `events` rows a batch, before any
+    other. Its commit leaves the write-ahead log as it is: see `Pacer`.
     """
     batch = PruneBatch()
     with engine.store.bulk_write() as tx:
         began = time.perf_counter()
-        candidates = tx.prunable_instances(clock.iso(now),
-                                           closed_before=_closed_before(now, older_than),
-                                           limit=BATCH_INSTANCES)
-        weight = 0
-        for row in candidates:
-            if batch.instance_ids and weight + row["events"] > events:
-                break
-            batch.instance_ids.append(row["workflow_instance_id"])
-            weight += row["events"]
-        if batch.instance_ids:
-            batch.rows = tx.delete_instances(batch.instance_ids)
+        marked = tx.pruning_instance()
+        if marked is None:
+            candidates = tx.prunable_instances(clock.iso(now),
+                                               closed_before=_closed_before(now, older_than),
+                                               limit=BATCH_INSTANCES)
+            chosen, weight = [], 0
+            for row in candidates:
+                if chosen and weight + row["events"] > events:
+                    break
+                chosen.append(row["workflow_instance_id"])
+                weight += row["events"]
+            if weight > events:
+                marked = chosen[0]
+                tx.mark_pruning(marked, clock.iso(now))
+            elif chosen:
+                batch.instance_ids = chosen
+                batch.rows = tx.delete_instances(chosen)
+        if marked is not None:
+            batch.rows = tx.delete_instance_part(marked, events)
+            if batch.rows.get("instances"):
+                batch.instance_ids = [marked]
     batch.held_seconds = time.perf_counter() - began
     return batch
 
@@ -138,17 +158,17 @@ def prune(engine: Engine, now: datetime, *, older_than: float | None = None,
         pacer = Pacer(engine.store)
         while True:
             batch = prune_batch(engine, now, older_than=older_than)
-            if not batch.instance_ids:
+            if batch.empty:
                 pacer.flush()
                 break
-            wait = pacer.after(batch)
-            if pause is not None:
-                pause(wait)
             report["batches"] += 1
             report["instances"] += len(batch.instance_ids)
             shown = report["workflow_instance_ids"]
             shown.extend(batch.instance_ids[:IDS_SHOWN - len(shown)])
             _add(rows, batch.rows)
+            wait = pacer.after(batch)
+            if pause is not None:
+                pause(wait)
     report["rows"] = rows
     return report
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from wfctl import clock, durations
 from wfctl.definitions import Definitions, WorkflowType
 from wfctl.engine.core import Ctx, check_payload, new_id, schedule_workflow_task
-from wfctl.errors import InvalidInput
+from wfctl.errors import Conflict, InvalidInput
 from wfctl.store import Row, dumps
 from wfctl.vocabulary import OPEN_RUN
 
@@ -57,6 +57,9 @@ def start(engine: Engine, definitions: Definitions, workflow_type: str,
             # Recorded for the operator, yet no part of the run's own history (history_size).
             c.set_run(run, rejected_starts=run["rejected_starts"] + 1)
             return _result(existing, run, False, "rejected_duplicate")
+        if existing is not None and c.tx.is_pruning(instance_id):
+            raise Conflict(f"cannot start {instance_id} again yet: its closed instance is being "
+                           "pruned; try again in a moment")
         engine.save_definitions(c.tx, definitions, c.at)
         run = create_instance(c, definitions, wf, instance_id, state, overrides or {},
                               existing=existing)

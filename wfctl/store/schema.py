@@ -334,11 +334,18 @@ def m003_workflow_retry_and_retention(db: Database) -> None:
         "DROP INDEX workflow_tasks_open",
         "CREATE INDEX workflow_tasks_run ON workflow_tasks(workflow_run_id)",
         "CREATE INDEX signals_instance ON signals(workflow_instance_id)",
+        # An instance too long to delete in one short transaction is marked here and deleted
+        # over several; meanwhile it is hidden from readers and cannot be started again.
+        "CREATE TABLE pruning (workflow_instance_id TEXT PRIMARY KEY "
+        "REFERENCES instances(workflow_instance_id), started_at TEXT NOT NULL)",
         "DROP TRIGGER events_are_append_only_delete",
         # History stays append-only while its instance exists: pruning deletes the instance
-        # row first, in the same transaction, and only then may its events go.
+        # row first, in the same transaction, and only then may its events go; or it marks
+        # the instance as being pruned, and only then may its events go, a part at a time.
         "CREATE TRIGGER events_are_append_only_delete BEFORE DELETE ON events "
         "WHEN EXISTS (SELECT 1 FROM instances "
+        "WHERE workflow_instance_id = OLD.workflow_instance_id) "
+        "AND NOT EXISTS (SELECT 1 FROM pruning "
         "WHERE workflow_instance_id = OLD.workflow_instance_id) "
         "BEGIN SELECT RAISE(ABORT, 'history is append-only'); END",
     ):

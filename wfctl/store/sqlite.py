@@ -889,6 +889,46 @@ class Tx:
             deleted[table] = deleted.get(table, 0) + cursor.rowcount
         return deleted
 
+    def mark_pruning(self, instance_id: str, now: str) -> None:
+        """Mark an instance as being deleted over several transactions (`delete_instance_part`):
+        from now on its history may be deleted, and readers see it no more."""
+        self.conn.execute("INSERT INTO pruning (workflow_instance_id, started_at) VALUES (?, ?)",
+                          (instance_id, now))
+
+    def pruning_instance(self) -> str | None:
+        """The instance whose deletion over several transactions is under way, if any."""
+        row = self._one("SELECT workflow_instance_id FROM pruning ORDER BY started_at LIMIT 1")
+        return row["workflow_instance_id"] if row else None
+
+    def is_pruning(self, instance_id: str) -> bool:
+        return self._one("SELECT 1 AS marked FROM pruning WHERE workflow_instance_id = ?",
+                         (instance_id,)) is not None
+
+    def delete_instance_part(self, instance_id: str, limit: int) -> dict[str, int]:
+        """Delete up to `limit` rows a marked instance owns, table by table in the order
+        `delete_instances` keeps; once nothing else is left, its mark and the instance itself
+        (then `instances` is 1). How many rows, by table."""
+        deleted: dict[str, int] = {}
+        left = limit
+        for table, where, params in self._owned([instance_id]):
+            if table == "instances":
+                continue
+            key = "seq" if table == "events" else "rowid"
+            scope = "workflow_instance_id = ? AND " if table == "events" else ""
+            cursor = self.conn.execute(
+                f"DELETE FROM {table} WHERE {scope}{key} IN "
+                f"(SELECT {key} FROM {table} WHERE {where} LIMIT ?)",
+                (*((instance_id,) if scope else ()), *params, left),
+            )
+            deleted[table] = deleted.get(table, 0) + cursor.rowcount
+            left -= cursor.rowcount
+            if left <= 0:
+                return deleted
+        self.conn.execute("DELETE FROM pruning WHERE workflow_instance_id = ?", (instance_id,))
+        deleted["instances"] = self.conn.execute(
+            "DELETE FROM instances WHERE workflow_instance_id = ?", (instance_id,)).rowcount
+        return deleted
+
     def count_owned_rows(self, instance_ids: Sequence[str]) -> dict[str, int]:
         """How many rows `delete_instances` would delete, by table."""
         counted: dict[str, int] = {}

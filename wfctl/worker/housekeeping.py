@@ -106,7 +106,7 @@ class Pruner(Loop):
     def run_once(self, now: datetime) -> bool:
         engine = self.worker.engine
         batch = prune_batch(engine, now)
-        if batch.instance_ids:
+        if not batch.empty:
             self._pruned += len(batch.instance_ids)
             self._batches += 1
             self._longest = max(self._longest, batch.held_seconds)
