@@ -26,6 +26,7 @@ class Engine:
         self._saved_digests: set[str] = set()
         self.deadline_claims = ClaimsInHand()
         self._lock = threading.Lock()
+        self._batch = threading.local()
         self._wakers: list[Callable[[], None]] = []
         self._deadline_wakers: list[Callable[[], None]] = []
         self._listeners: list[Listener] = []
@@ -37,19 +38,52 @@ class Engine:
 
     @contextmanager
     def transaction(self, now: datetime) -> Iterator[Ctx]:
-        """A write transaction; wakers and event listeners hear of it only after it commits."""
+        """A write transaction; wakers and event listeners hear of it only after it commits.
+
+        Inside `batch()` (same thread) it is a part of the batch's transaction instead.
+        """
+        batch: list[Ctx] | None = getattr(self._batch, "ctxs", None)
+        if batch is not None:
+            c = Ctx(self, self._batch.tx, now)
+            yield c
+            c.flush_tasks()
+            batch.append(c)
+            return
         with self.store.write() as tx:
             c = Ctx(self, tx, now)
             yield c
-        if c.woke:
+            c.flush_tasks()
+        self._committed([c])
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """One write transaction for every engine operation this thread runs inside it (group
+        commit). All of them commit, or none: a failure rolls the whole batch back, and the
+        caller may run the operations again one by one."""
+        if getattr(self._batch, "ctxs", None) is not None:
+            raise RuntimeError("engine batches do not nest")
+        ctxs: list[Ctx] = []
+        with self.store.write() as tx:
+            self._batch.tx, self._batch.ctxs = tx, ctxs
+            try:
+                yield
+            finally:
+                self._batch.tx = self._batch.ctxs = None
+        self._committed(ctxs)
+
+    def _committed(self, ctxs: list[Ctx]) -> None:
+        """What waits for a commit: wake the slots and deadline runners, tell the listeners."""
+        if any(c.woke for c in ctxs):
             for wake in self._wakers:
                 wake()
-        if c.deadline_claimed:
+        if any(c.deadline_claimed for c in ctxs):
             for wake in self._deadline_wakers:
                 wake()
-        if c.appended and self._listeners:
-            for listener in self._listeners:
-                listener(c.appended)
+        if self._listeners:
+            appended = [event for c in ctxs for event in c.appended]
+            if appended:
+                for listener in self._listeners:
+                    listener(appended)
 
     def add_waker(self, wake: Callable[[], None]) -> None:
         """Call `wake` after each commit that made a task ready."""

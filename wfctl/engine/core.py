@@ -38,6 +38,16 @@ class Ctx:
         self.appended: list[dict[str, Any]] = []
         self._instances: dict[str, Row] = {}
         self._runs: dict[str, Row] = {}
+        # Workflow tasks scheduled in this transaction and not written yet, by run id: one that
+        # is decided before the commit (`decide_now`) never needs a row, only its events.
+        self.pending_tasks: dict[str, Row] = {}
+
+    def flush_tasks(self) -> None:
+        """Write the workflow tasks scheduled in this transaction and not decided in it."""
+        pending, self.pending_tasks = self.pending_tasks, {}
+        for row in pending.values():
+            self.tx.insert_workflow_task(row)
+            self.woke = True
 
     def event(self, run: Row, event_type: str, **attributes: Any) -> int:
         seq = self.tx.append_event(run, event_type, self.at, attributes)
@@ -124,18 +134,19 @@ def merge_state(c: Ctx, run: Row, values: dict[str, Any]) -> None:
 
 def schedule_workflow_task(c: Ctx, run: Row, reason: str) -> None:
     """Make sure the run has an open workflow task, so that a worker decides what comes next."""
-    if run["closed_at"] is not None or c.tx.open_workflow_task(run["workflow_run_id"]):
+    run_id = run["workflow_run_id"]
+    if run["closed_at"] is not None or run_id in c.pending_tasks \
+            or c.tx.open_workflow_task(run_id):
         return
     seq = c.event(run, "WorkflowTaskScheduled", reason=reason)
-    c.tx.insert_workflow_task({
+    c.pending_tasks[run_id] = {
         "workflow_run_id": run["workflow_run_id"],
         "workflow_instance_id": run["workflow_instance_id"],
         "status": "scheduled",
         "reason": reason,
         "available_at": c.at,
         "scheduled_event_id": seq,
-    })
-    c.woke = True
+    }
 
 
 def record_failure(c: Ctx, run: Row, *, category: str, message: str,
@@ -160,6 +171,7 @@ def record_failure(c: Ctx, run: Row, *, category: str, message: str,
 def cancel_open_work(c: Ctx, run: Row, reason: str, keep_task: int | None = None) -> None:
     """Cancel every open task, activity and timer of the run (all but the current task)."""
     run_id = run["workflow_run_id"]
+    c.flush_tasks()
     c.tx.cancel_workflow_tasks(run_id, c.at, keep_task)
     for activity in c.tx.open_activities(run_id):
         c.tx.update_activity(activity["activity_id"], status="cancelled", closed_at=c.at,

@@ -61,7 +61,8 @@ def decide_now(c: Ctx, run: Row, worker_id: str) -> None:
     the history is the same as for a task claimed and completed on its own, with one
     transaction instead of three.
     """
-    task = c.tx.open_workflow_task(run["workflow_run_id"])
+    task = c.pending_tasks.pop(run["workflow_run_id"], None) or \
+        c.tx.open_workflow_task(run["workflow_run_id"])
     if task is not None and task["status"] == "scheduled" and task["available_at"] <= c.at:
         _complete_task(c, _start_task(c, task, run, worker_id), run)
 
@@ -72,15 +73,20 @@ def _start_task(c: Ctx, task: Row, run: Row, worker_id: str) -> Row:
                   worker_id=worker_id, timeout_at=timeout_at)
     fields = {"status": "started", "owner": worker_id, "started_at": c.at,
               "timeout_at": timeout_at, "started_event_id": seq}
-    c.tx.update_workflow_task(task["task_id"], expect_status="scheduled", **fields)
+    if "task_id" in task:
+        c.tx.update_workflow_task(task["task_id"], expect_status="scheduled", **fields)
     return {**task, **fields}
 
 
 def _complete_task(c: Ctx, task: Row, run: Row) -> None:
-    c.tx.update_workflow_task(task["task_id"], status="completed", closed_at=c.at)
+    """Complete a started task and decide; a task scheduled and decided in this transaction
+    has no row to update (it was never written)."""
+    task_id = task.get("task_id")
+    if task_id is not None:
+        c.tx.update_workflow_task(task_id, status="completed", closed_at=c.at)
     c.event(run, "WorkflowTaskCompleted", scheduled_event_id=task["scheduled_event_id"],
             started_event_id=task["started_event_id"])
-    decide(c, run, task["task_id"], task["owner"])
+    decide(c, run, task_id, task["owner"])
 
 
 def process_workflow_tasks(engine: Engine, worker_id: str, now: datetime,

@@ -288,6 +288,7 @@ class Store:
                 tx = Tx(conn)
                 try:
                     yield tx
+                    tx.flush()
                     conn.execute("COMMIT")
                 except BaseException:
                     if conn.in_transaction:
@@ -324,6 +325,9 @@ class Tx:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
         self._seq: dict[str, int] = {}
+        # Events appended in this transaction, written in one executemany before any read of
+        # the history and at commit.
+        self._events: list[tuple[Any, ...]] = []
 
     def _one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
         return self.conn.execute(sql, params).fetchone()
@@ -438,13 +442,18 @@ class Tx:
         """Append one event to the instance's history; returns its seq (the event id)."""
         instance_id = run["workflow_instance_id"]
         seq = self._seq[instance_id] = self.last_seq(instance_id) + 1
-        self.conn.execute(
-            "INSERT INTO events (workflow_instance_id, seq, workflow_run_id, run_number, "
-            "event_type, at, attributes) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (instance_id, seq, run["workflow_run_id"], run["run_number"], event_type, at,
-             dumps(attributes)),
-        )
+        self._events.append((instance_id, seq, run["workflow_run_id"], run["run_number"],
+                             event_type, at, dumps(attributes)))
         return seq
+
+    def flush(self) -> None:
+        """Write the events appended so far (one statement for all of them)."""
+        if self._events:
+            events, self._events = self._events, []
+            self.conn.executemany(
+                "INSERT INTO events (workflow_instance_id, seq, workflow_run_id, run_number, "
+                "event_type, at, attributes) VALUES (?, ?, ?, ?, ?, ?, ?)", events,
+            )
 
     def history_count(self, run: Row) -> int:
         """Events of a run that count toward history_size, without a scan: a run's events are
@@ -454,6 +463,7 @@ class Tx:
 
     def events(self, instance_id: str, *, run_number: int | None = None,
                after_seq: int = 0, event_types: Sequence[str] = ()) -> list[Row]:
+        self.flush()
         sql = "SELECT * FROM events WHERE workflow_instance_id = ? AND seq > ?"
         params: list[Any] = [instance_id, after_seq]
         if run_number is not None:
@@ -465,6 +475,7 @@ class Tx:
         return self._all(sql + " ORDER BY seq", params)
 
     def event(self, instance_id: str, seq: int) -> Row | None:
+        self.flush()
         return self._one(
             "SELECT * FROM events WHERE workflow_instance_id = ? AND seq = ?", (instance_id, seq)
         )

@@ -29,7 +29,7 @@ from wfctl.worker.housekeeping import Housekeeping
 from wfctl.worker.lease import LeaseKeeper
 from wfctl.worker.loop import Backoff, Loop, Outage
 from wfctl.worker.options import WorkerOptions
-from wfctl.worker.slots import Slot, run_pass
+from wfctl.worker.slots import Slot, StepPath, run_pass
 from wfctl.worker.watchdog import Watchdog
 
 ONCE_NOTICE = (
@@ -80,6 +80,7 @@ class Worker:
         self.tasks_done = 0
         self._registered = False
         self._slots_made = 0
+        self.steps = StepPath(self)
         self.slots = [self._new_slot() for _ in range(self.options.concurrency)]
         self.watchdog = Watchdog(self)
         self.deadlines = DeadlineRunner(self)
@@ -190,6 +191,18 @@ class Worker:
                       step=attempt.task.step, attempt=attempt.task.attempt, abandoned=abandoned)
         if enough:
             self.request_stop()
+
+    def claim_budget(self, wanted: int) -> int:
+        """How many of `wanted` new attempts may be claimed: none once stopping, and never
+        more than `max_tasks` counts, with the attempts running included."""
+        if self.stopping:
+            return 0
+        limit = self.options.max_tasks
+        if limit is None:
+            return wanted
+        with self._lock:
+            left = limit - self.tasks_done - len(self._running)
+        return max(0, min(wanted, left))
 
     def attempts(self) -> list[Attempt]:
         """The attempts whose handlers run in a slot (abandoned ones aside)."""
