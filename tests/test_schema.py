@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from wfctl.errors import DatabaseNotFound, DatabaseTooNew
-from wfctl.store import Store
+from wfctl.store import SQLiteStore as Store
 from wfctl.store import sqlite as sqlite_store
 from wfctl.store.schema import _Migrations, migrations
 
@@ -19,7 +19,7 @@ EXPECTED = {
         "workflow_instance_id", "workflow_type", "definitions_digest", "status",
         "current_run_id", "run_count", "execution_timeout_seconds", "deadline_seconds",
         "deadline_at", "on_deadline", "child_policy", "parent_instance_id", "created_at",
-        "updated_at", "closed_at", "child_depth",
+        "updated_at", "closed_at", "child_depth", "instance_key",
     ],
     "runs": [
         "workflow_run_id", "workflow_instance_id", "run_number", "status", "closed_reason",
@@ -63,10 +63,7 @@ EXPECTED = {
         "worker_id", "kind", "hostname", "pid", "pid_started", "queues", "started_at",
         "heartbeat_at", "lease_expires_at", "stopped_at",
     ],
-    "events": [
-        "workflow_instance_id", "seq", "workflow_run_id", "run_number", "event_type", "at",
-        "attributes",
-    ],
+    "events": ["instance_key", "seq", "run_number", "event_type", "at", "attributes"],
 }
 
 
@@ -152,7 +149,8 @@ def test_the_upgrade_counts_refused_starts_and_child_depths_already_recorded(tmp
             (f"{instance_id}-r1", instance_id))
     for seq, event_type in enumerate(("WorkflowStarted", "StartRejected", "WorkflowTaskScheduled",
                                       "StartRejected"), start=1):
-        conn.execute("INSERT INTO events VALUES ('root', ?, 'root-r1', 1, ?, 't', '{}')",
+        conn.execute("INSERT INTO events VALUES ('root', ?, 'root-r1', 1, ?, "
+                     "'2026-01-01T00:00:00.000+00:00', '{}')",
                      (seq, event_type))
     conn.commit()
     conn.close()
@@ -180,7 +178,7 @@ def test_connections_use_wal_and_enforce_references(tmp_path):
 def test_history_cannot_be_edited_or_deleted(tmp_path):
     Store(tmp_path / "w.db").close()
     conn = sqlite3.connect(tmp_path / "w.db")
-    conn.execute("INSERT INTO events VALUES ('i', 1, 'r', 1, 'WorkflowStarted', 't', '{}')")
+    conn.execute("INSERT INTO events VALUES (1, 1, 1, 1, 0, '[]')")
     conn.commit()
     with pytest.raises(sqlite3.IntegrityError, match="history is append-only"):
         conn.execute("UPDATE events SET event_type = 'X'")

@@ -55,6 +55,10 @@ class Engine:
             c.flush_tasks()
         self._committed([c])
 
+    def in_batch(self) -> bool:
+        """Whether this thread is inside `batch()`."""
+        return getattr(self._batch, "ctxs", None) is not None
+
     @contextmanager
     def batch(self) -> Iterator[None]:
         """One write transaction for every engine operation this thread runs inside it (group
@@ -72,7 +76,10 @@ class Engine:
         self._committed(ctxs)
 
     def _committed(self, ctxs: list[Ctx]) -> None:
-        """What waits for a commit: wake the slots and deadline runners, tell the listeners."""
+        """What waits for a commit: caches, wake-ups of slots and deadline runners, listeners."""
+        for c in ctxs:
+            for action in c.after_commit:
+                action()
         if any(c.woke for c in ctxs):
             for wake in self._wakers:
                 wake()
@@ -115,13 +122,19 @@ class Engine:
                 self._definitions[digest] = found
         return found
 
-    def save_definitions(self, tx: Tx, definitions: Definitions, at: str) -> None:
-        if definitions.digest in self._saved_digests:
+    def save_definitions(self, c: Ctx, definitions: Definitions) -> None:
+        """Store the definitions text an instance starts with; known as stored once committed."""
+        digest = definitions.digest
+        if digest in self._saved_digests:
             return
-        tx.put_definitions(definitions.digest, definitions.path, definitions.source, at)
-        with self._lock:
-            self._saved_digests.add(definitions.digest)
-            self._definitions.setdefault(definitions.digest, definitions)
+        c.tx.put_definitions(digest, definitions.path, definitions.source, c.at)
+
+        def saved() -> None:
+            with self._lock:
+                self._saved_digests.add(digest)
+                self._definitions.setdefault(digest, definitions)
+
+        c.after_commit.append(saved)
 
     # the operations, each in the module that owns it
 
@@ -151,6 +164,7 @@ class Engine:
         process_workflow_tasks,
     )
     from wfctl.engine.start import start
+    from wfctl.engine.time import expire, lose_workers
 
 
 __all__ = ["Engine"]

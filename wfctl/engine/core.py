@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import random
+import time
 import uuid
+from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from wfctl import clock
 from wfctl.definitions import Definitions, Limits, WorkflowType
-from wfctl.errors import StructuralLimitExceeded
+from wfctl.errors import StructuralLimitExceeded, TransientConflict
 from wfctl.store import Row, Tx, dumps
 from wfctl.views import failure_view
 from wfctl.vocabulary import CHILD_CLOSED_EVENT, CLOSED_RUN, OPEN_RUN
@@ -17,6 +21,37 @@ from wfctl.vocabulary import CHILD_CLOSED_EVENT, CLOSED_RUN, OPEN_RUN
 if TYPE_CHECKING:
     from wfctl.engine import Engine
 
+
+
+# Ready tasks a claim tries before it gives up for this pass: each one lost was taken by another
+# writer in the meantime (claims are conditional updates, acted on only when they won).
+CLAIM_TRIES = 8
+
+
+# How many times an operation runs in all when the store keeps asking for it to be run again.
+OPERATION_RUNS = 8
+Op = TypeVar("Op", bound=Callable[..., Any])
+
+
+def operation(function: Op) -> Op:
+    """An engine operation: one transaction, run again whole when the store could not
+    serialize it (`TransientConflict`). Nothing of a failed run is kept: its transaction rolled
+    back, and wake-ups and listeners hear only of commits. Inside an engine batch the conflict
+    goes to the batch's owner, which runs the batch again."""
+
+    @functools.wraps(function)
+    def run(engine: Engine, *args: Any, **kwargs: Any) -> Any:
+        for runs in range(1, OPERATION_RUNS + 1):
+            try:
+                return function(engine, *args, **kwargs)
+            except TransientConflict:
+                if engine.in_batch() or runs == OPERATION_RUNS:
+                    raise
+                # A little jitter, so that two writers that collided do not collide again.
+                time.sleep(random.uniform(0, 0.002 * runs))
+        raise AssertionError("unreachable")
+
+    return run  # type: ignore[return-value]
 
 
 def new_id() -> str:
@@ -41,6 +76,8 @@ class Ctx:
         # Workflow tasks scheduled in this transaction and not written yet, by run id: one that
         # is decided before the commit (`decide_now`) never needs a row, only its events.
         self.pending_tasks: dict[str, Row] = {}
+        # What only a commit makes true (a cache entry, say): done after it, never before.
+        self.after_commit: list[Callable[[], None]] = []
 
     def flush_tasks(self) -> None:
         """Write the workflow tasks scheduled in this transaction and not decided in it."""
@@ -50,7 +87,7 @@ class Ctx:
             self.woke = True
 
     def event(self, run: Row, event_type: str, **attributes: Any) -> int:
-        seq = self.tx.append_event(run, event_type, self.at, attributes)
+        seq = self.tx.append_event(run, event_type, self.now, attributes)
         self.appended.append({
             "workflow_instance_id": run["workflow_instance_id"],
             "run_number": run["run_number"],
@@ -59,6 +96,10 @@ class Ctx:
             "attributes": attributes,
         })
         return seq
+
+    def next_seq(self, run: Row) -> int:
+        """The seq the next event of the run's instance will get."""
+        return self.tx.last_seq(run["workflow_instance_id"]) + 1
 
     def definitions(self, instance: Row) -> Definitions:
         return self.engine.definitions_by_digest(self.tx, instance["definitions_digest"])
@@ -172,7 +213,7 @@ def cancel_open_work(c: Ctx, run: Row, reason: str, keep_task: int | None = None
     """Cancel every open task, activity and timer of the run (all but the current task)."""
     run_id = run["workflow_run_id"]
     c.flush_tasks()
-    c.tx.cancel_workflow_tasks(run_id, c.at, keep_task)
+    c.tx.close_workflow_tasks(run_id, keep_task)
     for activity in c.tx.open_activities(run_id):
         c.tx.update_activity(activity["activity_id"], status="cancelled", closed_at=c.at,
                              owner=None)

@@ -7,8 +7,10 @@ there on each open, so that an up-to-date database costs one pragma and no sqlit
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -314,6 +316,62 @@ def m002_rejected_starts_and_child_depth(db: Database) -> None:
         "UPDATE instances SET child_depth = ? WHERE workflow_instance_id = ?",
         [(value, instance_id) for instance_id, value in depths.items()],
     )
+
+
+_M003_EVENTS = """
+CREATE TABLE events_compact (
+    instance_key INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    run_number INTEGER NOT NULL,
+    event_type NOT NULL,
+    at INTEGER NOT NULL,
+    attributes TEXT NOT NULL,
+    PRIMARY KEY (instance_key, seq)
+) WITHOUT ROWID
+"""
+_HISTORY_TRIGGERS = """
+CREATE TRIGGER events_are_append_only_update BEFORE UPDATE ON events
+BEGIN SELECT RAISE(ABORT, 'history is append-only'); END;
+CREATE TRIGGER events_are_append_only_delete BEFORE DELETE ON events
+BEGIN SELECT RAISE(ABORT, 'history is append-only'); END
+"""
+
+
+@migrations()
+def m003_compact_history(db: Database) -> None:
+    """History in a third of the bytes (see store/codec.py): each instance gets an integer key,
+    events are keyed by it with their type as a code, their instant as microseconds and their
+    attributes in the compact form; the run id, which the run number names, is not repeated per
+    event. Activity rows keep their retry policy compactly, and closed workflow tasks (their
+    story is in history) are deleted."""
+    from wfctl.store import codec
+
+    db.execute("ALTER TABLE instances ADD COLUMN instance_key INTEGER")
+    db.execute("UPDATE instances SET instance_key = rowid")
+    db.execute("CREATE UNIQUE INDEX instances_key ON instances(instance_key)")
+    db.execute(_M003_EVENTS)
+    rows = db.execute(
+        "SELECT i.instance_key, e.seq, e.run_number, e.event_type, e.at, e.attributes "
+        "FROM events e JOIN instances i USING (workflow_instance_id)"
+    )
+    insert = "INSERT INTO events_compact VALUES (?, ?, ?, ?, ?, ?)"
+    while batch := rows.fetchmany(1000):
+        converted = []
+        for key, seq, run_number, event_type, at, attributes in batch:
+            stored_at = codec.micros(datetime.fromisoformat(at))
+            converted.append((key, seq, run_number, codec.type_code(event_type), stored_at,
+                              codec.encode_attributes(json.loads(attributes), stored_at)))
+        db.conn.executemany(insert, converted)
+    db.execute("DROP TABLE events")
+    db.execute("ALTER TABLE events_compact RENAME TO events")
+    for statement in _split(_HISTORY_TRIGGERS):
+        db.execute(statement)
+    db.conn.executemany(
+        "UPDATE activities SET retry_policy = ? WHERE activity_id = ?",
+        [(codec.encode_policy(json.loads(policy)), activity_id) for activity_id, policy
+         in db.execute("SELECT activity_id, retry_policy FROM activities").fetchall()],
+    )
+    db.execute("DELETE FROM workflow_tasks WHERE status NOT IN ('scheduled', 'started')")
 
 
 def _split(script: str) -> list[str]:

@@ -8,12 +8,20 @@ import stat
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from wfctl import jsonvalue
-from wfctl.errors import DatabaseError, DatabaseNotFound, DatabaseTooNew, StoreUnavailable
+from wfctl.errors import (
+    DatabaseError,
+    DatabaseNotFound,
+    DatabaseTooNew,
+    StoreUnavailable,
+    TransientConflict,
+)
+from wfctl.store import codec
 from wfctl.store.schema import MIGRATION_SET, MIGRATIONS_TABLE, migrations
 from wfctl.vocabulary import (
     OPEN_ACTIVITY,
@@ -76,6 +84,8 @@ _UNAVAILABLE = {
 def translate(exc: sqlite3.Error, path: str) -> DatabaseError:
     """A sqlite3 error as wfctl's own: `StoreUnavailable` when a later try may succeed."""
     code = getattr(exc, "sqlite_errorcode", None)
+    if code == _BUSY_SNAPSHOT:
+        return TransientConflict(f"{path}: {exc}")
     primary = code & 0xFF if code is not None else None
     if primary in _UNAVAILABLE:
         reason, message = _UNAVAILABLE[primary]
@@ -90,6 +100,8 @@ def dumps(value: Any) -> str:
     return jsonvalue.dumps(value)
 
 
+# A read snapshot that cannot become a write one: another connection wrote meanwhile.
+_BUSY_SNAPSHOT = sqlite3.SQLITE_BUSY | (2 << 8)
 # Extended result codes for a WAL database SQLite cannot read because it cannot create the -shm.
 _READONLY_CANTINIT = sqlite3.SQLITE_READONLY | (5 << 8)
 _READONLY_DIRECTORY = sqlite3.SQLITE_READONLY | (6 << 8)
@@ -123,7 +135,7 @@ def _check_path(path: str, create: bool) -> None:
         raise DatabaseError(f"{path} is not a regular file")
 
 
-class Store:
+class SQLiteStore:
     """One SQLite file, shared by every thread and process of wfctl.
 
     Each thread gets its own connection. Writes in one process go through one lock, so that
@@ -276,7 +288,7 @@ class Store:
         self._local = threading.local()
 
     @contextmanager
-    def write(self) -> Iterator[Tx]:
+    def write(self) -> Iterator[SQLiteTx]:
         """A write transaction: BEGIN IMMEDIATE takes the write lock up front.
 
         SQLite's errors leave as wfctl's (`StoreUnavailable` for busy, full, read-only).
@@ -285,7 +297,7 @@ class Store:
             conn = self.conn
             try:
                 conn.execute("BEGIN IMMEDIATE")
-                tx = Tx(conn)
+                tx = SQLiteTx(conn)
                 try:
                     yield tx
                     tx.flush()
@@ -298,33 +310,52 @@ class Store:
                 raise translate(exc, self.path) from exc
 
     @contextmanager
-    def read(self) -> Iterator[Tx]:
+    def read(self) -> Iterator[SQLiteTx]:
         """A read transaction: one consistent snapshot across several queries."""
         conn = self.conn
         try:
             conn.execute("BEGIN")
             try:
-                yield Tx(conn)
+                yield SQLiteTx(conn)
             finally:
                 conn.execute("COMMIT")
         except sqlite3.Error as exc:
             raise translate(exc, self.path) from exc
 
-    def peek(self) -> Tx:
+    def peek(self) -> SQLiteTx:
         """Queries outside a transaction: each one statement, for cheap single reads."""
-        return Tx(self.conn)
+        return SQLiteTx(_Translating(self.conn, self.path))
 
     def data_version(self) -> int:
         """Changes whenever another connection commits: a cheap way to notice new work."""
-        return self.conn.execute("PRAGMA data_version").fetchone()["data_version"]
+        try:
+            return self.conn.execute("PRAGMA data_version").fetchone()["data_version"]
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from exc
 
 
-class Tx:
+class _Translating:
+    """A connection whose errors leave as wfctl's (what `write` and `read` do for a whole
+    transaction, done per statement for reads outside one)."""
+
+    def __init__(self, conn: sqlite3.Connection, path: str) -> None:
+        self._conn = conn
+        self._path = path
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        try:
+            return self._conn.execute(sql, params)
+        except sqlite3.Error as exc:
+            raise translate(exc, self._path) from exc
+
+
+class SQLiteTx:
     """The queries of one transaction."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection | _Translating) -> None:
         self.conn = conn
         self._seq: dict[str, int] = {}
+        self._keys: dict[str, int] = {}
         # Events appended in this transaction, written in one executemany before any read of
         # the history and at commit.
         self._events: list[tuple[Any, ...]] = []
@@ -371,7 +402,9 @@ class Tx:
         )
 
     def insert_instance(self, row: Row) -> None:
-        self._insert("instances", row)
+        key = self._one("SELECT coalesce(max(instance_key), 0) + 1 AS key FROM instances")["key"]
+        self._insert("instances", {**row, "instance_key": key})
+        self._keys[row["workflow_instance_id"]] = key
 
     def update_instance(self, instance_id: str, **fields: Any) -> None:
         self._update("instances", "workflow_instance_id", instance_id, fields)
@@ -428,32 +461,42 @@ class Tx:
 
     # history
 
+    def instance_key(self, instance_id: str) -> int | None:
+        """The integer key history is stored under (read once per transaction)."""
+        key = self._keys.get(instance_id)
+        if key is None:
+            row = self._one("SELECT instance_key FROM instances WHERE workflow_instance_id = ?",
+                            (instance_id,))
+            if row is None:
+                return None
+            key = self._keys[instance_id] = row["instance_key"]
+        return key
+
     def last_seq(self, instance_id: str) -> int:
         seq = self._seq.get(instance_id)
         if seq is None:
             seq = self._one(
-                "SELECT coalesce(max(seq), 0) AS seq FROM events WHERE workflow_instance_id = ?",
-                (instance_id,),
+                "SELECT coalesce(max(seq), 0) AS seq FROM events WHERE instance_key = ?",
+                (self.instance_key(instance_id),),
             )["seq"]
             self._seq[instance_id] = seq
         return seq
 
-    def append_event(self, run: Row, event_type: str, at: str, attributes: Row) -> int:
+    def append_event(self, run: Row, event_type: str, at: datetime, attributes: Row) -> int:
         """Append one event to the instance's history; returns its seq (the event id)."""
         instance_id = run["workflow_instance_id"]
         seq = self._seq[instance_id] = self.last_seq(instance_id) + 1
-        self._events.append((instance_id, seq, run["workflow_run_id"], run["run_number"],
-                             event_type, at, dumps(attributes)))
+        stored_at = codec.micros(at)
+        self._events.append((self._keys[instance_id], seq, run["run_number"],
+                             codec.type_code(event_type), stored_at,
+                             codec.encode_attributes(attributes, stored_at)))
         return seq
 
     def flush(self) -> None:
         """Write the events appended so far (one statement for all of them)."""
         if self._events:
             events, self._events = self._events, []
-            self.conn.executemany(
-                "INSERT INTO events (workflow_instance_id, seq, workflow_run_id, run_number, "
-                "event_type, at, attributes) VALUES (?, ?, ?, ?, ?, ?, ?)", events,
-            )
+            self.conn.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?)", events)
 
     def history_count(self, run: Row) -> int:
         """Events of a run that count toward history_size, without a scan: a run's events are
@@ -463,22 +506,29 @@ class Tx:
 
     def events(self, instance_id: str, *, run_number: int | None = None,
                after_seq: int = 0, event_types: Sequence[str] = ()) -> list[Row]:
+        """An instance's events in order, each with its type's name, its instant in ISO form
+        and its attributes as a dict."""
         self.flush()
-        sql = "SELECT * FROM events WHERE workflow_instance_id = ? AND seq > ?"
-        params: list[Any] = [instance_id, after_seq]
+        sql = ("SELECT seq, run_number, event_type, at, attributes FROM events "
+               "WHERE instance_key = ? AND seq > ?")
+        params: list[Any] = [self.instance_key(instance_id), after_seq]
         if run_number is not None:
             sql += " AND run_number = ?"
             params.append(run_number)
         if event_types:
             sql += f" AND event_type IN ({', '.join('?' for _ in event_types)})"
-            params.extend(event_types)
-        return self._all(sql + " ORDER BY seq", params)
-
-    def event(self, instance_id: str, seq: int) -> Row | None:
-        self.flush()
-        return self._one(
-            "SELECT * FROM events WHERE workflow_instance_id = ? AND seq = ?", (instance_id, seq)
-        )
+            params.extend(codec.type_code(name) for name in event_types)
+        return [
+            {
+                "workflow_instance_id": instance_id,
+                "seq": row["seq"],
+                "run_number": row["run_number"],
+                "event_type": codec.type_name(row["event_type"]),
+                "at": codec.iso_of_micros(row["at"]),
+                "attributes": codec.decode_attributes(row["attributes"], row["at"]),
+            }
+            for row in self._all(sql + " ORDER BY seq", params)
+        ]
 
     # workflow tasks
 
@@ -506,11 +556,16 @@ class Tx:
             "ORDER BY available_at LIMIT 1", (now,),
         )
 
-    def cancel_workflow_tasks(self, run_id: str, now: str, keep: int | None) -> None:
+    def close_workflow_task(self, task_id: int) -> None:
+        """A workflow task ended (completed, timed out or cancelled): its row goes, its story
+        stays in history."""
+        self.conn.execute("DELETE FROM workflow_tasks WHERE task_id = ?", (task_id,))
+
+    def close_workflow_tasks(self, run_id: str, keep: int | None) -> None:
+        """End every open workflow task of the run but `keep`."""
         self.conn.execute(
-            "UPDATE workflow_tasks SET status = 'cancelled', closed_at = ? "
-            f"WHERE workflow_run_id = ? AND status IN {_OPEN_WORKFLOW_TASK} "
-            "AND task_id IS NOT ?", (now, run_id, keep),
+            f"DELETE FROM workflow_tasks WHERE workflow_run_id = ? AND status IN "
+            f"{_OPEN_WORKFLOW_TASK} AND task_id IS NOT ?", (run_id, keep),
         )
 
     def timed_out_workflow_tasks(self, now: str, limit: int) -> list[Row]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import sqlite3
 import sys
 import threading
 import time
@@ -20,7 +19,6 @@ from wfctl import log, systemd
 from wfctl.context import _NOTHING
 from wfctl.engine import Engine
 from wfctl.errors import StoreUnavailable, WfctlError
-from wfctl.store.sqlite import translate
 from wfctl.watchdog import HOSTNAME, process_started
 from wfctl.worker.attempts import Attempt
 from wfctl.worker.deadlines import DeadlineRunner
@@ -163,12 +161,8 @@ class Worker:
     def run_once(self, now: datetime) -> bool:
         """One pass of the watchdog at `now` (enforce timeouts, decide), then of the slots: run
         every ready task, each at the instant the clock reads. What `work --once` does."""
-        try:
-            swept = self.watchdog.run_once(now)
-            return run_pass(self, self.slots, self.clock()) or swept
-        except sqlite3.Error as exc:
-            # A read outside a transaction leaves SQLite's error as it is.
-            raise translate(exc, self.engine.store.path) from exc
+        swept = self.watchdog.run_once(now)
+        return run_pass(self, self.slots, self.clock()) or swept
 
     # the attempts the slots run
 
@@ -390,7 +384,7 @@ class Worker:
     def _data_version(self) -> int | None:
         try:
             return self.engine.store.data_version()
-        except (sqlite3.Error, WfctlError):
+        except WfctlError:
             return None
 
     def _shut_down(self, *, failed: bool, drain: bool) -> int:

@@ -15,7 +15,7 @@ from wfctl.engine.activities import ActivityTask
 from wfctl.errors import ActivityCancelled, StoreUnavailable
 from wfctl.handlers import HandlerError, Outcome, format_traceback
 from wfctl.worker.attempts import Attempt
-from wfctl.worker.loop import Backoff, Loop, until_written
+from wfctl.worker.loop import Backoff, Loop
 
 if TYPE_CHECKING:
     from wfctl.engine import Engine
@@ -202,12 +202,7 @@ class StepPath:
                 for exchange in batch:
                     if exchange.attempt is not None:
                         exchange.rejected = _record(engine, exchange, now)
-                while decided < self.DECISIONS:
-                    task = engine.claim_workflow_task(worker.worker_id, now)
-                    if task is None:
-                        break
-                    engine.complete_workflow_task(task, now)
-                    decided += 1
+                decided = _decide(worker, now, self.DECISIONS)
                 while len(tasks) < budget:
                     claimed = engine.claim_activity(worker.worker_id, worker.options.queues, now)
                     if claimed is None:
@@ -286,29 +281,55 @@ def _fail_unrecorded(engine: Engine, task: ActivityTask, error: Exception,
 def decide_ready(worker: Worker, now: datetime, limit: int) -> int:
     """Claim and complete up to `limit` ready workflow tasks at `now`; how many.
 
-    The batch holds the engine turn, so that it runs on one connection while its cache is
-    warm. A completion the database refuses is waited out with the turn released: a task left
-    `started` would hold its workflow until its workflow_task_timeout (which may be none).
+    Up to `StepPath.DECISIONS` of them go in one transaction, claims and completions together,
+    so that a failed write leaves no task claimed. A batch the engine cannot take (an
+    unexpected error) is done again one transaction per step, so that one bad task does not
+    hold up the others.
     """
     engine = worker.engine
     decided = 0
     while decided < limit:
-        refused = None
+        size = min(StepPath.DECISIONS, limit - decided)
         with worker.engine_turn:
-            while decided < limit:
-                task = engine.claim_workflow_task(worker.worker_id, now)
-                if task is None:
-                    return decided
-                decided += 1
-                try:
-                    engine.complete_workflow_task(task, now)
-                except StoreUnavailable as exc:
-                    worker.outage.failed(exc)
-                    refused = task
-                    break
-        if refused is not None:
-            until_written(worker, lambda task=refused: engine.complete_workflow_task(
-                task, worker.clock()))
+            try:
+                with engine.batch():
+                    done = _decide(worker, now, size)
+            except StoreUnavailable:
+                raise
+            except Exception:
+                done = _decide_one_by_one(worker, now, size)
+        decided += done
+        if done < size:
+            break
+    return decided
+
+
+def _decide(worker: Worker, now: datetime, limit: int) -> int:
+    engine, decided = worker.engine, 0
+    while decided < limit:
+        task = engine.claim_workflow_task(worker.worker_id, now)
+        if task is None:
+            break
+        engine.complete_workflow_task(task, now)
+        decided += 1
+    return decided
+
+
+def _decide_one_by_one(worker: Worker, now: datetime, limit: int) -> int:
+    """Claim and complete in transactions of their own; a completion that fails leaves its
+    task to its workflow_task_timeout, and the next task is taken."""
+    engine, decided = worker.engine, 0
+    while decided < limit:
+        task = engine.claim_workflow_task(worker.worker_id, now)
+        if task is None:
+            break
+        decided += 1
+        try:
+            engine.complete_workflow_task(task, now)
+        except StoreUnavailable:
+            raise
+        except Exception as exc:
+            log.failure("workflow_task_failed", exc, instance=task["workflow_instance_id"])
     return decided
 
 
