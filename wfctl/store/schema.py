@@ -316,6 +316,60 @@ def m002_rejected_starts_and_child_depth(db: Database) -> None:
     )
 
 
+# What `wfctl metrics` reads (SPEC §10) at every scrape, without a scan however many instances
+# and events the file holds: instance counts by type and status, kept by triggers as statuses
+# change (counting them at a scrape walks every instance); open activities by queue and status;
+# the next signal-wait timeout; and the history events that record a timeout or a deadline
+# expiry, with the timeout kind (and a failed run's failure category, which tells a signal wait's
+# own timeout from one passed on by a child) out of their attributes.
+_M004 = """
+CREATE TABLE instance_counts (
+    workflow_type TEXT NOT NULL,
+    status TEXT NOT NULL,
+    count INTEGER NOT NULL,
+    PRIMARY KEY (workflow_type, status)
+) WITHOUT ROWID;
+INSERT INTO instance_counts (workflow_type, status, count)
+    SELECT workflow_type, status, count(*) FROM instances GROUP BY workflow_type, status;
+CREATE TRIGGER instance_counts_insert AFTER INSERT ON instances
+BEGIN
+    INSERT INTO instance_counts (workflow_type, status, count)
+    VALUES (NEW.workflow_type, NEW.status, 1)
+    ON CONFLICT (workflow_type, status) DO UPDATE SET count = count + 1;
+END;
+CREATE TRIGGER instance_counts_update AFTER UPDATE OF workflow_type, status ON instances
+WHEN OLD.status IS NOT NEW.status OR OLD.workflow_type IS NOT NEW.workflow_type
+BEGIN
+    UPDATE instance_counts SET count = count - 1
+    WHERE workflow_type = OLD.workflow_type AND status = OLD.status;
+    INSERT INTO instance_counts (workflow_type, status, count)
+    VALUES (NEW.workflow_type, NEW.status, 1)
+    ON CONFLICT (workflow_type, status) DO UPDATE SET count = count + 1;
+END;
+CREATE TRIGGER instance_counts_delete AFTER DELETE ON instances
+BEGIN
+    UPDATE instance_counts SET count = count - 1
+    WHERE workflow_type = OLD.workflow_type AND status = OLD.status;
+END;
+CREATE INDEX activities_open ON activities(queue, status)
+    WHERE status IN ('scheduled', 'retry_scheduled', 'started');
+CREATE INDEX timers_signal_timeout ON timers(fire_at)
+    WHERE status = 'scheduled' AND kind = 'signal_timeout';
+CREATE INDEX events_timeouts ON events(event_type, json_extract(attributes, '$.timeout_kind'),
+                                       json_extract(attributes, '$.failure_category'))
+    WHERE event_type IN ('ActivityRetryScheduled', 'ActivityTimedOut', 'WorkflowTaskTimedOut',
+                         'WorkflowTimedOut', 'WorkflowFailed', 'WorkflowDeadlineExceeded')
+"""
+
+
+@migrations()
+def m004_metrics(db: Database) -> None:
+    """Metrics read counts and indexes, never a scan: instance counts kept by triggers, open
+    activities by queue and status, signal-wait timeouts, and timeout events in history."""
+    for statement in _split(_M004):
+        db.execute(statement)
+
+
 def _split(script: str) -> list[str]:
     """Statements of a script; trigger bodies keep their inner semicolons."""
     statements, current = [], []

@@ -19,6 +19,7 @@ from wfctl.vocabulary import (
     OPEN_ACTIVITY,
     OPEN_WORKFLOW_TASK,
     PENDING_ACTIVITY,
+    TIMEOUT_EVENTS,
     UNSUCCESSFUL_RUN,
 )
 
@@ -37,6 +38,7 @@ _OPEN_WORKFLOW_TASK = _sql_list(OPEN_WORKFLOW_TASK)
 _PENDING_ACTIVITY = _sql_list(PENDING_ACTIVITY)
 _OPEN_ACTIVITY = _sql_list(OPEN_ACTIVITY)
 _UNSUCCESSFUL_RUN = _sql_list(UNSUCCESSFUL_RUN)
+_TIMEOUT_EVENTS = _sql_list(TIMEOUT_EVENTS)
 # A run past its execution or run deadline needs the watchdog only while nothing else will decide
 # it: an open workflow task will, and so will a claimed expiry of its `deadline`.
 _RUN_NEEDS_WAKING = (
@@ -815,3 +817,64 @@ class Tx:
 
     def get_worker(self, worker_id: str) -> Row | None:
         return self._one("SELECT * FROM workers WHERE worker_id = ?", (worker_id,))
+
+    # metrics (SPEC §10): each read is a small table, an index range or an index's minimum
+
+    def instance_counts(self) -> list[Row]:
+        """Instances by type and status, as the triggers on `instances` keep them."""
+        return self._all("SELECT workflow_type, status, count FROM instance_counts "
+                         "ORDER BY workflow_type, status")
+
+    def open_activity_counts(self) -> list[Row]:
+        return self._all(
+            "SELECT queue, status, count(*) AS count FROM activities "
+            f"WHERE status IN {_OPEN_ACTIVITY} GROUP BY queue, status"
+        )
+
+    def ready_activity_counts(self, now: str) -> list[Row]:
+        """Per queue, the activities a worker may claim at `now` and the oldest available_at."""
+        return self._all(
+            "SELECT queue, count(*) AS count, min(available_at) AS oldest FROM activities "
+            f"WHERE status IN {_PENDING_ACTIVITY} AND available_at <= ? GROUP BY queue", (now,),
+        )
+
+    def ready_workflow_task_count(self, now: str) -> Row:
+        return self._one(
+            "SELECT count(*) AS count, min(available_at) AS oldest FROM workflow_tasks "
+            "WHERE status = 'scheduled' AND available_at <= ?", (now,),
+        )
+
+    def timeout_event_counts(self) -> list[Row]:
+        """History's timeout and deadline events by type, timeout kind and failure category."""
+        return self._all(
+            "SELECT event_type, json_extract(attributes, '$.timeout_kind') AS timeout_kind, "
+            "json_extract(attributes, '$.failure_category') AS failure_category, "
+            f"count(*) AS count FROM events WHERE event_type IN {_TIMEOUT_EVENTS} "
+            "GROUP BY 1, 2, 3"
+        )
+
+    def next_deadlines(self) -> Row:
+        """The earliest pending deadline of each kind (None where none is pending): what the
+        watchdog and the deadline runner act on next."""
+        return self._one(
+            "SELECT (SELECT min(execution_deadline_at) FROM runs WHERE closed_at IS NULL"
+            " AND execution_deadline_at IS NOT NULL) AS execution_timeout,"
+            " (SELECT min(run_deadline_at) FROM runs WHERE closed_at IS NULL"
+            " AND run_deadline_at IS NOT NULL) AS run_timeout,"
+            " (SELECT min(deadline_at) FROM runs WHERE status = 'running'"
+            " AND deadline_at IS NOT NULL AND deadline_claimed_at IS NULL) AS deadline,"
+            " (SELECT min(timeout_at) FROM workflow_tasks WHERE status = 'started'"
+            " AND timeout_at IS NOT NULL) AS workflow_task_timeout,"
+            " (SELECT min(schedule_deadline_at) FROM activities"
+            f" WHERE status IN {_PENDING_ACTIVITY} AND schedule_deadline_at IS NOT NULL)"
+            " AS schedule_to_start,"
+            " (SELECT min(close_deadline_at) FROM activities WHERE status = 'started'"
+            " AND close_deadline_at IS NOT NULL) AS start_to_close,"
+            " (SELECT min(heartbeat_deadline_at) FROM activities WHERE status = 'started'"
+            " AND heartbeat_deadline_at IS NOT NULL) AS heartbeat,"
+            " (SELECT min(schedule_to_close_deadline_at) FROM activities"
+            f" WHERE status IN {_OPEN_ACTIVITY} AND schedule_to_close_deadline_at IS NOT NULL)"
+            " AS schedule_to_close,"
+            " (SELECT min(fire_at) FROM timers WHERE status = 'scheduled'"
+            " AND kind = 'signal_timeout') AS signal_wait"
+        )
