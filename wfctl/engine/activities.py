@@ -58,6 +58,9 @@ class ActivityTask:
     close_deadline_at: datetime | None
     heartbeat_deadline_at: datetime | None
     non_retryable: tuple[str, ...]
+    # For the worker's metrics: where the attempt waited, and how long (available to claimed).
+    queue: str = ""
+    schedule_to_start_seconds: float | None = None
 
     @property
     def heartbeat_event_interval(self) -> float:
@@ -105,6 +108,8 @@ def claim_activity(engine: Engine, worker_id: str, queues: Sequence[str],
             close_deadline_at=close_deadline,
             heartbeat_deadline_at=heartbeat_deadline,
             non_retryable=tuple(policy["non_retryable"]),
+            queue=activity["queue"],
+            schedule_to_start_seconds=(now - clock.parse(activity["available_at"])).total_seconds(),
         )
 
 

@@ -69,6 +69,8 @@ class Slot(Loop):
         attempt = Attempt(task, worker)
         self.attempt = attempt
         worker.attempt_started(attempt)
+        if worker.attempt_metrics is not None:
+            worker.attempt_metrics.started(task)
         settled = False
         try:
             try:
@@ -77,6 +79,8 @@ class Slot(Loop):
                 # The executor itself failed (not the handler): the attempt fails all the same.
                 outcome = Outcome(error=HandlerError.of(exc))
             attempt.handler_running = False
+            if worker.attempt_metrics is not None:
+                worker.attempt_metrics.finished(attempt, outcome)
             settled = self._report(attempt, outcome)
         finally:
             self.attempt = None
