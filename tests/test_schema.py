@@ -12,6 +12,7 @@ from wfctl.errors import DatabaseNotFound, DatabaseTooNew
 from wfctl.store import Store
 from wfctl.store import sqlite as sqlite_store
 from wfctl.store.schema import _Migrations, migrations
+from wfctl.vocabulary import EVENT_TYPES, TIMEOUT_EVENTS
 
 EXPECTED = {
     "definitions": ["digest", "path", "source", "created_at"],
@@ -68,6 +69,7 @@ EXPECTED = {
         "attributes",
     ],
     "instance_counts": ["workflow_type", "status", "count"],
+    "timeout_event_counts": ["event_type", "timeout_kind", "failure_category", "count"],
 }
 
 
@@ -342,7 +344,7 @@ def test_the_0_1_database_is_upgraded_with_its_instances_counted(tmp_path):
     assert kept == scanned and sum(scanned.values()) > 10
 
 
-def test_metrics_read_counts_index_ranges_and_minimums_never_a_table(tmp_path):
+def test_metrics_read_index_ranges_and_minimums_never_a_table(tmp_path):
     store = Store(tmp_path / "w.db")
     now = "2026-01-01T00:00:00+00:00"
     with store.read() as tx:
@@ -351,7 +353,6 @@ def test_metrics_read_counts_index_ranges_and_minimums_never_a_table(tmp_path):
         tx.open_activity_counts()
         tx.ready_activity_counts(now)
         tx.ready_workflow_task_count(now)
-        tx.timeout_event_counts()
         tx.next_deadlines()
         tx.conn.set_trace_callback(None)
         plans = []
@@ -361,4 +362,39 @@ def test_metrics_read_counts_index_ranges_and_minimums_never_a_table(tmp_path):
 
     reads = [plan for plan in plans if plan.startswith(("SCAN", "SEARCH"))
              and "CONSTANT ROW" not in plan]
-    assert len(reads) == 13 and all("USING" in plan and "INDEX" in plan for plan in reads), plans
+    assert len(reads) == 12 and all("USING" in plan and "INDEX" in plan for plan in reads), plans
+
+
+def test_history_events_that_may_record_a_timeout_are_counted_as_they_are_appended(tmp_path):
+    path = tmp_path / "w.db"
+    Store(path).close()
+    conn = sqlite3.connect(path)
+    for seq, event_type in enumerate(EVENT_TYPES, start=1):
+        conn.execute("INSERT INTO events VALUES ('i', ?, 'r', 1, ?, 't', ?)",
+                     (seq, event_type, '{"timeout_kind": "heartbeat", "failure_category": "x"}'))
+    conn.execute("INSERT INTO events VALUES ('i', 99, 'r', 1, 'WorkflowFailed', 't', '{}')")
+    conn.commit()
+    counted = conn.execute("SELECT * FROM timeout_event_counts ORDER BY 1, 2").fetchall()
+    conn.close()
+
+    assert counted == sorted(
+        [(event_type, "heartbeat", "x", 1) for event_type in TIMEOUT_EVENTS]
+        + [("WorkflowFailed", "", "", 1)])
+
+
+def test_the_0_1_database_is_upgraded_with_its_timeout_events_counted(tmp_path):
+    path = tmp_path / "w.db"
+    shutil.copyfile(Path(__file__).parent / "data" / "v01.db", path)
+
+    Store(path, create=False).close()
+
+    conn = sqlite3.connect(path)
+    kept = conn.execute("SELECT event_type, timeout_kind, failure_category, count "
+                        "FROM timeout_event_counts ORDER BY 1, 2, 3").fetchall()
+    scanned = conn.execute(
+        "SELECT event_type, coalesce(json_extract(attributes, '$.timeout_kind'), ''), "
+        "coalesce(json_extract(attributes, '$.failure_category'), ''), count(*) FROM events "
+        f"WHERE event_type IN ({', '.join(repr(t) for t in TIMEOUT_EVENTS)}) "
+        "GROUP BY 1, 2, 3 ORDER BY 1, 2, 3").fetchall()
+    conn.close()
+    assert kept == scanned and any(row[1] for row in kept)

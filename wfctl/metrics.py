@@ -27,8 +27,9 @@ From this worker process only (`wfctl work --metrics-port`):
   handler's return; `outcome` is `completed`, `failed` or `no_longer_current` (the attempt timed
   out or was cancelled while its handler ran).
 
-The counters come from history, so they drop when closed instances are deleted with their
-history; Prometheus reads a drop as a counter reset.
+The counters count history events as they are appended (triggers keep the counts, so that a
+scrape never walks history): deleting closed instances with their history leaves them as they
+are, and they only grow.
 """
 
 from __future__ import annotations
