@@ -343,7 +343,7 @@ def work(
                                        help="The least severe level logged."),
     metrics_port: int | None = typer.Option(
         None, "--metrics-port", min=1, max=65535, metavar="PORT",
-        help="Serve Prometheus metrics at http://HOST:PORT/metrics."),
+        help="Serve Prometheus metrics at /metrics on this port (all interfaces)."),
 ) -> None:
     """Run handlers until SIGTERM/SIGINT (the first drains, a second stops at once)."""
     import logging
