@@ -535,8 +535,11 @@ def deadlines_check(ctx: typer.Context,
 
 @app.command("metrics")
 def metrics_command(ctx: typer.Context) -> None:
-    """Print the metrics once, in the Prometheus text format (work --metrics-port serves them
-    with its own histograms)."""
+    """Print the metrics once, in the Prometheus text format.
+
+    `wfctl work --metrics-port PORT` serves the same at /metrics, with its own histograms of
+    schedule-to-start latency and attempt duration.
+    """
     sys.stdout.write(_client(ctx).metrics())
 
 
