@@ -178,6 +178,12 @@ class Client:
                    and (queue is None or queue in worker["queues"].split(","))
                    for worker in workers)
 
+    def metrics(self) -> str:
+        """The metrics of SPEC §10 the database holds, in the Prometheus text format."""
+        from wfctl import metrics
+
+        return metrics.exposition(self.store, self._now)
+
     def signal(self, workflow_id: str, name: str,
                data: dict[str, Any] | None = None) -> dict[str, Any]:
         _text("instance id", workflow_id)

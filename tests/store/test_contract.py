@@ -12,6 +12,7 @@ import pytest
 
 from wfctl import clock
 from wfctl.store import SQLiteStore, Store
+from wfctl.vocabulary import EVENT_TYPES, TIMEOUT_EVENTS
 
 T0 = datetime(2026, 4, 12, 12, 0, tzinfo=UTC)
 
@@ -162,3 +163,18 @@ def test_a_failed_transaction_leaves_nothing(store):
     with store.read() as tx:
         assert tx.get_instance("i1") is None
         assert tx.events("i1") == []
+
+
+def test_timeout_and_deadline_events_are_counted_as_they_are_appended(store):
+    with store.write() as tx:
+        add_instance(tx, "i1")
+        run = tx.get_run("i1-r1")
+        for event_type in EVENT_TYPES:
+            tx.append_event(run, event_type, T0,
+                            {"timeout_kind": "heartbeat", "failure_category": "x"})
+        tx.append_event(run, "WorkflowFailed", T0, {})
+    with store.read() as tx:
+        counted = {(row["event_type"], row["timeout_kind"], row["failure_category"]): row["count"]
+                   for row in tx.timeout_event_counts()}
+    assert counted == {**{(t, "heartbeat", "x"): 1 for t in TIMEOUT_EVENTS},
+                       ("WorkflowFailed", None, None): 1}

@@ -341,6 +341,9 @@ def work(
                                          help="How each log line is written."),
     log_level: LogLevel = typer.Option(LogLevel.info, "--log-level", case_sensitive=False,
                                        help="The least severe level logged."),
+    metrics_port: int | None = typer.Option(
+        None, "--metrics-port", min=1, max=65535, metavar="PORT",
+        help="Serve Prometheus metrics at /metrics on this port (all interfaces)."),
 ) -> None:
     """Run handlers until SIGTERM/SIGINT (the first drains, a second stops at once)."""
     import logging
@@ -359,6 +362,17 @@ def work(
         isolation=isolation.value,
     )
     log.configure(log_level.value, log_format.value)
+    server = None
+    if metrics_port is not None:
+        from prometheus_client import CollectorRegistry
+
+        from wfctl import metrics
+
+        # Listening comes before the database is opened: a port in use stops the command with
+        # nothing written.
+        registry = CollectorRegistry(auto_describe=False)
+        server = metrics.MetricsServer(metrics_port, registry)
+        ctx.call_on_close(server.close)
     client = _client(ctx)
     if Path(client.workflows_path).exists():
         client.definitions()
@@ -367,6 +381,10 @@ def work(
                   message="handler modules are imported from the current folder")
     worker = client.worker(options)
     worker.engine.add_listener(log.history_events)
+    if server is not None:
+        worker.attempt_metrics = metrics.AttemptMetrics(registry)
+        registry.register(metrics.StoreCollector(worker.engine.store, worker.clock))
+        server.start()
     restore = install_signal_handlers(worker)
     try:
         code = worker.run(once=once)
@@ -513,6 +531,16 @@ def deadlines_check(ctx: typer.Context,
                          f"exceeded, failed{note}\n")
     sys.stdout.write(f"{len(failed)} workflow{'s' if len(failed) != 1 else ''} failed "
                      "by deadline\n")
+
+
+@app.command("metrics")
+def metrics_command(ctx: typer.Context) -> None:
+    """Print the metrics once, in the Prometheus text format.
+
+    `wfctl work --metrics-port PORT` serves the same at /metrics, with its own histograms of
+    schedule-to-start latency and attempt duration.
+    """
+    sys.stdout.write(_client(ctx).metrics())
 
 
 @app.command("systemd-unit")

@@ -60,6 +60,9 @@ class ActivityTask:
     close_deadline_at: datetime | None
     heartbeat_deadline_at: datetime | None
     non_retryable: tuple[str, ...]
+    # For the worker's metrics: where the attempt waited, and how long (available to claimed).
+    queue: str = ""
+    schedule_to_start_seconds: float | None = None
 
     @property
     def heartbeat_event_interval(self) -> float:
@@ -124,6 +127,8 @@ def _claim(c: Ctx, activity: Row, worker_id: str) -> ActivityTask | None:
         close_deadline_at=close_deadline,
         heartbeat_deadline_at=heartbeat_deadline,
         non_retryable=tuple(policy["non_retryable"]),
+        queue=activity["queue"],
+        schedule_to_start_seconds=(now - clock.parse(activity["available_at"])).total_seconds(),
     )
 
 

@@ -159,10 +159,8 @@ def encode_attributes(attributes: dict[str, Any], at: int) -> str:
         if shape is None:
             code = _NAME_CODE.get(key)
             items.append(key if code is None else code)
-        if isinstance(value, str) and key.endswith("_at"):
-            stored = micros_of_iso(value)
-            # An instant becomes [offset]: a bare number may be a legitimate value.
-            value = value if stored is None else [stored - at]
+        if key.endswith("_at"):
+            value = _encode_instant(value, at)
         elif key == "retry_policy":
             value = encode_policy_value(value)
         items.append(value)
@@ -184,11 +182,28 @@ def decode_attributes(text: str, at: int) -> dict[str, Any]:
     for key, value in pairs:
         if key == "retry_policy":
             value = decode_policy_value(value)
-        elif isinstance(value, list) and key.endswith("_at") and len(value) == 1 \
-                and isinstance(value[0], int):
-            value = iso_of_micros(at + value[0])
+        elif key.endswith("_at") and isinstance(value, list):
+            value = _decode_instant(value, at)
         attributes[key] = value
     return attributes
+
+
+def _encode_instant(value: Any, at: int) -> Any:
+    """An `*_at` value: an instant in wfctl's ISO form becomes `[offset]`; any other list is
+    wrapped as `[list]`, so that it is never taken for one; everything else stays as it is."""
+    if isinstance(value, str):
+        stored = micros_of_iso(value)
+        return value if stored is None else [stored - at]
+    if isinstance(value, list):
+        return [value]
+    return value
+
+
+def _decode_instant(stored: list[Any], at: int) -> Any:
+    (inner,) = stored
+    if type(inner) is int:
+        return iso_of_micros(at + inner)
+    return inner
 
 
 def encode_policy_value(policy: Any) -> Any:

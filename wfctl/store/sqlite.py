@@ -27,6 +27,7 @@ from wfctl.vocabulary import (
     OPEN_ACTIVITY,
     OPEN_WORKFLOW_TASK,
     PENDING_ACTIVITY,
+    TIMEOUT_EVENTS,
     UNSUCCESSFUL_RUN,
 )
 
@@ -45,6 +46,9 @@ _OPEN_WORKFLOW_TASK = _sql_list(OPEN_WORKFLOW_TASK)
 _PENDING_ACTIVITY = _sql_list(PENDING_ACTIVITY)
 _OPEN_ACTIVITY = _sql_list(OPEN_ACTIVITY)
 _UNSUCCESSFUL_RUN = _sql_list(UNSUCCESSFUL_RUN)
+_TIMEOUT_EVENTS = frozenset(TIMEOUT_EVENTS)
+# Indexes from m004 on spell a list as ORs (see schema.py), and so do the queries that use them.
+_ANY_OPEN_ACTIVITY = " OR ".join(f"status = '{status}'" for status in OPEN_ACTIVITY)
 # A run past its execution or run deadline needs the watchdog only while nothing else will decide
 # it: an open workflow task will, and so will a claimed expiry of its `deadline`.
 _RUN_NEEDS_WAKING = (
@@ -153,6 +157,10 @@ class SQLiteStore:
         self.path = str(path)
         self._local = threading.local()
         self._write_lock = threading.Lock()
+        # Every write transaction of this process runs on one connection (the lock above takes
+        # them in turn): its page cache stays warm, where per-thread writers each lost theirs to
+        # the others' commits.
+        self._writer: sqlite3.Connection | None = None
         self._connections: list[tuple[threading.Thread, sqlite3.Connection]] = []
         self._connections_lock = threading.Lock()
         _check_path(self.path, create)
@@ -276,6 +284,10 @@ class SQLiteStore:
         A connection still in use by a live thread is left to that thread: closing it under
         a running query would crash the query.
         """
+        with self._write_lock:
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
         current = threading.current_thread()
         with self._connections_lock:
             keep = []
@@ -294,8 +306,10 @@ class SQLiteStore:
         SQLite's errors leave as wfctl's (`StoreUnavailable` for busy, full, read-only).
         """
         with self._write_lock:
-            conn = self.conn
+            conn = self._writer
             try:
+                if conn is None:
+                    conn = self._writer = self._connect()
                 conn.execute("BEGIN IMMEDIATE")
                 tx = SQLiteTx(conn)
                 try:
@@ -359,6 +373,9 @@ class SQLiteTx:
         # Events appended in this transaction, written in one executemany before any read of
         # the history and at commit.
         self._events: list[tuple[Any, ...]] = []
+        # Timeout and deadline events appended, by (type, timeout kind, failure category), for
+        # the counts metrics read (written with the events).
+        self._timeout_counts: dict[tuple[str, str, str], int] = {}
 
     def _one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
         return self.conn.execute(sql, params).fetchone()
@@ -490,6 +507,10 @@ class SQLiteTx:
         self._events.append((self._keys[instance_id], seq, run["run_number"],
                              codec.type_code(event_type), stored_at,
                              codec.encode_attributes(attributes, stored_at)))
+        if event_type in _TIMEOUT_EVENTS:
+            key = (event_type, attributes.get("timeout_kind") or "",
+                   attributes.get("failure_category") or "")
+            self._timeout_counts[key] = self._timeout_counts.get(key, 0) + 1
         return seq
 
     def flush(self) -> None:
@@ -497,6 +518,14 @@ class SQLiteTx:
         if self._events:
             events, self._events = self._events, []
             self.conn.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?)", events)
+        if self._timeout_counts:
+            counts, self._timeout_counts = self._timeout_counts, {}
+            self.conn.executemany(
+                "INSERT INTO timeout_event_counts (event_type, timeout_kind, failure_category, "
+                "count) VALUES (?, ?, ?, ?) ON CONFLICT (event_type, timeout_kind, "
+                "failure_category) DO UPDATE SET count = count + excluded.count",
+                [(*key, count) for key, count in counts.items()],
+            )
 
     def history_count(self, run: Row) -> int:
         """Events of a run that count toward history_size, without a scan: a run's events are
@@ -881,3 +910,65 @@ class SQLiteTx:
 
     def get_worker(self, worker_id: str) -> Row | None:
         return self._one("SELECT * FROM workers WHERE worker_id = ?", (worker_id,))
+
+    # metrics (SPEC §10): each read is a count the triggers keep, an index range or an index's
+    # minimum
+
+    def instance_counts(self) -> list[Row]:
+        """Instances by type and status, as the triggers on `instances` keep them."""
+        return self._all("SELECT workflow_type, status, count FROM instance_counts "
+                         "ORDER BY workflow_type, status")
+
+    def open_activity_counts(self) -> list[Row]:
+        return self._all(
+            f"SELECT queue, status, count(*) AS count FROM activities WHERE {_ANY_OPEN_ACTIVITY} "
+            "GROUP BY queue, status"
+        )
+
+    def ready_activity_counts(self, now: str) -> list[Row]:
+        """Per queue, the activities a worker may claim at `now` and the oldest available_at."""
+        return self._all(
+            "SELECT queue, count(*) AS count, min(available_at) AS oldest FROM activities "
+            f"WHERE status IN {_PENDING_ACTIVITY} AND available_at <= ? GROUP BY queue", (now,),
+        )
+
+    def ready_workflow_task_count(self, now: str) -> Row:
+        return self._one(
+            "SELECT count(*) AS count, min(available_at) AS oldest FROM workflow_tasks "
+            "WHERE status = 'scheduled' AND available_at <= ?", (now,),
+        )
+
+    def timeout_event_counts(self) -> list[Row]:
+        """The history events that may record a timeout or a deadline expiry (TIMEOUT_EVENTS),
+        by type, timeout kind and failure category (None where the event has none), as the
+        trigger on `events` counts them."""
+        return self._all(
+            "SELECT event_type, nullif(timeout_kind, '') AS timeout_kind, "
+            "nullif(failure_category, '') AS failure_category, count FROM timeout_event_counts"
+        )
+
+    def next_deadlines(self) -> Row:
+        """The earliest pending deadline of each kind (None where none is pending): what the
+        watchdog and the deadline runner act on next."""
+        return self._one(
+            "SELECT (SELECT min(execution_deadline_at) FROM runs WHERE closed_at IS NULL"
+            " AND execution_deadline_at IS NOT NULL) AS execution_timeout,"
+            " (SELECT min(run_deadline_at) FROM runs WHERE closed_at IS NULL"
+            " AND run_deadline_at IS NOT NULL) AS run_timeout,"
+            " (SELECT min(deadline_at) FROM runs WHERE status = 'running'"
+            " AND deadline_at IS NOT NULL AND deadline_claimed_at IS NULL) AS deadline,"
+            " (SELECT min(timeout_at) FROM workflow_tasks WHERE status = 'started'"
+            " AND timeout_at IS NOT NULL) AS workflow_task_timeout,"
+            " (SELECT min(schedule_deadline_at) FROM activities"
+            f" WHERE status IN {_PENDING_ACTIVITY} AND schedule_deadline_at IS NOT NULL)"
+            " AS schedule_to_start,"
+            " (SELECT min(close_deadline_at) FROM activities WHERE status = 'started'"
+            " AND close_deadline_at IS NOT NULL) AS start_to_close,"
+            " (SELECT min(heartbeat_deadline_at) FROM activities WHERE status = 'started'"
+            " AND heartbeat_deadline_at IS NOT NULL) AS heartbeat,"
+            " (SELECT min(schedule_to_close_deadline_at) FROM activities"
+            f" WHERE status IN {_OPEN_ACTIVITY} AND schedule_to_close_deadline_at IS NOT NULL)"
+            " AS schedule_to_close,"
+            " (SELECT min(fire_at) FROM timers WHERE status = 'scheduled'"
+            " AND kind = 'signal_timeout') AS signal_wait"
+        )

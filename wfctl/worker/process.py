@@ -13,6 +13,7 @@ from collections import deque
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from wfctl import clock as wall_clock
 from wfctl import log, systemd
@@ -29,6 +30,9 @@ from wfctl.worker.loop import Backoff, Loop, Outage
 from wfctl.worker.options import WorkerOptions
 from wfctl.worker.slots import Slot, StepPath, run_pass
 from wfctl.worker.watchdog import Watchdog
+
+if TYPE_CHECKING:
+    from wfctl.metrics import AttemptMetrics
 
 ONCE_NOTICE = (
     "deadline checks skipped in --once mode; run 'wfctl deadlines check' or a long-running worker"
@@ -76,6 +80,8 @@ class Worker:
         self._unsettled: dict[tuple[str, int], Attempt] = {}
         self.abandoned_total = 0
         self.tasks_done = 0
+        # Set to record each attempt's wait and run time (`work --metrics-port`).
+        self.attempt_metrics: AttemptMetrics | None = None
         self._registered = False
         self._slots_made = 0
         self.steps = StepPath(self)

@@ -87,6 +87,8 @@ class Slot(Loop):
         """Run a claimed attempt through the worker's executor and record how it ended."""
         worker = self.worker
         self.attempt = attempt
+        if worker.attempt_metrics is not None:
+            worker.attempt_metrics.started(attempt.task)
         settled = False
         try:
             try:
@@ -95,6 +97,8 @@ class Slot(Loop):
                 # The executor itself failed (not the handler): the attempt fails all the same.
                 outcome = Outcome(error=HandlerError.of(exc))
             attempt.handler_running = False
+            if worker.attempt_metrics is not None:
+                worker.attempt_metrics.finished(attempt, outcome)
             settled = self._report(attempt, outcome)
         finally:
             self.attempt = None
