@@ -44,7 +44,7 @@ class Engine:
         """
         batch: list[Ctx] | None = getattr(self._batch, "ctxs", None)
         if batch is not None:
-            c = Ctx(self, self._batch.tx, now)
+            c = Ctx(self, self._batch.tx, now, self._batch.rows)
             yield c
             c.flush_tasks()
             batch.append(c)
@@ -68,11 +68,11 @@ class Engine:
             raise RuntimeError("engine batches do not nest")
         ctxs: list[Ctx] = []
         with self.store.write() as tx:
-            self._batch.tx, self._batch.ctxs = tx, ctxs
+            self._batch.tx, self._batch.ctxs, self._batch.rows = tx, ctxs, ({}, {})
             try:
                 yield
             finally:
-                self._batch.tx = self._batch.ctxs = None
+                self._batch.tx = self._batch.ctxs = self._batch.rows = None
         self._committed(ctxs)
 
     def _committed(self, ctxs: list[Ctx]) -> None:

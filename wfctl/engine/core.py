@@ -61,7 +61,8 @@ def new_id() -> str:
 class Ctx:
     """One engine transaction: the store transaction, the instant it acts at, and definitions."""
 
-    def __init__(self, engine: Engine, tx: Tx, now: datetime) -> None:
+    def __init__(self, engine: Engine, tx: Tx, now: datetime,
+                 rows: tuple[dict[str, Row], dict[str, Row]] | None = None) -> None:
         self.engine = engine
         self.tx = tx
         self.now = now
@@ -71,8 +72,9 @@ class Ctx:
         # deadline runner is woken after the commit to run on_deadline and record the failure.
         self.deadline_claimed = False
         self.appended: list[dict[str, Any]] = []
-        self._instances: dict[str, Row] = {}
-        self._runs: dict[str, Row] = {}
+        # Instance and run rows read in this transaction (`rows`: shared by the operations of
+        # one batch, which share its transaction); every change goes through them.
+        self._instances, self._runs = rows if rows is not None else ({}, {})
         # Workflow tasks scheduled in this transaction and not written yet, by run id: one that
         # is decided before the commit (`decide_now`) never needs a row, only its events.
         self.pending_tasks: dict[str, Row] = {}

@@ -492,10 +492,23 @@ class SQLiteTx:
     def last_seq(self, instance_id: str) -> int:
         seq = self._seq.get(instance_id)
         if seq is None:
-            seq = self._one(
-                "SELECT coalesce(max(seq), 0) AS seq FROM events WHERE instance_key = ?",
-                (self.instance_key(instance_id),),
-            )["seq"]
+            key = self._keys.get(instance_id)
+            if key is None:
+                # The key and the last seq in one statement: both are read once per transaction.
+                row = self._one(
+                    "SELECT i.instance_key, (SELECT coalesce(max(seq), 0) FROM events "
+                    "WHERE instance_key = i.instance_key) AS seq FROM instances i "
+                    "WHERE i.workflow_instance_id = ?", (instance_id,),
+                )
+                if row is None:
+                    return 0
+                self._keys[instance_id] = row["instance_key"]
+                seq = row["seq"]
+            else:
+                seq = self._one(
+                    "SELECT coalesce(max(seq), 0) AS seq FROM events WHERE instance_key = ?",
+                    (key,),
+                )["seq"]
             self._seq[instance_id] = seq
         return seq
 
