@@ -30,7 +30,8 @@ from wfctl.vocabulary import EVENT_TYPES, INSTANCE_STATUSES
 
 
 class _Commands(TyperGroup):
-    """Translates wfctl's errors once, at the edge: one `Error:` line on stderr, exit 1."""
+    """Translates wfctl's errors once, at the edge: one `Error:` line on stderr, exit 1; and
+    Ctrl-C into exit 130, as the fast path does, so every follow or wait mode ends alike."""
 
     def invoke(self, ctx: typer.Context) -> Any:
         try:
@@ -38,6 +39,8 @@ class _Commands(TyperGroup):
         except WfctlError as exc:
             sys.stderr.write(f"Error: {reads.error_message(exc, ctx.obj)}\n")
             raise typer.Exit(1) from None
+        except KeyboardInterrupt:
+            raise typer.Exit(130) from None
 
 
 app = typer.Typer(
