@@ -207,7 +207,15 @@ def validate(ctx: typer.Context,
     """Check the definitions: a table of types with their timeouts and deadlines; warnings."""
     from wfctl import handlers, render
 
-    definitions = _client(ctx).definitions()
+    try:
+        definitions = _client(ctx).definitions()
+    except DefinitionError as exc:
+        if not as_json:
+            raise
+        # The same document as for a file that parses, so that a script reads one shape.
+        message = reads.error_message(exc, ctx.obj)
+        _print_json({"valid": False, "workflow_types": {}, "warnings": [], "errors": [message]})
+        _fail(message)
     problems = [f"{definitions.path}:{line}: {path}: {why}"
                 for spec, path, line in definitions.handlers()
                 if (why := handlers.check(spec)) is not None]
@@ -237,7 +245,7 @@ def validate(ctx: typer.Context,
             err.print(f"Warning: {warning}", style="yellow", markup=False)
     if problems:
         _fail(problems[0] if len(problems) == 1 else
-              f"{len(problems)} handlers cannot be imported; first: {problems[0]}")
+              f"{len(problems)} handlers cannot be used; first: {problems[0]}")
 
 
 @app.command()
