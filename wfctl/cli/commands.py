@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from wfctl import __version__, clock, durations, jsonvalue
 from wfctl.cli import reads
@@ -43,15 +43,55 @@ class _Commands(TyperGroup):
             raise typer.Exit(130) from None
 
 
+class _Command(TyperCommand):
+    """Help that reads as words, whatever typer's version: an argument is shown as its NAME
+    (or [NAME] when optional) with its help, never with a Python type beside it."""
+
+    def collect_usage_pieces(self, ctx: typer.Context) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if param.param_type_name == "argument":
+                name = _argument_name(param)
+                pieces.append(name if param.required else f"[{name}]")
+        return pieces
+
+    def format_options(self, ctx: typer.Context, formatter: Any) -> None:
+        arguments, options = [], []
+        for param in self.get_params(ctx):
+            if param.param_type_name == "argument":
+                required = "  [required]" if param.required else ""
+                arguments.append((_argument_name(param), f"{param.help or ''}{required}"))
+            elif (record := param.get_help_record(ctx)) is not None:
+                options.append(record)
+        for title, records in (("Arguments", arguments), ("Options", options)):
+            if records:
+                with formatter.section(title):
+                    formatter.write_dl(records)
+
+
+def _argument_name(param: Any) -> str:
+    return param.metavar or param.name.upper()
+
+
+# Help is laid out for the terminal's width up to this (click's default stops at 80, which
+# cuts the command summaries short).
+HELP_WIDTH = 120
+
 app = typer.Typer(
     cls=_Commands,
     help="Durable workflows declared in YAML, on one SQLite file.",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
     rich_markup_mode=None,
+    context_settings={"max_content_width": HELP_WIDTH},
 )
-deadlines_app = typer.Typer(help="Deadline (must complete within) checks.", no_args_is_help=True)
+deadlines_app = typer.Typer(help="Deadline (must complete within) checks.", no_args_is_help=True,
+                            rich_markup_mode=None)
 app.add_typer(deadlines_app, name="deadlines")
+
+
+def _command(*names: str, **settings: Any) -> Any:
+    return app.command(*names, cls=_Command, **settings)
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 # The commands that create the database on first use; every other one needs it to exist.
@@ -84,6 +124,17 @@ class LogLevel(enum.StrEnum):
     info = "info"
     warning = "warning"
     error = "error"
+
+
+def _choices(choices: type[enum.StrEnum]) -> str:
+    """A choice option's placeholder: its values, as click writes them."""
+    return "[" + "|".join(choice.value for choice in choices) + "]"
+
+
+# Placeholders and help built once, here: typer reads them from the commands' defaults.
+PLACEHOLDERS = {choices: _choices(choices) for choices in (OnDuplicate, Isolation, LogFormat,
+                                                             LogLevel)}
+STATUS_HELP = f"Only this status: {', '.join(INSTANCE_STATUSES)}."
 
 
 def _client(ctx: typer.Context) -> Client:
@@ -190,9 +241,9 @@ def _starting(values: tuple[str, ...], incomplete: str) -> list[str]:
 @app.callback()
 def main_options(
     ctx: typer.Context,
-    db: str = typer.Option("wfctl.db", "--db", envvar="WFCTL_DB",
+    db: str = typer.Option("wfctl.db", "--db", envvar="WFCTL_DB", metavar="PATH",
                            help="The SQLite database file (created by start or work)."),
-    workflows: str = typer.Option("workflows.yaml", "--workflows", "-w",
+    workflows: str = typer.Option("workflows.yaml", "--workflows", "-w", metavar="FILE",
                                   envvar="WFCTL_WORKFLOWS", help="The definitions file."),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                  help="Print the version and exit."),
@@ -201,7 +252,7 @@ def main_options(
     ctx.call_on_close(ctx.obj.close)
 
 
-@app.command()
+@_command()
 def validate(ctx: typer.Context,
              as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Check the definitions: a table of types with their timeouts and deadlines; warnings."""
@@ -248,22 +299,25 @@ def validate(ctx: typer.Context,
               f"{len(problems)} handlers cannot be used; first: {problems[0]}")
 
 
-@app.command()
+@_command()
 def start(
     ctx: typer.Context,
     workflow_type: str = typer.Argument(..., metavar="TYPE", help="A workflow type.",
                                         autocompletion=_complete_types),
-    instance_id: str | None = typer.Argument(None, metavar="[ID]",
+    instance_id: str | None = typer.Argument(None, metavar="ID",
                                              help="Instance id (generated when omitted)."),
-    input_json: str | None = typer.Option(None, "--input", help="Input state, a JSON object."),
-    input_file: Path | None = typer.Option(None, "--input-file",
+    input_json: str | None = typer.Option(None, "--input", metavar="JSON",
+                                          help="Input state, a JSON object."),
+    input_file: Path | None = typer.Option(None, "--input-file", metavar="FILE",
                                            help="Read the input JSON from a file ('-' = stdin)."),
-    execution_timeout: str | None = typer.Option(None, "--execution-timeout",
+    execution_timeout: str | None = typer.Option(None, "--execution-timeout", metavar="DURATION",
                                                  help="All runs together, e.g. 2h or NONE."),
-    run_timeout: str | None = typer.Option(None, "--run-timeout", help="Each run, e.g. 30m."),
-    deadline: str | None = typer.Option(None, "--deadline",
+    run_timeout: str | None = typer.Option(None, "--run-timeout", metavar="DURATION",
+                                           help="Each run, e.g. 30m."),
+    deadline: str | None = typer.Option(None, "--deadline", metavar="DURATION",
                                         help="Must complete within, e.g. 24h or P1D."),
     on_duplicate: OnDuplicate = typer.Option(OnDuplicate.reject, "--on-duplicate",
+                                             metavar=PLACEHOLDERS[OnDuplicate],
                                              help="Whether a duplicate open id is an error."),
     wait: bool = typer.Option(False, "--wait", help="Follow it live; exit 0 only if it completed."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
@@ -325,32 +379,34 @@ def _follow_until_closed(client: Client, result: dict[str, Any], as_json: bool) 
         raise typer.Exit(1)
 
 
-@app.command()
+@_command()
 def work(
     ctx: typer.Context,
-    queue: list[str] = typer.Option(["default"], "--queue", "-q",
+    queue: list[str] = typer.Option(["default"], "--queue", "-q", metavar="QUEUE",
                                     help="Serve this queue (repeatable)."),
     concurrency: int = typer.Option(4, "--concurrency", "-c", min=1, max=MAX_CONCURRENCY,
-                                    help="Handlers run at once."),
+                                    metavar="N", help="Handlers run at once."),
     once: bool = typer.Option(False, "--once",
                               help="One pass over every ready task, then exit (no deadline check)."),
-    deadline_interval: str = typer.Option("60s", "--deadline-interval",
+    deadline_interval: str = typer.Option("60s", "--deadline-interval", metavar="DURATION",
                                           help="Longest gap between deadline checks."),
-    poll_interval: str = typer.Option("100ms", "--poll-interval",
+    poll_interval: str = typer.Option("100ms", "--poll-interval", metavar="DURATION",
                                       help="How often an idle worker looks for new work."),
-    max_tasks: int | None = typer.Option(None, "--max-tasks", min=1,
+    max_tasks: int | None = typer.Option(None, "--max-tasks", min=1, metavar="N",
                                          help="Stop after this many activity tasks."),
-    worker_lease: str = typer.Option("30s", "--worker-lease",
+    worker_lease: str = typer.Option("30s", "--worker-lease", metavar="DURATION",
                                      help="Liveness lease; a lapsed worker's attempts are retried."),
-    grace: str = typer.Option("30s", "--grace",
+    grace: str = typer.Option("30s", "--grace", metavar="DURATION",
                               help="How long the first SIGTERM lets running handlers finish."),
     isolation: Isolation = typer.Option(
-        Isolation.thread, "--isolation",
+        Isolation.thread, "--isolation", metavar=PLACEHOLDERS[Isolation],
         help="Where handlers run: thread, or process (a child process per attempt, killed when "
              "its attempt times out or is cancelled)."),
     log_format: LogFormat = typer.Option(LogFormat.text, "--log-format",
+                                         metavar=PLACEHOLDERS[LogFormat],
                                          help="How each log line is written."),
     log_level: LogLevel = typer.Option(LogLevel.info, "--log-level", case_sensitive=False,
+                                       metavar=PLACEHOLDERS[LogLevel],
                                        help="The least severe level logged."),
 ) -> None:
     """Run handlers until SIGTERM/SIGINT (the first drains, a second stops at once)."""
@@ -386,16 +442,17 @@ def work(
     raise typer.Exit(code)
 
 
-@app.command("list")
+@_command("list")
 def list_command(
     ctx: typer.Context,
-    status: Status | None = typer.Option(None, "--status", help="Only this status."),
+    status: Status | None = typer.Option(None, "--status", metavar="STATUS",
+                                         help=STATUS_HELP),
     workflow_type: str | None = typer.Option(
-        None, "--type", help="Only this workflow type.",
+        None, "--type", metavar="TYPE", help="Only this workflow type.",
         autocompletion=_complete_types),
-    since: str | None = typer.Option(None, "--since",
+    since: str | None = typer.Option(None, "--since", metavar="DATE",
                                      help="Created at or after (any date python-dateutil reads)."),
-    limit: int = typer.Option(50, "--limit", min=1, help="At most this many."),
+    limit: int = typer.Option(50, "--limit", min=1, metavar="N", help="At most this many."),
     watch: bool = typer.Option(False, "--watch", help="Refresh until interrupted."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
@@ -405,27 +462,31 @@ def list_command(
                          as_json=as_json)
 
 
-@app.command()
+@_command()
 def describe(
     ctx: typer.Context,
-    instance_id: str = typer.Argument(..., metavar="ID", autocompletion=_complete_ids),
-    run: int | None = typer.Option(None, "--run", min=1, help="Show this run."),
+    instance_id: str = typer.Argument(..., metavar="ID", autocompletion=_complete_ids,
+                                      help="The instance to describe."),
+    run: int | None = typer.Option(None, "--run", min=1, metavar="N",
+                                   help="Show this run (default: the current one)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Everything about one instance: status, every deadline, activities, timers, children."""
     reads.describe(_client(ctx), instance_id=instance_id, run=run, as_json=as_json)
 
 
-@app.command()
+@_command()
 def history(
     ctx: typer.Context,
-    instance_id: str = typer.Argument(..., metavar="ID", autocompletion=_complete_ids),
-    run: int | None = typer.Option(None, "--run", min=1, help="Only this run."),
+    instance_id: str = typer.Argument(..., metavar="ID", autocompletion=_complete_ids,
+                                      help="The instance whose events to print."),
+    run: int | None = typer.Option(None, "--run", min=1, metavar="N",
+                                   help="Only this run (default: the current one)."),
     all_runs: bool = typer.Option(False, "--all-runs", help="Every run, with its number."),
     follow: bool = typer.Option(False, "--follow", "-f",
                                 help="Keep printing new events until the workflow closes."),
     event_type: list[str] = typer.Option(
-        [], "--event-type", help="Only these event types (repeatable).",
+        [], "--event-type", metavar="EVENT", help="Only these event types (repeatable).",
         autocompletion=lambda incomplete: _starting(EVENT_TYPES, incomplete)),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
@@ -434,11 +495,12 @@ def history(
                   follow=follow, event_type=event_type, as_json=as_json)
 
 
-@app.command()
+@_command()
 def retry(
     ctx: typer.Context,
-    instance_id: str = typer.Argument(..., metavar="ID", autocompletion=_complete_ids),
-    extend_deadline: str | None = typer.Option(None, "--extend-deadline",
+    instance_id: str = typer.Argument(..., metavar="ID", autocompletion=_complete_ids,
+                                      help="A failed or timed_out instance."),
+    extend_deadline: str | None = typer.Option(None, "--extend-deadline", metavar="DURATION",
                                                help="New deadline: now + this duration."),
     clear_deadline: bool = typer.Option(False, "--clear-deadline", help="Remove the deadline."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
@@ -459,12 +521,15 @@ def retry(
         sys.stderr.write(f"Warning: {warning}\n")
 
 
-@app.command()
+@_command()
 def signal(
     ctx: typer.Context,
-    instance_id: str = typer.Argument(..., metavar="ID", autocompletion=_complete_ids),
-    name: str = typer.Argument(..., metavar="NAME"),
-    data: str | None = typer.Option(None, "--data", help="A JSON object merged into the state."),
+    instance_id: str = typer.Argument(..., metavar="ID", autocompletion=_complete_ids,
+                                      help="The instance to signal."),
+    name: str = typer.Argument(..., metavar="NAME",
+                               help="The signal's name, as its wait_for_signal step gives it."),
+    data: str | None = typer.Option(None, "--data", metavar="JSON",
+                                    help="A JSON object merged into the state."),
 ) -> None:
     """Deliver a signal (buffered until a wait_for_signal step takes it)."""
     payload = _json_object("--data", data)
@@ -477,8 +542,8 @@ def signal(
 def _control(action: str) -> Any:
     def command(
         ctx: typer.Context,
-        instance_id: str = typer.Argument(..., metavar="ID",
-                                          autocompletion=_complete_ids),
+        instance_id: str = typer.Argument(..., metavar="ID", autocompletion=_complete_ids,
+                                          help=f"The instance to {action}."),
     ) -> None:
         result = getattr(_client(ctx), action)(instance_id)
         sys.stdout.write(f"{instance_id}: {result['status']}\n")
@@ -489,9 +554,10 @@ def _control(action: str) -> Any:
 def _closing(action: str) -> Any:
     def command(
         ctx: typer.Context,
-        instance_id: str = typer.Argument(..., metavar="ID",
-                                          autocompletion=_complete_ids),
-        reason: str | None = typer.Option(None, "--reason", help="Recorded in the history."),
+        instance_id: str = typer.Argument(..., metavar="ID", autocompletion=_complete_ids,
+                                          help=f"The instance to {action}."),
+        reason: str | None = typer.Option(None, "--reason", metavar="TEXT",
+                                          help="Why; shown by describe and history."),
     ) -> None:
         result = getattr(_client(ctx), action)(instance_id, reason)
         shown = "cancel requested" if result.get("cancel_requested") else result["status"]
@@ -500,15 +566,15 @@ def _closing(action: str) -> Any:
     return command
 
 
-app.command("pause", help="No new step starts until resume.")(_control("pause"))
-app.command("resume", help="Let a paused instance continue.")(_control("resume"))
-app.command("cancel", help="Cooperative cancel: open work is cancelled at the next decision.")(
+_command("pause", help="No new step starts until resume.")(_control("pause"))
+_command("resume", help="Let a paused instance continue.")(_control("resume"))
+_command("cancel", help="Cooperative cancel: open work is cancelled at the next decision.")(
     _closing("cancel"))
-app.command("terminate", help="Immediate stop; open work is cancelled now.")(
+_command("terminate", help="Immediate stop; open work is cancelled now.")(
     _closing("terminate"))
 
 
-@deadlines_app.command("check")
+@deadlines_app.command("check", cls=_Command)
 def deadlines_check(ctx: typer.Context,
                     as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """One deadline sweep (for cron): fails every running workflow past its deadline."""
@@ -526,11 +592,13 @@ def deadlines_check(ctx: typer.Context,
                      "by deadline\n")
 
 
-@app.command("systemd-unit")
+@_command("systemd-unit")
 def systemd_unit(
     ctx: typer.Context,
-    user: str | None = typer.Option(None, "--user", help="Run the worker as this user."),
-    grace: str = typer.Option("30s", "--grace", help="The worker's drain grace period."),
+    user: str | None = typer.Option(None, "--user", metavar="USER",
+                                    help="Run the worker as this user."),
+    grace: str = typer.Option("30s", "--grace", metavar="DURATION",
+                              help="The worker's drain grace period."),
 ) -> None:
     """Print a systemd service unit (Type=notify) for `wfctl work` on these files."""
     from wfctl import systemd
@@ -542,7 +610,7 @@ def systemd_unit(
                                   grace=_interval("--grace", grace, minimum=0)))
 
 
-@app.command()
+@_command()
 def demo(keep: bool = typer.Option(False, "--keep", help="Keep the temporary folder.")) -> None:
     """Run the example ETL workflow on a temporary database and show what it recorded."""
     from wfctl import render
@@ -575,7 +643,7 @@ def demo(keep: bool = typer.Option(False, "--keep", help="Keep the temporary fol
             shutil.rmtree(folder, ignore_errors=True)
 
 
-@app.command("timeline")
+@_command("timeline")
 def timeline_command(
     ctx: typer.Context,
     instance_id: str = typer.Argument(..., metavar="ID", autocompletion=_complete_ids,
