@@ -188,8 +188,9 @@ def traceback_tail(text: str, frames_shown: int = SHOWN_FRAMES) -> str:
 
 # describe
 
-def describe(out: Console, doc: dict[str, Any], now: datetime) -> None:
-    """Everything `describe --json` has, for a person: header, time, activities, failure."""
+def describe(out: Console, doc: dict[str, Any], now: datetime, *, full_state: bool = False) -> None:
+    """Everything `describe --json` has, for a person: header, time, activities, failure; a
+    large state cut to its first lines unless `full_state`."""
     run = doc["run"]
     title = Text.assemble(
         (doc["workflow_type"], "bold"), " ", (doc["workflow_instance_id"], "bold"), "  ",
@@ -215,8 +216,7 @@ def describe(out: Console, doc: dict[str, Any], now: datetime) -> None:
         parts.append(_titled(out, "Children", children))
     if doc["failure"]:
         parts.append(_failure(out, doc["failure"]))
-    parts.append(_titled(out, "State", Text(json.dumps(doc["state"], indent=2,
-                                                       ensure_ascii=False))))
+    parts.append(_titled(out, "State", state_text(doc["state"], full=full_state)))
     if plain(out):
         emit(out, title, *parts)
     else:
@@ -408,6 +408,31 @@ def _failure(out: Console, failure: dict[str, Any]) -> RenderableType:
         grid.add_row("traceback", Text(traceback_tail(failure["traceback"]),
                                        style="" if plain(out) else "dim"))
     return _titled(out, "Failure", grid)
+
+
+# A large state is shown to this many lines, each to this many characters; --full-state shows
+# it all (and --json has it whole).
+STATE_LINES = 20
+STATE_LINE_CHARS = 200
+
+
+def state_text(state: Any, *, full: bool = False) -> Text:
+    """The state as indented JSON: whole, or its first lines and what is left, counted."""
+    lines = json.dumps(state, indent=2, ensure_ascii=False).splitlines()
+    if full:
+        return Text("\n".join(lines))
+    shown = [line if len(line) <= STATE_LINE_CHARS else line[:STATE_LINE_CHARS - 1] + "…"
+             for line in lines[:STATE_LINES]]
+    # The closing brace is not worth a line of its own in the count.
+    rest = len(lines) - 1 - STATE_LINES
+    text = Text("\n".join(shown if rest > 0 else shown + lines[STATE_LINES:]))
+    if rest > 0:
+        # With indent=2, a key of the state itself opens a line indented by exactly two blanks.
+        keys = sum(1 for line in lines[STATE_LINES:] if line.startswith('  "'))
+        what = f"{keys} more key{'s' if keys != 1 else ''}" if keys else \
+            f"{rest} more line{'s' if rest != 1 else ''}"
+        text.append(f"\n… {what}, --full-state", style="dim")
+    return text
 
 
 # history

@@ -469,10 +469,13 @@ def describe(
                                       help="The instance to describe."),
     run: int | None = typer.Option(None, "--run", min=1, metavar="N",
                                    help="Show this run (default: the current one)."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    full_state: bool = typer.Option(False, "--full-state",
+                                    help="Show the whole state, however large."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (the state is always whole)."),
 ) -> None:
     """Everything about one instance: status, every deadline, activities, timers, children."""
-    reads.describe(_client(ctx), instance_id=instance_id, run=run, as_json=as_json)
+    reads.describe(_client(ctx), instance_id=instance_id, run=run, full_state=full_state,
+                   as_json=as_json)
 
 
 @_command()
