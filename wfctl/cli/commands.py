@@ -8,8 +8,6 @@ import os
 import shutil
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +91,6 @@ app.add_typer(deadlines_app, name="deadlines")
 def _command(*names: str, **settings: Any) -> Any:
     return app.command(*names, cls=_Command, **settings)
 
-EXAMPLES = Path(__file__).parent.parent / "examples"
 # The commands that create the database on first use; every other one needs it to exist.
 CREATING = ("start", "work")
 # Worker slots are threads or processes; more than this is a typo, not a machine.
@@ -614,36 +611,18 @@ def systemd_unit(
 
 
 @_command()
-def demo(keep: bool = typer.Option(False, "--keep", help="Keep the temporary folder.")) -> None:
-    """Run the example ETL workflow on a temporary database and show what it recorded."""
+def demo(folder: Path | None = typer.Option(
+        None, "--folder", metavar="DIR",
+        help="Keep the demo's database here (default: a new temporary folder)."),
+) -> None:
+    """Watch a timeout and a deadline fire: the ETL example on a database that is kept."""
+    from wfctl import demo as demo_module
     from wfctl import render
-    from wfctl.worker import WorkerOptions
 
-    folder = Path(tempfile.mkdtemp(prefix="wfctl-demo-"))
-    db = folder / "wfctl.db"
     out = render.console()
-    try:
-        with Client(db, EXAMPLES / "workflows.yaml") as client:
-            result = client.start("etl", "demo-etl",
-                                  input={"source": "demo://orders.csv", "flaky": True})
-            out.print(f"Started etl demo-etl on {db}; a worker runs it now "
-                      "(extract heartbeats; transform fails once and is retried)...\n")
-            worker = client.worker(WorkerOptions(concurrency=2))
-            thread = threading.Thread(target=worker.run, daemon=True)
-            thread.start()
-            while client.describe(result["workflow_instance_id"])["run"]["closed_at"] is None:
-                time.sleep(0.1)
-            worker.request_stop()
-            thread.join(10)
-            now = clock.now()
-            render.describe(out, client.describe("demo-etl"), now)
-            render.history(out, client.history("demo-etl"),
-                           start_at=reads.start_at(client, "demo-etl"))
-    finally:
-        if keep:
-            out.print(f"\nKept {folder}: try  wfctl --db {db} describe demo-etl")
-        else:
-            shutil.rmtree(folder, ignore_errors=True)
+    # Piped, the demo is laid out for COLUMNS (or 80), not for the 500 columns of a table.
+    out.width = out.width if out.is_terminal else shutil.get_terminal_size((80, 24)).columns
+    demo_module.run(folder or Path(tempfile.mkdtemp(prefix="wfctl-demo-")), out)
 
 
 @_command("timeline")
