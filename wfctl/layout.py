@@ -67,10 +67,6 @@ class Fitted:
     def add_row(self, *cells: str | Text | Flow) -> None:
         self.rows.append(tuple(Text(cell) if isinstance(cell, str) else cell for cell in cells))
 
-    @property
-    def row_count(self) -> int:
-        return len(self.rows)
-
     def table(self, kept: Sequence[int], *, compact: bool = False) -> Table:
         """The rich table of the `kept` columns, each as wide as rich makes it; `compact`, with
         no blank at its edges."""
