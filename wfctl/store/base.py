@@ -148,5 +148,11 @@ class Store(Protocol):
     def data_version(self) -> int:
         """A number that changes whenever another connection commits."""
 
+    def defer_checkpoints(self) -> None:
+        """Commits leave their log's upkeep to `checkpoint` (a backend with none ignores it)."""
+
+    def checkpoint(self) -> int:
+        """Upkeep of the write-ahead log, off the write path; returns its size in pages."""
+
     def close(self) -> None:
         """Close this thread's connection (and those of threads that ended)."""

@@ -33,6 +33,9 @@ from wfctl.vocabulary import (
 
 Row = dict[str, Any]
 _BUSY_TIMEOUT_MS = 30_000
+# A WAL longer than this (in pages, 4 KiB each: what SQLite lets one grow to by default) is
+# copied to its end with writers held back, so that the next commit starts it over.
+_WAL_RESTART_PAGES = 1_000
 
 
 def _sql_list(words: Iterable[str]) -> str:
@@ -161,6 +164,7 @@ class SQLiteStore:
         # them in turn): its page cache stays warm, where per-thread writers each lost theirs to
         # the others' commits.
         self._writer: sqlite3.Connection | None = None
+        self._checkpoints_deferred = False
         self._connections: list[tuple[threading.Thread, sqlite3.Connection]] = []
         self._connections_lock = threading.Lock()
         _check_path(self.path, create)
@@ -310,6 +314,8 @@ class SQLiteStore:
             try:
                 if conn is None:
                     conn = self._writer = self._connect()
+                    if self._checkpoints_deferred:
+                        conn.execute("PRAGMA wal_autocheckpoint=0")
                 conn.execute("BEGIN IMMEDIATE")
                 tx = SQLiteTx(conn)
                 try:
@@ -335,6 +341,36 @@ class SQLiteStore:
                 conn.execute("COMMIT")
         except sqlite3.Error as exc:
             raise translate(exc, self.path) from exc
+
+    def defer_checkpoints(self) -> None:
+        """Leave copying the WAL into the database to `checkpoint`, called off the write path.
+
+        By default the commit that fills the WAL past 1,000 pages copies it, with the process's
+        write lock held: every write waits for the copy and its fsync (tens of milliseconds on
+        common disks, seconds on slow ones). The long-running worker calls this and checkpoints
+        from a loop of its own.
+        """
+        with self._write_lock:
+            self._checkpoints_deferred = True
+            if self._writer is not None:
+                self._writer.execute("PRAGMA wal_autocheckpoint=0")
+
+    def checkpoint(self) -> int:
+        """Copy the WAL into the database without holding up writers; returns the WAL's pages.
+
+        A passive checkpoint copies what was committed when it began while writers go on. Once
+        the WAL has grown long, a second pass with this process's writers held back lets it be
+        copied to the end, so that the next commit starts it over instead of growing it.
+        """
+        conn = self.conn
+        try:
+            row = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            if row["log"] > _WAL_RESTART_PAGES and row["checkpointed"] < row["log"]:
+                with self._write_lock:
+                    row = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from exc
+        return row["log"]
 
     def peek(self) -> SQLiteTx:
         """Queries outside a transaction: each one statement, for cheap single reads."""

@@ -22,6 +22,7 @@ from wfctl.engine import Engine
 from wfctl.errors import StoreUnavailable, WfctlError
 from wfctl.watchdog import HOSTNAME, process_started
 from wfctl.worker.attempts import Attempt
+from wfctl.worker.checkpoint import Checkpointer
 from wfctl.worker.deadlines import DeadlineRunner
 from wfctl.worker.executor import Executor, executor_for
 from wfctl.worker.housekeeping import Housekeeping
@@ -90,6 +91,7 @@ class Worker:
         self.deadlines = DeadlineRunner(self)
         self.housekeeping = Housekeeping(self)
         self.lease = LeaseKeeper(self)
+        self.checkpointer = Checkpointer(self)
         self._threads: dict[Loop, threading.Thread] = {}
         self._deaths: deque[float] = deque()
 
@@ -317,7 +319,9 @@ class Worker:
             return 0
         self._started(once=False)
         self.deadlines.start_handlers()
-        for loop in (self.lease, self.housekeeping, self.watchdog, self.deadlines, *self.slots):
+        self.engine.store.defer_checkpoints()
+        for loop in (self.lease, self.housekeeping, self.checkpointer, self.watchdog,
+                     self.deadlines, *self.slots):
             self._start(loop)
         systemd.notify(f"READY=1\nSTATUS={self.status_line()}")
         failed = self._supervise()
@@ -408,10 +412,11 @@ class Worker:
             log.event("worker_lease_left_to_lapse", logging.WARNING, worker_id=self.worker_id,
                       message="could not release what it holds; its attempts are retried by "
                               "another worker once its lease lapses")
-        for loop in (self.housekeeping, self.lease):
+        for loop in (self.housekeeping, self.lease, self.checkpointer):
             loop.stop()
         self.deadlines.close()
-        for loop in (self.housekeeping, self.lease, self.watchdog, self.deadlines):
+        for loop in (self.housekeeping, self.lease, self.checkpointer, self.watchdog,
+                     self.deadlines):
             thread = self._threads.get(loop)
             if thread is not None:
                 thread.join(1.0)
