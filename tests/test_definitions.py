@@ -367,3 +367,113 @@ def test_limits_from_the_environment_take_ascii_whole_numbers(monkeypatch, value
     monkeypatch.setenv("WFCTL_LIMIT_HISTORY_SIZE", value)
     with pytest.raises(DefinitionError, match="WFCTL_LIMIT_HISTORY_SIZE: expected a whole number"):
         parse("version: 1\nworkflows: {w: {steps: [{activity: m:f}]}}\n")
+
+
+RETRYING = """
+    version: 1
+    defaults:
+      retry:
+        max_attempts: 3
+        backoff: {initial: 1m, coefficient: 2.0, max: 1h}
+      retention: 30d
+    workflows:
+      inherits:
+        steps:
+          - activity: m:f
+      own:
+        retry: {max_attempts: 2, backoff: [5s], when: [run_timeout, signal_wait]}
+        retention: {days: 7}
+        steps:
+          - activity: m:f
+      opted_out:
+        retry: NONE
+        retention: NONE
+        steps:
+          - activity: m:f
+"""
+
+
+def test_a_type_takes_the_retry_policy_and_retention_of_the_defaults_or_its_own():
+    types = parse(RETRYING).types
+
+    inherited = types["inherits"]
+    assert inherited.retry.view() == {"max_attempts": 3, "backoff_seconds": [60, 120, 240],
+                                      "when": ["activity", "run_timeout", "signal_wait"]}
+    assert inherited.retention == 30 * 86400
+    assert types["own"].retry.view() == {"max_attempts": 2, "backoff_seconds": [5],
+                                         "when": ["run_timeout", "signal_wait"]}
+    assert types["own"].retention == 7 * 86400
+    assert types["opted_out"].retry is None
+    assert types["opted_out"].retention is None
+
+
+def test_without_retry_or_retention_a_run_is_not_retried_and_an_instance_is_kept():
+    wf = parse("version: 1\nworkflows: {w: {steps: [{activity: m:f}]}}\n").types["w"]
+    assert (wf.retry, wf.retention) == (None, None)
+
+
+def test_a_retry_policy_waits_its_backoff_after_each_failed_attempt():
+    policy = parse(RETRYING).types["inherits"].retry
+    assert [policy.delay_after(attempt) for attempt in (1, 2, 3)] == [60, 120, 240]
+    capped = parse("""
+        version: 1
+        workflows:
+          w:
+            retry: {max_attempts: 10, backoff: {initial: 1m, coefficient: 10, max: 1h}}
+            steps:
+              - activity: m:f
+    """).types["w"].retry
+    assert [capped.delay_after(attempt) for attempt in (1, 2, 3, 9)] == [60, 600, 3600, 3600]
+
+
+@pytest.mark.parametrize(("retry", "message"), [
+    ("retry: 3", "workflows.yaml:5: workflows.w.retry: expected a mapping of retry settings "
+                 "(got 3)"),
+    ("retry: {backoff: [1s]}", "workflows.yaml:5: workflows.w.retry: max_attempts: missing "
+                               "(expected the number of attempts in all, the first included)"),
+    ("retry: {max_attempts: 0}", "workflows.yaml:5: workflows.w.retry.max_attempts: expected a "
+                                 "whole number from 1 to 1000 (got 0)"),
+    ("retry: {max_attempts: 2, causes: [activity]}",
+     "workflows.yaml:5: workflows.w.retry.causes: unknown key (expected one of: max_attempts, "
+     "backoff, when)"),
+    ("retry: {max_attempts: 2, when: [execution_timeout]}",
+     "workflows.yaml:5: workflows.w.retry.when[0]: expected one of activity, run_timeout, "
+     "signal_wait (got 'execution_timeout')"),
+    ("retry: {max_attempts: 2, when: [activity, activity]}",
+     "workflows.yaml:5: workflows.w.retry.when[1]: activity is listed twice"),
+    ("retry: {max_attempts: 2, when: []}",
+     "workflows.yaml:5: workflows.w.retry.when: expected at least one of activity, "
+     "run_timeout, signal_wait"),
+    ("retry: {max_attempts: 2, when: activity}",
+     "workflows.yaml:5: workflows.w.retry.when: expected a list of causes (got 'activity')"),
+    ("retry: {max_attempts: 2, backoff: {initial: 1m, coefficient: 0.5}}",
+     "workflows.yaml:5: workflows.w.retry.backoff.coefficient: expected a number from 1 to 100 "
+     "(got 0.5)"),
+    ("retention: 0", "workflows.yaml:5: workflows.w.retention: must be at least 1 second (got 0)"),
+    ("retention: 2y", "workflows.yaml:5: workflows.w.retention: expected a duration"),
+])
+def test_a_bad_retry_policy_or_retention_names_its_line_and_key(retry, message):
+    found = error(f"""
+        version: 1
+        workflows:
+          w:
+            {retry}
+            steps:
+              - activity: m:f
+    """)
+    assert found.startswith(message), found
+
+
+def test_a_bad_retry_policy_under_defaults_names_its_line_and_key():
+    assert error("""
+        version: 1
+        defaults:
+          retry:
+            max_attempts: 2
+            when: [deadline]
+        workflows:
+          w:
+            steps:
+              - activity: m:f
+    """) == ("workflows.yaml:6: defaults.retry.when[0]: expected one of activity, run_timeout, "
+             "signal_wait (got 'deadline')")

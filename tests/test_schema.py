@@ -21,7 +21,7 @@ EXPECTED = {
         "workflow_instance_id", "workflow_type", "definitions_digest", "status",
         "current_run_id", "run_count", "execution_timeout_seconds", "deadline_seconds",
         "deadline_at", "on_deadline", "child_policy", "parent_instance_id", "created_at",
-        "updated_at", "closed_at", "child_depth", "instance_key",
+        "updated_at", "closed_at", "child_depth", "instance_key", "retry_policy", "retain_until",
     ],
     "runs": [
         "workflow_run_id", "workflow_instance_id", "run_number", "status", "closed_reason",
@@ -29,7 +29,7 @@ EXPECTED = {
         "workflow_task_timeout_seconds", "deadline_at", "deadline_claimed_by",
         "deadline_claimed_at", "step_index", "step_started", "wait_kind", "cancel_requested",
         "state", "first_seq", "failure_id", "continued_to_run_id", "started_at", "closed_at",
-        "rejected_starts",
+        "rejected_starts", "retry_attempt",
     ],
     "workflow_tasks": [
         "task_id", "workflow_run_id", "workflow_instance_id", "status", "reason",
@@ -179,15 +179,39 @@ def test_connections_use_wal_and_enforce_references(tmp_path):
     store.close()
 
 
-def test_history_cannot_be_edited_or_deleted(tmp_path):
-    Store(tmp_path / "w.db").close()
-    conn = sqlite3.connect(tmp_path / "w.db")
+def _instance_with_history(path) -> sqlite3.Connection:
+    conn = sqlite3.connect(path)
+    conn.execute("INSERT INTO definitions VALUES ('d', 'p', 's', 't')")
+    conn.execute(
+        "INSERT INTO instances (workflow_instance_id, workflow_type, definitions_digest, status, "
+        "current_run_id, run_count, child_policy, created_at, updated_at, instance_key) "
+        "VALUES ('i', 't', 'd', 'completed', 'r', 1, 'abandon', 't', 't', 1)")
     conn.execute("INSERT INTO events VALUES (1, 1, 1, 1, 0, '[]')")
     conn.commit()
+    return conn
+
+
+def test_history_cannot_be_edited_or_deleted(tmp_path):
+    Store(tmp_path / "w.db").close()
+    conn = _instance_with_history(tmp_path / "w.db")
     with pytest.raises(sqlite3.IntegrityError, match="history is append-only"):
         conn.execute("UPDATE events SET event_type = 'X'")
     with pytest.raises(sqlite3.IntegrityError, match="history is append-only"):
         conn.execute("DELETE FROM events")
+    conn.close()
+
+
+def test_history_may_be_deleted_only_with_its_instance(tmp_path):
+    Store(tmp_path / "w.db").close()
+    conn = _instance_with_history(tmp_path / "w.db")
+
+    conn.execute("DELETE FROM instances WHERE workflow_instance_id = 'i'")
+    with pytest.raises(sqlite3.IntegrityError, match="history is append-only"):
+        conn.execute("UPDATE events SET event_type = 'X'")
+    conn.execute("DELETE FROM events WHERE instance_key = 1")
+    conn.commit()
+
+    assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 0
     conn.close()
 
 

@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 
 from wfctl import Client
 from wfctl.cli import app
+from wfctl.errors import NotFound
 from wfctl.store import SQLiteStore as Store
 
 DATA = Path(__file__).parent / "data"
@@ -31,12 +32,13 @@ DEFINITIONS = DATA / "v01" / "workflows.yaml"
 SHOWN_BY_01 = json.loads((DATA / "v01" / "expected.json").read_text())
 # Fields `describe` has gained since 0.1 (added, never changed): compared without them.
 ADDED_TO_RUN = ("stop_reason",)
+ADDED = ("retry_policy", "workflow_retry")
 
 
 def as_01_showed(doc: dict) -> dict:
     """A describe document without the fields added since 0.1."""
     run = {key: value for key, value in doc["run"].items() if key not in ADDED_TO_RUN}
-    return {**doc, "run": run}
+    return {**{key: value for key, value in doc.items() if key not in ADDED}, "run": run}
 CLOSED = ("completed", "cancelled", "terminated", "failed", "timed-out")
 
 
@@ -352,3 +354,24 @@ def test_an_on_deadline_handler_runs_at_the_deadline(v01):
     assert doc["deadline_at"] == doc["failure"]["deadline_at"] == "2026-04-12T13:10:00.000+00:00"
     assert new_event_types(v01, "on-deadline") == [
         "TimerCancelled", "WorkflowDeadlineExceeded", "WorkflowFailed"]
+
+
+# Retry policies and retention, added since 0.1
+
+
+def test_instances_of_0_1_have_no_retry_policy_and_are_kept_until_pruned_by_age(v01):
+    docs = {instance_id: v01.describe(instance_id) for instance_id in SHOWN_BY_01["instances"]}
+    assert {(doc["retry_policy"], doc["workflow_retry"]) for doc in docs.values()} == \
+        {(None, None)}
+
+    assert at(v01, "13:00:00").prune()["instances"] == 0
+    report = at(v01, "13:00:00").prune(older_than="30m")
+
+    closed = sorted(i for i, doc in docs.items() if doc["closed_at"] is not None)
+    assert sorted(closed) == ["cancelled", "completed", "failed", "terminated", "timed-out"]
+    assert sorted(report["workflow_instance_ids"]) == closed
+    for instance_id in closed:
+        with pytest.raises(NotFound):
+            v01.describe(instance_id)
+    run(v01, "13:00:00")
+    assert status(v01, "fresh") == "completed"

@@ -9,6 +9,8 @@ from typing import Any
 from wfctl import ActivityContext
 
 calls: list[tuple[str, Any]] = []
+# Calls of fail_times so far, by workflow instance.
+failing_calls: dict[str, int] = {}
 deadline_calls: list[dict[str, Any]] = []
 release = threading.Event()
 
@@ -32,6 +34,15 @@ def fail_until(state: dict[str, Any], ctx: ActivityContext) -> dict[str, Any]:
     if ctx.attempt < state.get("succeed_on", 2):
         raise ConnectionError(f"attempt {ctx.attempt} failed")
     return {"succeeded_on": ctx.attempt}
+
+
+def fail_times(state: dict[str, Any], ctx: ActivityContext) -> dict[str, Any]:
+    """Raises ConnectionError on the first state['fail_times'] calls for a workflow (default 1),
+    whichever activity or attempt makes them; succeeds on every later one."""
+    made = failing_calls[ctx.workflow_id] = failing_calls.get(ctx.workflow_id, 0) + 1
+    if made <= state.get("fail_times", 1):
+        raise ConnectionError(f"call {made} failed")
+    return {"succeeded_on_call": made}
 
 
 def value_error(state: dict[str, Any]) -> None:

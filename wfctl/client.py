@@ -226,6 +226,33 @@ class Client:
         return self.engine.retry(workflow_id, self._now(), extend_deadline=extend,
                                  clear_deadline=clear_deadline)
 
+    def prune(self, *, older_than: Duration = None, dry_run: bool = False,
+              vacuum: bool = False) -> dict[str, Any]:
+        """Delete closed instances past their type's retention, with every row they own (what
+        `wfctl prune` runs); `older_than` instead takes every instance closed longer ago than
+        that, whatever its retention. Open instances, and closed children of open parents,
+        are never deleted. Returns what was deleted (or, `dry_run`, what would be); `vacuum`
+        then rebuilds the file to give the space back (`file_size_before`, `file_size_after`).
+        """
+        if dry_run and vacuum:
+            raise InvalidInput("dry_run and vacuum exclude each other")
+        seconds = None
+        if older_than is not None:
+            try:
+                seconds = durations.parse_interval(older_than, minimum=0)
+            except durations.DurationError as exc:
+                raise InvalidInput(f"older_than: {exc}") from None
+        import time
+
+        # Between batches, workers (in this process or others) get their turn at the file.
+        report = self.engine.prune(self._now(), older_than=seconds, dry_run=dry_run,
+                                   pause=time.sleep)
+        if vacuum:
+            before = self.store.file_size()
+            self.store.vacuum()
+            report.update(file_size_before=before, file_size_after=self.store.file_size())
+        return report
+
     def check_deadlines(self) -> list[dict[str, Any]]:
         """One deadline sweep (what `wfctl deadlines check` runs); returns what it failed.
 

@@ -14,7 +14,7 @@ import yaml
 
 from wfctl import durations
 from wfctl.errors import DefinitionError, brief
-from wfctl.vocabulary import CHILD_POLICIES
+from wfctl.vocabulary import CHILD_POLICIES, RETRY_CAUSES
 
 STEP_KINDS = ("activity", "delay", "wait_for_signal", "parallel", "workflow", "continue_as_new")
 BRANCH_KINDS = ("activity", "workflow")
@@ -98,6 +98,29 @@ class ActivityOptions:
 
 
 @dataclass(frozen=True)
+class WorkflowRetryPolicy:
+    """A type's `retry:`: how many runs of a failed step in all, the waits, what it answers."""
+
+    max_attempts: int
+    backoff: Backoff = field(default_factory=Backoff)
+    when: tuple[str, ...] = RETRY_CAUSES
+
+    def delay_after(self, attempt: int) -> float:
+        """How long to wait after attempt number `attempt` (1-based) failed."""
+        return self.backoff.wait_after(attempt, self.max_attempts)
+
+    def view(self) -> dict[str, Any]:
+        """The shape `describe --json` shows under `retry_policy`."""
+        return {
+            "max_attempts": self.max_attempts,
+            "backoff_seconds": [
+                durations.whole_seconds(w) for w in self.backoff.schedule(self.max_attempts)
+            ],
+            "when": list(self.when),
+        }
+
+
+@dataclass(frozen=True)
 class Step:
     """One entry of `steps:`; `kind` says which fields matter."""
 
@@ -124,6 +147,9 @@ class WorkflowType:
     on_deadline: str | None = None
     child_policy: str = "abandon"
     workflow_task_timeout: float | None = 10.0
+    retry: WorkflowRetryPolicy | None = None
+    # How long a closed instance is kept before housekeeping deletes it; None: forever.
+    retention: float | None = None
     line: int = 0
 
     def first_queue(self) -> str | None:
@@ -433,17 +459,14 @@ class _Parser:
         version = top["version"].value()
         if isinstance(version, bool) or version != 1:
             raise top["version"].fail(f"expected 1 (got {brief(version)})")
-        activity_defaults, task_timeout = self.defaults(top.get("defaults"))
+        type_defaults = self.defaults(top.get("defaults"))
         limits = self.limits(top.get("limits"))
         if "workflows" not in top:
             raise root.fail("workflows: missing (expected a mapping of workflow types)")
         workflows = top["workflows"].mapping((), "workflow types")
         if not workflows:
             raise top["workflows"].fail("expected at least one workflow type")
-        types = {
-            name: self.workflow(name, node, activity_defaults, task_timeout)
-            for name, node in workflows.items()
-        }
+        types = {name: self.workflow(name, node, type_defaults) for name, node in workflows.items()}
         for wf in types.values():
             self.check_children(wf, types, workflows[wf.name])
         return Definitions(
@@ -457,16 +480,22 @@ class _Parser:
             warnings=tuple(self.warnings),
         )
 
-    def defaults(self, node: _Node | None) -> tuple[ActivityOptions, float | None]:
+    def defaults(self, node: _Node | None) -> _TypeDefaults:
         if node is None:
-            return ActivityOptions(), 10.0
-        keys = node.mapping(("activity", "workflow_task_timeout"), "defaults")
+            return _TypeDefaults()
+        keys = node.mapping(("activity", "workflow_task_timeout", "retry", "retention"),
+                            "defaults")
         options = ActivityOptions()
         if "activity" in keys:
             options = self.activity_options(keys["activity"], options, allowed=_OPTION_KEYS)
         task_timeout = keys["workflow_task_timeout"].timeout() if "workflow_task_timeout" in keys \
             else 10.0
-        return options, task_timeout
+        return _TypeDefaults(
+            activity=options,
+            workflow_task_timeout=task_timeout,
+            retry=self.retry(keys["retry"]) if "retry" in keys else None,
+            retention=keys["retention"].timeout() if "retention" in keys else None,
+        )
 
     def limits(self, node: _Node | None) -> Limits:
         values = dict(LIMIT_DEFAULTS)
@@ -479,12 +508,11 @@ class _Parser:
                 values[key] = _env_limit(key, env)
         return Limits(**values)
 
-    def workflow(
-        self, name: str, node: _Node, defaults: ActivityOptions, task_timeout: float | None
-    ) -> WorkflowType:
+    def workflow(self, name: str, node: _Node, type_defaults: _TypeDefaults) -> WorkflowType:
         if not TYPE_NAME.match(name):
             raise node.fail("workflow type names use letters, digits, '_', '.' and '-'")
         keys = node.mapping(_WORKFLOW_KEYS, "workflow settings")
+        defaults = type_defaults.activity
         if "steps" not in keys:
             raise node.fail("steps: missing (expected a list of steps)")
         steps = tuple(
@@ -517,7 +545,10 @@ class _Parser:
             child_policy=child_policy,
             workflow_task_timeout=keys["workflow_task_timeout"].timeout()
             if "workflow_task_timeout" in keys
-            else task_timeout,
+            else type_defaults.workflow_task_timeout,
+            retry=self.retry(keys["retry"]) if "retry" in keys else type_defaults.retry,
+            retention=keys["retention"].timeout() if "retention" in keys
+            else type_defaults.retention,
             line=node.line,
         )
 
@@ -613,6 +644,34 @@ class _Parser:
         maximum = keys["max"].interval(minimum=0) if "max" in keys else 60.0
         return Backoff(initial=initial, coefficient=float(coefficient), maximum=maximum)
 
+    def retry(self, node: _Node) -> WorkflowRetryPolicy | None:
+        """A `retry:` mapping; NONE (or null) turns off a policy the defaults set."""
+        value = node.value() if not node.is_mapping() else {}
+        if value is None or (isinstance(value, str) and value.strip().upper() == "NONE"):
+            return None
+        keys = node.mapping(("max_attempts", "backoff", "when"), "retry settings")
+        if "max_attempts" not in keys:
+            raise node.fail("max_attempts: missing (expected the number of attempts in all, "
+                            "the first included)")
+        max_attempts = keys["max_attempts"].integer(1, MAX_ATTEMPTS)
+        backoff = self.backoff(keys["backoff"]) if "backoff" in keys else Backoff()
+        when = RETRY_CAUSES
+        if "when" in keys:
+            items = keys["when"].sequence("causes")
+            if not items:
+                raise keys["when"].fail(f"expected at least one of {', '.join(RETRY_CAUSES)}")
+            names: list[str] = []
+            for item in items:
+                cause = item.value()
+                if cause not in RETRY_CAUSES:
+                    raise item.fail(f"expected one of {', '.join(RETRY_CAUSES)} "
+                                    f"(got {brief(cause)})")
+                if cause in names:
+                    raise item.fail(f"{cause} is listed twice")
+                names.append(cause)
+            when = tuple(names)
+        return WorkflowRetryPolicy(max_attempts=max_attempts, backoff=backoff, when=when)
+
     def check_children(self, wf: WorkflowType, types: dict[str, WorkflowType],
                        node: _Node) -> None:
         for index, step in enumerate(wf.steps):
@@ -627,13 +686,23 @@ class _Parser:
                     )
 
 
+@dataclass(frozen=True)
+class _TypeDefaults:
+    """What `defaults:` gives every workflow type that does not set its own."""
+
+    activity: ActivityOptions = field(default_factory=ActivityOptions)
+    workflow_task_timeout: float | None = 10.0
+    retry: WorkflowRetryPolicy | None = None
+    retention: float | None = None
+
+
 _OPTION_KEYS = (
     "schedule_to_start", "start_to_close", "schedule_to_close", "heartbeat", "max_attempts",
     "backoff", "non_retryable", "queue",
 )
 _WORKFLOW_KEYS = (
     "steps", "execution_timeout", "run_timeout", "deadline", "on_deadline", "child_policy",
-    "workflow_task_timeout",
+    "workflow_task_timeout", "retry", "retention",
 )
 _STEP_KEYS = {
     "activity": ("activity", "name", *_OPTION_KEYS),

@@ -147,10 +147,12 @@ def parse_interval(value: object, *, minimum: float = 0.001) -> float:
 
 def check_range(seconds: float, *, minimum: float, original: object) -> None:
     shown = _plain(original) if isinstance(original, str) else _number(seconds)
+    if seconds < 0 == minimum:
+        raise DurationError(f"must not be negative (got {shown})")
     if seconds < minimum:
         unit = "second" if minimum == 1 else "seconds"
-        floor = _number(minimum) if minimum >= 1 else format(minimum)
-        raise DurationError(f"must be at least {floor} {unit} (got {shown})")
+        floor = f"{_number(minimum)} {unit}" if minimum >= 1 else format(minimum)
+        raise DurationError(f"must be at least {floor} (got {shown})")
     if seconds > ONE_YEAR:
         raise DurationError(f"must be at most 1 year (got {shown})")
 

@@ -21,7 +21,8 @@ _DEBUG_EVENTS = re.compile(
 _FIELDS = (
     "step", "attempt", "failure_category", "timeout_kind", "limit_kind", "reason", "signal",
     "exception_class", "message",
-    "child_instance_id", "policy", "deadline_at", "retry_available_at", "handler",
+    "child_instance_id", "policy", "deadline_at", "retry_available_at", "handler", "cause",
+    "next_attempt_at",
     "handler_error", "worker_id", "new_run_number",
 )
 _COLOURS = {"DEBUG": "\x1b[2m", "INFO": "\x1b[36m", "WARNING": "\x1b[33m", "ERROR": "\x1b[31m"}

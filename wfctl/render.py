@@ -15,7 +15,7 @@ from rich.text import Text
 
 from wfctl import clock, durations
 from wfctl.layout import KEY, KEY_IF_ROOM, Column, Fitted, Flow, Titled
-from wfctl.vocabulary import OPEN_ACTIVITY
+from wfctl.vocabulary import OPEN_ACTIVITY, RETRY_TIMER
 
 if TYPE_CHECKING:
     from wfctl.definitions import Definitions
@@ -210,7 +210,10 @@ def describe(out: Console, doc: dict[str, Any], now: datetime, *, full_state: bo
                              child.get("closed_at") or "-")
         parts.append(_titled(out, "Children", children))
     if doc["failure"]:
-        parts.append(_failure(out, doc["failure"]))
+        retry = doc.get("workflow_retry") or {}
+        heading = f"Failure (attempt {retry['attempt']} runs at {retry['next_attempt_at']})" \
+            if retry.get("next_attempt_at") else "Failure"
+        parts.append(_failure(out, doc["failure"], heading))
     parts.append(_titled(out, "State", state_text(doc["state"], full=full_state)))
     if plain(out):
         emit(out, title, *parts)
@@ -245,6 +248,8 @@ def _summary(out: Console, doc: dict[str, Any], now: datetime) -> Fitted:
         ("deadline claimed", run["deadline_claimed_at"]),
         ("on deadline", doc["on_deadline"]),
         ("child policy", doc["child_policy"]),
+        ("retry policy", chips_text(out, workflow_retry_chips(doc["retry_policy"]))
+         if doc.get("retry_policy") else None),
         ("parent", doc["parent_workflow_instance_id"]),
         ("cancel", Text("requested", style="magenta") if run["cancel_requested"] else None),
         ("stop reason", run["stop_reason"]),
@@ -298,6 +303,13 @@ def _time_panel(out: Console, doc: dict[str, Any], now: datetime) -> RenderableT
     task_timeout = seconds_text(run["workflow_task_timeout_seconds"])
     grid.add_row("workflow task timeout", task_timeout, *(["-"] * (1 if short else 2)),
                  styled("each workflow task", "dim"))
+    retry = doc.get("workflow_retry")
+    if retry:
+        at = retry["next_attempt_at"]
+        instants = [_utc_and_local(at)] if short else [at or "-", local(at)]
+        when = Text("next attempt ").append_text(relative(at, now)) if at else styled("-")
+        grid.add_row("retry attempt", f"{retry['attempt']} of {retry['max_attempts']}",
+                     *instants, when)
     local_zone = now.astimezone(tz.tzlocal()).strftime("%Z")
     return _titled(out, "Time", grid, note=f"now {clock.iso(now)}, local zone {local_zone}")
 
@@ -326,6 +338,13 @@ def retry_chips(policy: dict[str, Any]) -> list[str]:
     if policy.get("non_retryable"):
         chips.append("non-retryable " + ",".join(policy["non_retryable"]))
     return chips
+
+
+def workflow_retry_chips(policy: dict[str, Any]) -> list[str]:
+    """A workflow retry policy as chips: '3 attempts', 'backoff 1m→4m', 'when activity,run_timeout'."""
+    chips = retry_chips({"max_attempts": policy["max_attempts"],
+                         "backoff_seconds": policy["backoff_seconds"][:policy["max_attempts"] - 1]})
+    return [*chips, "when " + ",".join(policy["when"])]
 
 
 def chips_text(out: Console, chips: list[str]) -> Flow:
@@ -395,7 +414,7 @@ def _activity_times(out: Console, activities: list[dict[str, Any]]) -> Renderabl
     return _titled(out, "Activity times", grid)
 
 
-def _failure(out: Console, failure: dict[str, Any]) -> RenderableType:
+def _failure(out: Console, failure: dict[str, Any], title: str = "Failure") -> RenderableType:
     grid = fields(out)
     grid.add_row("category", Text(str(failure["failure_category"]), style="bold red"))
     if failure.get("timeout_kind"):
@@ -409,7 +428,7 @@ def _failure(out: Console, failure: dict[str, Any]) -> RenderableType:
     if failure.get("traceback"):
         grid.add_row("traceback", Text(traceback_tail(failure["traceback"]),
                                        style="" if plain(out) else "dim"))
-    return _titled(out, "Failure", grid)
+    return _titled(out, title, grid)
 
 
 # A large state is shown to this many lines, each to this many characters; --full-state shows
@@ -507,11 +526,31 @@ def event_line(event: dict[str, Any]) -> str:
     if kind in _STOPS:
         reason = a.get("cancel_reason" if kind == "WorkflowCancelled" else "reason")
         return _STOPS[kind] + (f": {reason}" if reason else " (no reason given)")
+    if kind == "WorkflowRetryScheduled":
+        return (f"Retry policy: attempt {a['attempt']} of {a['max_attempts']} at "
+                f"{a['next_attempt_at']} (backoff {durations.format(a['delay_seconds'])}), "
+                f"after {_RETRY_CAUSES.get(a['cause'], a['cause']).format(step=step)}")
+    if kind == "WorkflowRetried":
+        by = "by its retry policy" if a.get("retried_by") == "retry_policy" else "by wfctl retry"
+        attempt = f", attempt {a['attempt']} of {a['max_attempts']}" if a.get("attempt") else ""
+        if a.get("retried_by") == "command" and a.get("attempt"):
+            attempt += " (a new series)"
+        return (f"Retried {by} from step {step}{attempt}; deadline {a.get('deadline_change')}"
+                + (f" ({a['deadline_at']})" if a.get("deadline_at") else "")
+                + (f"; run deadline {a['run_deadline_at']}" if a.get("run_deadline_at") else ""))
+    if kind == "TimerCancelled" and a.get("kind") == RETRY_TIMER:
+        return f"Retry backoff cancelled ({a.get('reason')}): the attempt due at {a['fire_at']} " \
+               "will not run"
     if kind == "TimerScheduled":
         return f"Timer {step} ({a['kind']}) fires at {a['fire_at']}"
     if kind == "TimerFired":
         return f"Timer {step} ({a['kind']}) fired"
     return _generic(a)
+
+
+# What a retry answers, as WorkflowRetryScheduled's line names it.
+_RETRY_CAUSES = {"activity": "step {step} failed", "run_timeout": "the run timed out",
+                 "signal_wait": "the signal wait {step} timed out"}
 
 
 def _at(traceback: str | None) -> str:
@@ -544,7 +583,7 @@ def _generic(attributes: dict[str, Any]) -> str:
 
 def is_alarm(event_type: str) -> bool:
     """Timeouts, deadlines, failures and retries: the events an operator looks for first."""
-    return event_type.endswith(ALARM_EVENTS) or event_type == "ActivityRetryScheduled"
+    return event_type.endswith((*ALARM_EVENTS, "RetryScheduled"))
 
 
 def history(out: Console, events: list[dict[str, Any]], *, start_at: str | None,
@@ -605,12 +644,15 @@ def instances_table(out: Console, rows: list[dict[str, Any]], now: datetime) -> 
 
 def definitions(out: Console, defs: Definitions) -> None:
     grid = table(out, Column("workflow type", card=KEY), "steps", "execution timeout",
-                 "run timeout", "deadline", "on deadline", "task timeout", "child policy")
+                 "run timeout", "deadline", "on deadline", "task timeout", "child policy",
+                 "retry", "retention")
     for wf in defs.types.values():
         grid.add_row(wf.name, " → ".join(s.name for s in wf.steps),
                      seconds_text(wf.execution_timeout), seconds_text(wf.run_timeout),
                      seconds_text(wf.deadline), wf.on_deadline or "-",
-                     seconds_text(wf.workflow_task_timeout), wf.child_policy)
+                     seconds_text(wf.workflow_task_timeout), wf.child_policy,
+                     " · ".join(workflow_retry_chips(wf.retry.view())) if wf.retry else "-",
+                     durations.format(wf.retention) if wf.retention else "forever")
     emit(out, grid)
 
 

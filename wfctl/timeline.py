@@ -252,6 +252,8 @@ class _Reader:
         self.closed_at: datetime | None = None
         self.active_since: datetime | None = None
         self.paused_since: datetime | None = None
+        self.backoff_since: datetime | None = None
+        self.backoff_until: datetime | None = None
         # The run's active stretches, drawn once its close tells how they ended.
         self.unsettled: list[Segment] = []
         self.markers: dict[str, Marker] = {}
@@ -302,7 +304,23 @@ class _Reader:
             ran = f", {a['handler']} ran" if a.get("handler") else ""
             self.markers["D"].hit = f"hit: the deadline fired{ran}, the workflow failed"
 
+    def on_WorkflowRetryScheduled(self, at: datetime, a: dict[str, Any]) -> None:
+        # The run closed a moment ago and is open again, waiting out its retry policy's backoff.
+        self.status, self.closed_at, self.backoff_since = "running", None, at
+        self.backoff_until = _at(a.get("next_attempt_at")) or at
+
+    def _end_backoff(self, at: datetime) -> None:
+        """The backoff, and the wait for a worker after it when the retry came late."""
+        if self.backoff_since is None:
+            return
+        until = max(self.backoff_since, min(at, self.backoff_until or at))
+        self.run_lane.segments.append(Segment(self.backoff_since, until, BACKOFF))
+        if at > until:
+            self.run_lane.segments.append(Segment(until, at, QUEUED))
+        self.backoff_since = None
+
     def on_WorkflowRetried(self, at: datetime, a: dict[str, Any]) -> None:
+        self._end_backoff(at)
         for letter in ("R", "D"):
             label, key, _ = RUN_DEADLINES[letter]
             previous = self.markers.pop(letter, None)
@@ -318,6 +336,7 @@ class _Reader:
             self.unsettled.append(Segment(self.active_since, at, RUN_OPEN))
         if self.paused_since is not None:
             self.run_lane.segments.append(Segment(self.paused_since, at, PAUSED))
+        self._end_backoff(at)
         outcome = RUN_COMPLETED if status in ("completed", "continued_as_new") else RUN_ENDED
         self.run_lane.segments += [Segment(s.start, s.end, outcome) for s in self.unsettled]
         self.unsettled = []
@@ -495,6 +514,7 @@ class _Reader:
                 self.run_lane.segments.append(Segment(self.active_since, end, RUN_OPEN))
             if self.paused_since is not None:
                 self.run_lane.segments.append(Segment(self.paused_since, end, PAUSED))
+            self._end_backoff(end)
             self.run_lane.segments += self.unsettled
         for activity_id, activity in self.activities.items():
             live_deadline = _at((live.get(activity_id) or {}).get("heartbeat_deadline_at"))

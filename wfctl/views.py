@@ -12,6 +12,7 @@ from typing import Any
 from wfctl import durations
 from wfctl.errors import NotFound
 from wfctl.store import Row, Store, Tx, codec
+from wfctl.vocabulary import RETRY_TIMER
 
 _DEADLINE_COLUMNS = (
     ("execution_timeout", "execution_deadline_at"),
@@ -37,6 +38,8 @@ def describe(store: Store, instance_id: str, run_number: int | None = None) -> d
                                f"(it has {instance['run_count']})")
         assert run is not None
         step_index = run["step_index"]
+        timers = tx.run_timers(run["workflow_run_id"])
+        retry_policy = json.loads(instance["retry_policy"]) if instance["retry_policy"] else None
         return {
             "found": True,
             "workflow_instance_id": instance_id,
@@ -48,6 +51,7 @@ def describe(store: Store, instance_id: str, run_number: int | None = None) -> d
             "deadline_at": run["deadline_at"],
             "on_deadline": instance["on_deadline"],
             "child_policy": instance["child_policy"],
+            "retry_policy": retry_policy,
             "parent_workflow_instance_id": instance["parent_instance_id"],
             "created_at": instance["created_at"],
             "closed_at": instance["closed_at"],
@@ -72,13 +76,30 @@ def describe(store: Store, instance_id: str, run_number: int | None = None) -> d
                 "deadline_claimed_at": run["deadline_claimed_at"],
                 "continued_to_run_id": _continued_to(tx, run),
             },
+            "workflow_retry": _workflow_retry(retry_policy, run, timers),
             "activities": [_activity(a) for a in tx.run_activities(run["workflow_run_id"])],
-            "timers": [_timer(t) for t in tx.run_timers(run["workflow_run_id"])],
+            # A step's timers; a retry policy's backoff shows under workflow_retry instead.
+            "timers": [_timer(t) for t in timers if t["kind"] != RETRY_TIMER],
             "children": [_child(ch) for ch in tx.run_children(run["workflow_run_id"])],
             "failure": failure_view(tx.get_failure(run["failure_id"]))
             if run["failure_id"] else None,
             "state": json.loads(run["state"]),
         }
+
+
+def _workflow_retry(policy: dict[str, Any] | None, run: Row,
+                    timers: list[Row]) -> dict[str, Any] | None:
+    """The attempt the run is on (or, waiting out a backoff, the one about to start) and when
+    that one starts; None for a type without a retry policy."""
+    if policy is None:
+        return None
+    pending = [t["fire_at"] for t in timers
+               if t["kind"] == RETRY_TIMER and t["status"] == "scheduled"]
+    return {
+        "attempt": run["retry_attempt"],
+        "max_attempts": policy["max_attempts"],
+        "next_attempt_at": pending[0] if pending else None,
+    }
 
 
 def stop_reason(tx: Tx, run: Row) -> str | None:

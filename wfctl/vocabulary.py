@@ -8,7 +8,8 @@ EVENT_TYPES = (
     "ActivityCancelled", "TimerScheduled", "TimerFired", "TimerCancelled", "SignalWaitOpened",
     "SignalReceived", "ChildWorkflowStarted", "ChildWorkflowCompleted", "ChildWorkflowFailed",
     "ChildWorkflowTimedOut", "ParentClosePolicyApplied", "WorkflowPaused", "WorkflowResumed",
-    "WorkflowDeadlineExceeded", "WorkflowRetried", "WorkflowContinuedAsNew", "WorkflowCompleted",
+    "WorkflowDeadlineExceeded", "WorkflowRetryScheduled", "WorkflowRetried",
+    "WorkflowContinuedAsNew", "WorkflowCompleted",
     "WorkflowFailed", "WorkflowTimedOut", "WorkflowCancelRequested", "WorkflowCancelled",
     "WorkflowTerminated", "StartRejected",
 )
@@ -19,8 +20,11 @@ OPEN_RUN = ("running", "waiting", "paused")
 CLOSED_RUN = ("completed", "failed", "timed_out", "cancelled", "terminated", "continued_as_new")
 # The closed statuses that count as failure: a parent sees its child fail on any of these.
 UNSUCCESSFUL_RUN = ("failed", "timed_out", "cancelled", "terminated")
+# The closed statuses `retry` (by hand, or by a retry policy) runs again from the failed step.
+RETRYABLE_RUN = ("failed", "timed_out")
 # What `list --status` accepts: a run that continued as new is never an instance's status.
-INSTANCE_STATUSES = (*OPEN_RUN, *CLOSED_RUN[:-1])
+CLOSED_INSTANCE = CLOSED_RUN[:-1]
+INSTANCE_STATUSES = (*OPEN_RUN, *CLOSED_INSTANCE)
 RUN_STATUSES = (*OPEN_RUN, *CLOSED_RUN)
 # The event that tells a parent its child closed, by the child's status (any other: failed).
 CHILD_CLOSED_EVENT = {"completed": "ChildWorkflowCompleted", "timed_out": "ChildWorkflowTimedOut"}
@@ -58,6 +62,13 @@ TIMEOUT_EVENTS = (
     "ActivityRetryScheduled", "ActivityTimedOut", "WorkflowTaskTimedOut", "WorkflowTimedOut",
     "WorkflowFailed", "WorkflowDeadlineExceeded",
 )
+# What a workflow retry policy answers (its `when:`): a step that failed (an activity failed or
+# timed out, or a child workflow failed), the run timeout, a signal wait's timeout.
+RETRY_CAUSES = ("activity", "run_timeout", SIGNAL_WAIT)
+# A run waiting out its retry policy's backoff is `running` with this wait_kind, and the backoff
+# is a durable timer of this kind (the watchdog fires it like any other).
+RETRY_WAIT = "retry"
+RETRY_TIMER = "workflow_retry"
 
 # A failure record's `failure_category`.
 FAILURE_CATEGORIES = ("activity", "timeout", "deadline", "structural_limit", "child_workflow")

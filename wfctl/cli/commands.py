@@ -280,6 +280,8 @@ def validate(ctx: typer.Context,
                     "workflow_task_timeout_seconds":
                         durations.whole_seconds(wf.workflow_task_timeout),
                     "child_policy": wf.child_policy,
+                    "retry_policy": wf.retry.view() if wf.retry else None,
+                    "retention_seconds": durations.whole_seconds(wf.retention),
                 }
                 for wf in definitions.types.values()
             },
@@ -618,6 +620,81 @@ def metrics_command(ctx: typer.Context) -> None:
     schedule-to-start latency and attempt duration.
     """
     sys.stdout.write(_client(ctx).metrics())
+
+
+@_command()
+def prune(
+    ctx: typer.Context,
+    older_than: str | None = typer.Option(
+        None, "--older-than", metavar="DURATION",
+        help="Every instance closed longer ago than this, whatever its type's retention."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Report what would go; delete nothing."),
+    vacuum: bool = typer.Option(False, "--vacuum",
+                                help="Then rebuild the file to give the space back (writers "
+                                     "wait while it runs)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Delete closed instances past their retention (or --older-than D) with their history."""
+    if dry_run and vacuum:
+        _usage("--dry-run and --vacuum exclude each other")
+    seconds = None
+    if older_than is not None:
+        given: Any = older_than
+        try:
+            if older_than.strip().startswith("{"):
+                from wfctl import definitions
+
+                given = definitions.yaml_value(older_than)
+            seconds = durations.parse_interval(given, minimum=0)
+        except (durations.DurationError, DefinitionError) as exc:
+            _fail(f"--older-than: {exc}")
+    report = _client(ctx).prune(older_than=seconds, dry_run=dry_run, vacuum=vacuum)
+    if as_json:
+        _print_json(report)
+        return
+    sys.stdout.write(_pruned_text(report))
+
+
+def _pruned_text(report: dict[str, Any]) -> str:
+    """`prune`'s report for a person: counts on two lines, then the ids, one a line."""
+    count = report["instances"]
+    older_than = report["older_than_seconds"]
+    plural = "" if count == 1 else "s"
+    if older_than is None:
+        which = f"closed instance{plural} past {'its' if count == 1 else 'their'} retention"
+    elif older_than == 0:
+        which = f"closed instance{plural}"
+    else:
+        which = f"instance{plural} closed more than {durations.format(older_than)} ago"
+    rows = ", ".join(f"{table} {n}" for table, n in report["rows"].items())
+    shown = report["workflow_instance_ids"]
+    if not count:
+        lines = [f"Nothing to prune: no {which}"]
+    elif report["dry_run"]:
+        lines = [f"Would prune {count} {which} (dry run: nothing deleted)",
+                 f"Rows that would go: {rows}"]
+    else:
+        batches = report["batches"]
+        lines = [f"Pruned {count} {which} in {batches} batch{'es' if batches != 1 else ''}",
+                 f"Rows deleted: {rows}"]
+    if shown:
+        lines.append(f"Instances{f' (the first {len(shown)})' if len(shown) < count else ''}:")
+        lines.extend(f"  {instance_id}" for instance_id in shown)
+    if "file_size_after" in report:
+        lines.append(f"Vacuumed: {_size(report['file_size_before'])} -> "
+                     f"{_size(report['file_size_after'])}")
+    return "\n".join(lines) + "\n"
+
+
+def _size(size: float) -> str:
+    """Bytes as a person reads them: '812 B', '4.0 KiB', '885.2 MiB'."""
+    if size < 1024:
+        return f"{int(size)} B"
+    for unit in ("KiB", "MiB", "GiB"):
+        size /= 1024
+        if size < 1024 or unit == "GiB":
+            break
+    return f"{size:.1f} {unit}"
 
 
 @_command("systemd-unit")

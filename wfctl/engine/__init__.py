@@ -163,6 +163,7 @@ class Engine:
         complete_workflow_task,
         process_workflow_tasks,
     )
+    from wfctl.engine.prune import prune, prune_batch
     from wfctl.engine.start import start
     from wfctl.engine.time import expire, lose_workers
 

@@ -16,12 +16,10 @@ from wfctl.engine.core import (
 )
 from wfctl.errors import Conflict, NotFound, StructuralLimitExceeded
 from wfctl.store import Row
-from wfctl.vocabulary import OPEN_RUN, UNSUCCESSFUL_ACTIVITY
+from wfctl.vocabulary import OPEN_RUN, RETRY_TIMER, RETRY_WAIT, RETRYABLE_RUN, UNSUCCESSFUL_ACTIVITY
 
 if TYPE_CHECKING:
     from wfctl.engine import Engine
-
-RETRYABLE = ("failed", "timed_out")
 
 
 def _open_run(c: Ctx, instance_id: str, action: str) -> tuple[Row, Row]:
@@ -30,7 +28,7 @@ def _open_run(c: Ctx, instance_id: str, action: str) -> tuple[Row, Row]:
         raise NotFound(f"no instance {instance_id!r}")
     run = c.run(instance["current_run_id"])
     if instance["status"] not in OPEN_RUN:
-        allowed = "describe, history and retry" if instance["status"] in RETRYABLE \
+        allowed = "describe, history and retry" if instance["status"] in RETRYABLE_RUN \
             else "describe and history"
         raise Conflict(
             f"cannot {action} {instance_id}: it is {instance['status']} "
@@ -126,68 +124,101 @@ def retry(engine: Engine, instance_id: str, now: datetime, *,
           extend_deadline: float | None = None, clear_deadline: bool = False) -> dict[str, Any]:
     """Run a failed or timed-out instance again from the step that failed.
 
-    The deadline is kept unless told otherwise; the run timeout starts afresh.
+    The deadline is kept unless told otherwise; the run timeout starts afresh. A type with a
+    retry policy starts a new series of attempts.
     """
     with engine.transaction(now) as c:
         instance = c.tx.get_instance(instance_id)
         if instance is None:
             raise NotFound(f"no instance {instance_id!r}")
-        if instance["status"] not in RETRYABLE:
-            raise Conflict(
-                f"cannot retry {instance_id}: it is {instance['status']} "
-                "(only failed or timed_out instances can be retried)"
-            )
+        if instance["status"] not in RETRYABLE_RUN:
+            raise Conflict(f"cannot retry {instance_id}: it is {instance['status']}"
+                           f"{_backoff_note(c, instance)} "
+                           "(only failed or timed_out instances can be retried)")
         run = c.run(instance["current_run_id"])
-        index = run["step_index"]
-        run_id = run["workflow_run_id"]
-        for activity in c.tx.step_activities(run_id, index):
-            if activity["status"] in UNSUCCESSFUL_ACTIVITY:
-                c.tx.update_activity(activity["activity_id"], superseded=1)
-        for timer in c.tx.step_timers(run_id, index):
-            c.tx.update_timer(timer["timer_id"], superseded=1)
-        c.tx.supersede_children(run_id, index)
-        previous = run["deadline_at"]
-        if clear_deadline:
-            deadline_at, change = None, "cleared"
-        elif extend_deadline is not None:
-            deadline_at, change = clock.iso(clock.after(now, extend_deadline)), "extended"
-        else:
-            deadline_at, change = previous, "kept"
-        run_deadline_at = clock.iso(clock.after(now, run["run_timeout_seconds"]))
-        c.set_status(run, "running", closed_at=None, closed_reason=None, failure_id=None,
-                     step_started=0, wait_kind=None, cancel_requested=0,
-                     deadline_claimed_by=None, deadline_claimed_at=None,
-                     deadline_at=deadline_at, run_deadline_at=run_deadline_at)
-        fields: dict[str, Any] = {"deadline_at": deadline_at}
-        if change != "kept":
-            fields["deadline_seconds"] = extend_deadline
-        c.update_instance(instance_id, **fields)
-        steps = c.workflow_type(instance).steps
-        step = steps[index].name if index < len(steps) else None
-        c.event(run, "WorkflowRetried", step=step, step_index=index,
-                previous_status=instance["status"], deadline_at=deadline_at,
-                previous_deadline_at=previous, deadline_change=change,
-                run_deadline_at=run_deadline_at,
-                execution_deadline_at=run["execution_deadline_at"])
-        schedule_workflow_task(c, run, "retried")
-        warnings = []
-        if deadline_at is not None and deadline_at <= c.at:
-            warnings.append(
-                f"its deadline already passed at {deadline_at}: the next deadline check will "
-                "fail it again; retry with --extend-deadline D or --clear-deadline"
-            )
-        execution_deadline_at = run["execution_deadline_at"]
-        if execution_deadline_at is not None and execution_deadline_at <= c.at:
-            warnings.append(
-                f"its execution timeout expired at {execution_deadline_at} and is never reset: "
-                "it will time out again at its next workflow task; start a new instance instead"
-            )
-        return {
-            "retried": True,
-            "workflow_instance_id": instance_id,
-            "workflow_run_id": run_id,
-            "step": step,
-            "deadline_at": deadline_at,
-            "deadline_change": change,
-            "warnings": warnings,
-        }
+        return retry_run(c, instance, run, previous_status=instance["status"],
+                         extend_deadline=extend_deadline, clear_deadline=clear_deadline)
+
+
+def _backoff_note(c: Ctx, instance: Row) -> str:
+    """', waiting to retry at T' for an instance whose retry policy already scheduled a retry."""
+    run = c.run(instance["current_run_id"])
+    if run["wait_kind"] != RETRY_WAIT:
+        return ""
+    due = [t["fire_at"] for t in c.tx.open_timers(run["workflow_run_id"]) if t["kind"] == RETRY_TIMER]
+    return f", waiting to retry at {due[0]} (its retry policy's attempt {run['retry_attempt']})" \
+        if due else ""
+
+
+def retry_run(c: Ctx, instance: Row, run: Row, *, previous_status: str,
+              extend_deadline: float | None = None, clear_deadline: bool = False,
+              attempt: int = 1, scheduled_event_id: int | None = None) -> dict[str, Any]:
+    """What `retry` does to a run, in the caller's transaction: the failed step's work is set
+    aside, the run is open again at that step with a fresh run timeout, the deadline kept
+    (unless told), and a workflow task decides what comes next.
+
+    A retry policy's retry passes the `attempt` it starts and the WorkflowRetryScheduled event
+    that scheduled it; a paused run stays paused (its resume goes on from the step).
+    """
+    instance_id = instance["workflow_instance_id"]
+    index = run["step_index"]
+    run_id = run["workflow_run_id"]
+    for activity in c.tx.step_activities(run_id, index):
+        if activity["status"] in UNSUCCESSFUL_ACTIVITY:
+            c.tx.update_activity(activity["activity_id"], superseded=1)
+    for timer in c.tx.step_timers(run_id, index):
+        c.tx.update_timer(timer["timer_id"], superseded=1)
+    c.tx.supersede_children(run_id, index)
+    previous = run["deadline_at"]
+    if clear_deadline:
+        deadline_at, change = None, "cleared"
+    elif extend_deadline is not None:
+        deadline_at, change = clock.iso(clock.after(c.now, extend_deadline)), "extended"
+    else:
+        deadline_at, change = previous, "kept"
+    run_deadline_at = clock.iso(clock.after(c.now, run["run_timeout_seconds"]))
+    status = "paused" if run["status"] == "paused" else "running"
+    c.set_status(run, status, closed_at=None, closed_reason=None, failure_id=None,
+                 step_started=0, wait_kind=None, cancel_requested=0,
+                 deadline_claimed_by=None, deadline_claimed_at=None,
+                 deadline_at=deadline_at, run_deadline_at=run_deadline_at,
+                 retry_attempt=attempt)
+    fields: dict[str, Any] = {"deadline_at": deadline_at}
+    if change != "kept":
+        fields["deadline_seconds"] = extend_deadline
+    c.update_instance(instance_id, **fields)
+    wf = c.workflow_type(instance)
+    step = wf.steps[index].name if index < len(wf.steps) else None
+    attributes: dict[str, Any] = {
+        "step": step, "step_index": index, "previous_status": previous_status,
+        "deadline_at": deadline_at, "previous_deadline_at": previous, "deadline_change": change,
+        "run_deadline_at": run_deadline_at, "execution_deadline_at": run["execution_deadline_at"],
+        "retried_by": "command" if scheduled_event_id is None else "retry_policy",
+    }
+    if wf.retry is not None:
+        attributes.update(attempt=attempt, max_attempts=wf.retry.max_attempts)
+    if scheduled_event_id is not None:
+        attributes["scheduled_event_id"] = scheduled_event_id
+    c.event(run, "WorkflowRetried", **attributes)
+    schedule_workflow_task(c, run, "retried")
+    warnings = []
+    if deadline_at is not None and deadline_at <= c.at:
+        warnings.append(
+            f"its deadline already passed at {deadline_at}: the next deadline check will "
+            "fail it again; retry with --extend-deadline D or --clear-deadline"
+        )
+    execution_deadline_at = run["execution_deadline_at"]
+    if execution_deadline_at is not None and execution_deadline_at <= c.at:
+        warnings.append(
+            f"its execution timeout expired at {execution_deadline_at} and is never reset: "
+            "it will time out again at its next workflow task; start a new instance instead"
+        )
+    return {
+        "retried": True,
+        "workflow_instance_id": instance_id,
+        "workflow_run_id": run_id,
+        "step": step,
+        "deadline_at": deadline_at,
+        "deadline_change": change,
+        "warnings": warnings,
+    }

@@ -16,7 +16,7 @@ from wfctl.definitions import Definitions, Limits, WorkflowType
 from wfctl.errors import StructuralLimitExceeded, TransientConflict
 from wfctl.store import Row, Tx, dumps
 from wfctl.views import failure_view
-from wfctl.vocabulary import CHILD_CLOSED_EVENT, CLOSED_RUN, OPEN_RUN
+from wfctl.vocabulary import CHILD_CLOSED_EVENT, CLOSED_RUN, OPEN_RUN, RETRYABLE_RUN
 
 if TYPE_CHECKING:
     from wfctl.engine import Engine
@@ -133,13 +133,24 @@ class Ctx:
         self.tx.update_run(run["workflow_run_id"], **fields)
 
     def set_status(self, run: Row, status: str, **fields: Any) -> None:
-        """Run and instance statuses move together; the instance shows its current run."""
+        """Run and instance statuses move together; the instance shows its current run.
+
+        An instance that closes is kept until its type's retention has passed since.
+        """
         self.set_run(run, status=status, **fields)
+        if status == "continued_as_new":
+            return
         instance_fields: dict[str, Any] = {"status": status, "updated_at": self.at}
         if "closed_at" in fields:
             instance_fields["closed_at"] = fields["closed_at"]
-        if status != "continued_as_new":
-            self.update_instance(run["workflow_instance_id"], **instance_fields)
+            instance_fields["retain_until"] = self._retain_until(run, fields["closed_at"])
+        self.update_instance(run["workflow_instance_id"], **instance_fields)
+
+    def _retain_until(self, run: Row, closed_at: str | None) -> str | None:
+        if closed_at is None:
+            return None
+        retention = self.workflow_type(self.instance(run["workflow_instance_id"])).retention
+        return clock.iso(clock.after(clock.parse(closed_at), retention))
 
     def update_instance(self, instance_id: str, **fields: Any) -> None:
         self.tx.update_instance(instance_id, **fields)
@@ -233,13 +244,23 @@ def cancel_open_work(c: Ctx, run: Row, reason: str, keep_task: int | None = None
 def close_run(c: Ctx, run: Row, status: str, event_type: str, attributes: dict[str, Any],
               *, failure_id: int | None = None, reason: str, keep_task: int | None = None,
               apply_policy: bool = True) -> None:
-    """The one way a run closes: cancel open work, record, apply child policy, tell the parent."""
+    """The one way a run closes: cancel open work, record, apply child policy, tell the parent.
+
+    A run that failed or timed out for a cause its type's retry policy answers is scheduled
+    to run again after the backoff: its parent hears of it only once no retry follows.
+    """
+    paused = run["status"] == "paused"
     cancel_open_work(c, run, reason, keep_task)
     c.event(run, event_type, **attributes)
     c.set_status(run, status, closed_at=c.at, closed_reason=reason, wait_kind=None,
                  failure_id=failure_id)
     if apply_policy:
         apply_child_policy(c, run)
+    if status in RETRYABLE_RUN:
+        from wfctl.engine.workflow_retry import schedule_retry
+
+        if schedule_retry(c, run, status, attributes, paused=paused):
+            return
     if status != "continued_as_new":
         notify_parent(c, run, status)
 

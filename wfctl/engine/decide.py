@@ -24,7 +24,13 @@ from wfctl.engine.core import (
 from wfctl.engine.deadlines import deadline_passed, hand_over_deadline
 from wfctl.store import Row, codec
 from wfctl.views import stop_reason
-from wfctl.vocabulary import CLOSED_RUN, SIGNAL_WAIT, UNSUCCESSFUL_ACTIVITY, UNSUCCESSFUL_RUN
+from wfctl.vocabulary import (
+    CLOSED_RUN,
+    RETRY_WAIT,
+    SIGNAL_WAIT,
+    UNSUCCESSFUL_ACTIVITY,
+    UNSUCCESSFUL_RUN,
+)
 
 if TYPE_CHECKING:
     from wfctl.engine import Engine
@@ -185,7 +191,8 @@ def decide(c: Ctx, run: Row, task_id: int | None, worker_id: str) -> None:
                   {"reason": "cancel requested", "cancel_reason": stop_reason(c.tx, run)},
                   reason="cancelled", keep_task=task_id)
         return
-    if run["status"] == "paused":
+    if run["status"] == "paused" or run["wait_kind"] == RETRY_WAIT:
+        # Paused, or waiting out a retry policy's backoff: no step runs until it ends.
         return
     wf = c.workflow_type(instance)
     while True:

@@ -11,7 +11,7 @@ from wfctl import clock, durations
 from wfctl.definitions import Definitions, WorkflowType
 from wfctl.engine.core import Ctx, check_payload, new_id, operation, schedule_workflow_task
 from wfctl.errors import InvalidInput
-from wfctl.store import Row
+from wfctl.store import Row, dumps
 from wfctl.vocabulary import OPEN_RUN
 
 if TYPE_CHECKING:
@@ -102,8 +102,10 @@ def create_instance(c: Ctx, definitions: Definitions, wf: WorkflowType, instance
         "child_policy": wf.child_policy,
         "parent_instance_id": parent_instance_id,
         "child_depth": child_depth,
+        "retry_policy": dumps(wf.retry.view()) if wf.retry else None,
         "updated_at": c.at,
         "closed_at": None,
+        "retain_until": None,
     }
     if existing is None:
         c.tx.insert_instance({"workflow_instance_id": instance_id, "created_at": c.at, **instance})

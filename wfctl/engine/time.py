@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING
 from wfctl.engine.activities import expired_timeout, lose_attempt, time_out_activity
 from wfctl.engine.core import Ctx, operation, schedule_workflow_task
 from wfctl.engine.decide import expired_workflow_timeout, time_out_workflow_task
+from wfctl.engine.workflow_retry import fire_retry
 from wfctl.store import Row
+from wfctl.vocabulary import RETRY_TIMER
 
 if TYPE_CHECKING:
     from wfctl.engine import Engine
@@ -58,7 +60,9 @@ def expire(engine: Engine, now: datetime, limit: int) -> Expired:
             time_out_workflow_task(c, task)
             done.workflow_tasks_timed_out += 1
         for timer in c.tx.due_timers(c.at, limit):
-            if fire_timer(c, timer):
+            if timer["kind"] == RETRY_TIMER:
+                done.timers_fired += fire_retry(c, timer)
+            elif fire_timer(c, timer):
                 done.timers_fired += 1
         for run in c.tx.runs_past_deadline_without_task(c.at, limit):
             schedule_workflow_task(c, run, "deadline_expired")

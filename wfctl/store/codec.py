@@ -31,7 +31,7 @@ EVENT_CODES = (
     "ChildWorkflowTimedOut", "ParentClosePolicyApplied", "WorkflowPaused", "WorkflowResumed",
     "WorkflowDeadlineExceeded", "WorkflowRetried", "WorkflowContinuedAsNew", "WorkflowCompleted",
     "WorkflowFailed", "WorkflowTimedOut", "WorkflowCancelRequested", "WorkflowCancelled",
-    "WorkflowTerminated", "StartRejected",
+    "WorkflowTerminated", "StartRejected", "WorkflowRetryScheduled",
 )
 # Attribute name codes: the position in this tuple, from 1. Append only.
 ATTRIBUTE_CODES = (

@@ -343,8 +343,8 @@ BEGIN SELECT RAISE(ABORT, 'history is append-only'); END
 # that may record a timeout or a deadline expiry, by type, timeout kind and failure category
 # (by the store as it appends them, from the attributes it has in hand; a failed run's category
 # tells a signal wait's own timeout from one a step passed on). Open activities by queue and
-# status and the next signal-wait timeout each get a partial index. Lists of values are spelled as ORs here:
-# SQLite evaluates a trigger's WHEN and a partial index's WHERE at every row written, and an IN
+# status and the next signal-wait timeout each get a partial index. Lists of values are spelled
+# as ORs here: SQLite evaluates a trigger's WHEN and a partial index's WHERE at every row written, and an IN
 # list builds a temporary table each time (about 5 µs a row, where the ORs cost a tenth of that).
 _M004 = """
 CREATE TABLE instance_counts (
@@ -451,6 +451,34 @@ def m004_metrics(db: Database) -> None:
         "INSERT INTO timeout_event_counts (event_type, timeout_kind, failure_category, count) "
         "VALUES (?, ?, ?, ?)", [(*key, count) for key, count in counts.items()],
     )
+
+
+@migrations()
+def m005_workflow_retry_and_retention(db: Database) -> None:
+    """Workflow retry policies (the policy an instance started with, the attempt a run is on)
+    and retention (when a closed instance may be deleted); what `prune` needs to find and delete
+    an instance's rows through indexes; and an instance's history may be deleted once the
+    instance itself is gone, never while it exists."""
+    for statement in (
+        "ALTER TABLE instances ADD COLUMN retry_policy TEXT",
+        "ALTER TABLE instances ADD COLUMN retain_until TEXT",
+        "ALTER TABLE runs ADD COLUMN retry_attempt INTEGER NOT NULL DEFAULT 1",
+        "CREATE INDEX instances_retain_until ON instances(retain_until) "
+        "WHERE retain_until IS NOT NULL",
+        "CREATE INDEX instances_closed ON instances(closed_at) WHERE closed_at IS NOT NULL",
+        # One index on the run serves the open-task lookup the partial one did, and the
+        # deletion of a run's closed tasks; unlike it, no status change ever rewrites it.
+        "DROP INDEX workflow_tasks_open",
+        "CREATE INDEX workflow_tasks_run ON workflow_tasks(workflow_run_id)",
+        "CREATE INDEX signals_instance ON signals(workflow_instance_id)",
+        "DROP TRIGGER events_are_append_only_delete",
+        # History stays append-only while its instance exists: pruning deletes the instance
+        # row first, in the same transaction, and only then may its events go.
+        "CREATE TRIGGER events_are_append_only_delete BEFORE DELETE ON events "
+        "WHEN EXISTS (SELECT 1 FROM instances WHERE instance_key = OLD.instance_key) "
+        "BEGIN SELECT RAISE(ABORT, 'history is append-only'); END",
+    ):
+        db.execute(statement)
 
 
 def _split(script: str) -> list[str]:

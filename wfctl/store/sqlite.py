@@ -24,7 +24,9 @@ from wfctl.errors import (
 from wfctl.store import codec
 from wfctl.store.schema import MIGRATION_SET, MIGRATIONS_TABLE, migrations
 from wfctl.vocabulary import (
+    CLOSED_INSTANCE,
     OPEN_ACTIVITY,
+    OPEN_RUN,
     OPEN_WORKFLOW_TASK,
     PENDING_ACTIVITY,
     TIMEOUT_EVENTS,
@@ -36,6 +38,8 @@ _BUSY_TIMEOUT_MS = 30_000
 # A WAL longer than this (in pages, 4 KiB each: what SQLite lets one grow to by default) is
 # copied to its end with writers held back, so that the next commit starts it over.
 _WAL_RESTART_PAGES = 1_000
+# SQLite's default: a commit that leaves more pages than this in the WAL copies them to the file.
+_WAL_AUTOCHECKPOINT = 1_000
 
 
 def _sql_list(words: Iterable[str]) -> str:
@@ -52,6 +56,30 @@ _UNSUCCESSFUL_RUN = _sql_list(UNSUCCESSFUL_RUN)
 _TIMEOUT_EVENTS = frozenset(TIMEOUT_EVENTS)
 # Indexes from m004 on spell a list as ORs (see schema.py), and so do the queries that use them.
 _ANY_OPEN_ACTIVITY = " OR ".join(f"status = '{status}'" for status in OPEN_ACTIVITY)
+_CLOSED_INSTANCE = _sql_list(CLOSED_INSTANCE)
+_OPEN_RUN = _sql_list(OPEN_RUN)
+# A closed instance may be deleted unless it is the child of an instance still open: the parent
+# may yet read it (its retry supersedes a failed child, its describe lists it). The status is
+# checked row by row (`+`): the index on it would cost a sort of every closed instance.
+_PRUNABLE = (
+    f"+i.status IN {_CLOSED_INSTANCE} AND NOT EXISTS (SELECT 1 FROM instances p "
+    f"WHERE p.workflow_instance_id = i.parent_instance_id AND p.status IN {_OPEN_RUN})"
+)
+# What an instance owns, table by table, in an order its rows can be deleted in with the
+# references checked: what points at a run or the instance first, the instance row, and its
+# history last (the history trigger lets it go only once the instance row is gone).
+_OWNED = (
+    ("children", "parent_run_id IN ({runs})"),
+    ("children", "child_instance_id IN ({ids})"),
+    ("workflow_tasks", "workflow_run_id IN ({runs})"),
+    ("activities", "workflow_run_id IN ({runs})"),
+    ("timers", "workflow_run_id IN ({runs})"),
+    ("failures", "workflow_run_id IN ({runs})"),
+    ("signals", "workflow_instance_id IN ({ids})"),
+    ("runs", "workflow_instance_id IN ({ids})"),
+    ("instances", "workflow_instance_id IN ({ids})"),
+    ("events", "instance_key IN ({keys})"),
+)
 # A run past its execution or run deadline needs the watchdog only while nothing else will decide
 # it: an open workflow task will, and so will a claimed expiry of its `deadline`.
 _RUN_NEEDS_WAKING = (
@@ -342,6 +370,20 @@ class SQLiteStore:
         except sqlite3.Error as exc:
             raise translate(exc, self.path) from exc
 
+    @contextmanager
+    def bulk_write(self) -> Iterator[SQLiteTx]:
+        """A write transaction for a large change (a prune batch) whose commit does not copy the
+        write-ahead log into the file: call `checkpoint` once the write lock is let go, so that
+        the lock is held for the change alone."""
+        with self.write() as tx:
+            if not self._checkpoints_deferred:
+                tx.conn.execute("PRAGMA wal_autocheckpoint=0")
+            try:
+                yield tx
+            finally:
+                if not self._checkpoints_deferred:
+                    tx.conn.execute(f"PRAGMA wal_autocheckpoint={_WAL_AUTOCHECKPOINT}")
+
     def defer_checkpoints(self) -> None:
         """Leave copying the WAL into the database to `checkpoint`, called off the write path.
 
@@ -375,6 +417,23 @@ class SQLiteStore:
     def peek(self) -> SQLiteTx:
         """Queries outside a transaction: each one statement, for cheap single reads."""
         return SQLiteTx(_Translating(self.conn, self.path))
+
+    def file_size(self) -> int:
+        """Bytes on disk: the database file and its write-ahead log."""
+        return sum(os.path.getsize(path) for path in (self.path, f"{self.path}-wal")
+                   if os.path.exists(path))
+
+    def vacuum(self) -> None:
+        """Rebuild the file without its free pages, and empty the write-ahead log.
+
+        VACUUM holds the write lock while it copies the whole database: writers wait meanwhile.
+        """
+        with self._write_lock:
+            try:
+                self.conn.execute("VACUUM")
+                self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error as exc:
+                raise translate(exc, self.path) from exc
 
     def data_version(self) -> int:
         """Changes whenever another connection commits: a cheap way to notice new work."""
@@ -582,14 +641,23 @@ class SQLiteTx:
         return self.last_seq(run["workflow_instance_id"]) - run["first_seq"] + 1 \
             - run["rejected_starts"]
 
+    def event(self, instance_id: str, seq: int) -> Row | None:
+        """One event of an instance's history, as `events` gives it."""
+        found = self.events(instance_id, after_seq=seq - 1, until_seq=seq)
+        return found[0] if found else None
+
     def events(self, instance_id: str, *, run_number: int | None = None,
-               after_seq: int = 0, event_types: Sequence[str] = ()) -> list[Row]:
-        """An instance's events in order, each with its type's name, its instant in ISO form
-        and its attributes as a dict."""
+               after_seq: int = 0, until_seq: int | None = None,
+               event_types: Sequence[str] = ()) -> list[Row]:
+        """An instance's events in order (after `after_seq`, up to `until_seq`), each with its
+        type's name, its instant in ISO form and its attributes as a dict."""
         self.flush()
         sql = ("SELECT seq, run_number, event_type, at, attributes FROM events "
                "WHERE instance_key = ? AND seq > ?")
         params: list[Any] = [self.instance_key(instance_id), after_seq]
+        if until_seq is not None:
+            sql += " AND seq <= ?"
+            params.append(until_seq)
         if run_number is not None:
             sql += " AND run_number = ?"
             params.append(run_number)
@@ -929,6 +997,72 @@ class SQLiteTx:
             " AND schedule_to_close_deadline_at IS NOT NULL)", (now,),
         )
         return row["at"]
+
+    # retention
+
+    def prunable_instances(self, now: str, *, closed_before: str | None,
+                           limit: int) -> list[Row]:
+        """Closed instances past their retention (with `closed_before`: closed before it,
+        whatever their retention), first due first, each with how many events its history
+        holds; none whose parent is still open."""
+        if closed_before is None:
+            where, params = "i.retain_until IS NOT NULL AND i.retain_until <= ?", [now]
+            order = "i.retain_until"
+        else:
+            where, params = "i.closed_at IS NOT NULL AND i.closed_at <= ?", [closed_before]
+            order = "i.closed_at"
+        return self._all(
+            "SELECT i.workflow_instance_id, (SELECT coalesce(max(e.seq), 0) FROM events e "
+            "WHERE e.instance_key = i.instance_key) AS events FROM instances i "
+            f"WHERE {where} AND {_PRUNABLE} ORDER BY {order} LIMIT ?", (*params, limit),
+        )
+
+    def next_retain_until(self, now: str) -> str | None:
+        """When the next closed instance's retention runs out, after `now`."""
+        return self._one(
+            "SELECT min(retain_until) AS at FROM instances WHERE retain_until IS NOT NULL "
+            "AND retain_until > ?", (now,),
+        )["at"]
+
+    def delete_instances(self, instance_ids: Sequence[str]) -> dict[str, int]:
+        """Delete these instances with every row they own; how many rows, by table."""
+        deleted: dict[str, int] = {}
+        for table, where, params in self._owned(instance_ids):
+            cursor = self.conn.execute(f"DELETE FROM {table} WHERE {where}", params)
+            deleted[table] = deleted.get(table, 0) + cursor.rowcount
+        return deleted
+
+    def count_owned_rows(self, instance_ids: Sequence[str]) -> dict[str, int]:
+        """How many rows `delete_instances` would delete, by table."""
+        counted: dict[str, int] = {}
+        owned = self._owned(instance_ids)
+        for table, where, params in owned:
+            if table == "children":
+                continue
+            counted[table] = self._one(f"SELECT count(*) AS n FROM {table} WHERE {where}",
+                                       params)["n"]
+        # A link between two instances both deleted is one row, counted once.
+        (_, parents, runs), (_, children, ids) = owned[0], owned[1]
+        counted["children"] = self._one(
+            f"SELECT count(*) AS n FROM children WHERE {parents} OR {children}", (*runs, *ids)
+        )["n"]
+        return counted
+
+    def _owned(self, instance_ids: Sequence[str]) -> list[tuple[str, str, tuple[Any, ...]]]:
+        ids = ", ".join("?" for _ in instance_ids)
+        runs = f"SELECT workflow_run_id FROM runs WHERE workflow_instance_id IN ({ids})"
+        # History is keyed by the instance's integer key, read before the instance row goes.
+        keys = tuple(row["instance_key"] for row in self._all(
+            f"SELECT instance_key FROM instances WHERE workflow_instance_id IN ({ids})",
+            tuple(instance_ids)))
+        owned = []
+        for table, where in _OWNED:
+            if "{keys}" in where:
+                owned.append((table, where.format(keys=", ".join("?" for _ in keys) or "NULL"),
+                               keys))
+            else:
+                owned.append((table, where.format(ids=ids, runs=runs), tuple(instance_ids)))
+        return owned
 
     # workers
 

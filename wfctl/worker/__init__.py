@@ -4,7 +4,8 @@
 - `watchdog`     activity and workflow timeouts, timers, lost workers, and the decisions they
                  make ready
 - `deadlines`    expired deadlines, their on_deadline handlers side by side
-- `housekeeping` running attempts no longer current; systemd STATUS= and WATCHDOG=
+- `housekeeping` running attempts no longer current; systemd STATUS= and WATCHDOG=; and the
+                 pruner, which deletes closed instances past their retention a batch at a time
 - `lease`        the worker's liveness lease and the attempts' latest heartbeats
 - `process`      the `Worker` that owns them: threads, supervision, signals, shutdown
 

@@ -1,4 +1,5 @@
-"""The housekeeping loop: watches the running attempts, and tells systemd how the worker is."""
+"""Housekeeping: watching the running attempts and telling systemd how the worker is (a loop
+that never writes), and pruning what retention lets go (a loop of its own, which does)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import time
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from wfctl import systemd
+from wfctl import clock, log, systemd
+from wfctl.engine.prune import Pacer, prune_batch
 from wfctl.worker.loop import Loop
 
 if TYPE_CHECKING:
@@ -14,6 +16,8 @@ if TYPE_CHECKING:
     from wfctl.worker.process import Worker
 
 HOUSEKEEPING_TICK = 0.1
+# With nothing to prune, look again after this long, or when the next retention runs out.
+PRUNE_IDLE = 60.0
 # How often the running attempts are checked against the database (one query for all).
 CURRENT_CHECK_INTERVAL = 1.0
 
@@ -81,3 +85,43 @@ class Housekeeping(Loop):
         elif status != self._last_status:
             systemd.notify(f"STATUS={status}")
             self._last_status = status
+
+
+class Pruner(Loop):
+    """Deletes closed instances past their type's retention (`wfctl.engine.prune`), one small
+    batch a pass, in the long-running worker only. Between batches it leaves the write lock to
+    the slots and other workers (`Pacer`: nineteen times as long as the batch held it while
+    they write), so that they keep their pace; a backlog (a retention just shortened, an
+    upgrade) drains at a steady rate, and fast on a quiet database."""
+
+    name = "prune"
+
+    def __init__(self, worker: Worker) -> None:
+        super().__init__(worker)
+        self._wait = 0.0
+        self._pacer = Pacer(worker.engine.store)
+        self._pruned = self._batches = 0
+        self._longest = 0.0
+
+    def run_once(self, now: datetime) -> bool:
+        engine = self.worker.engine
+        batch = prune_batch(engine, now)
+        if batch.instance_ids:
+            self._pruned += len(batch.instance_ids)
+            self._batches += 1
+            self._longest = max(self._longest, batch.held_seconds)
+            self._wait = self._pacer.after(batch)
+            return True
+        if self._pruned:
+            log.event("instances_pruned", count=self._pruned, batches=self._batches,
+                      longest_batch_ms=round(self._longest * 1000, 1))
+            self._pruned = self._batches = 0
+            self._longest = 0.0
+        with engine.store.read() as tx:
+            next_due = clock.parse(tx.next_retain_until(clock.iso(now)))
+        self._wait = PRUNE_IDLE if next_due is None \
+            else min(PRUNE_IDLE, (next_due - now).total_seconds())
+        return False
+
+    def pause(self, acted: bool) -> float:
+        return self._wait

@@ -25,7 +25,7 @@ from wfctl.worker.attempts import Attempt
 from wfctl.worker.checkpoint import Checkpointer
 from wfctl.worker.deadlines import DeadlineRunner
 from wfctl.worker.executor import Executor, executor_for
-from wfctl.worker.housekeeping import Housekeeping
+from wfctl.worker.housekeeping import Housekeeping, Pruner
 from wfctl.worker.lease import LeaseKeeper
 from wfctl.worker.loop import Backoff, Loop, Outage
 from wfctl.worker.options import WorkerOptions
@@ -90,6 +90,7 @@ class Worker:
         self.watchdog = Watchdog(self)
         self.deadlines = DeadlineRunner(self)
         self.housekeeping = Housekeeping(self)
+        self.pruner = Pruner(self)
         self.lease = LeaseKeeper(self)
         self.checkpointer = Checkpointer(self)
         self._threads: dict[Loop, threading.Thread] = {}
@@ -145,7 +146,7 @@ class Worker:
     def request_stop(self) -> None:
         """First signal: claim nothing new, let running handlers finish."""
         self._stop.set()
-        for loop in (self.watchdog, self.deadlines, *self.slots):
+        for loop in (self.watchdog, self.deadlines, self.pruner, *self.slots):
             loop.stop()
         self._tick.set()
 
@@ -321,7 +322,7 @@ class Worker:
         self.deadlines.start_handlers()
         self.engine.store.defer_checkpoints()
         for loop in (self.lease, self.housekeeping, self.checkpointer, self.watchdog,
-                     self.deadlines, *self.slots):
+                     self.deadlines, self.pruner, *self.slots):
             self._start(loop)
         systemd.notify(f"READY=1\nSTATUS={self.status_line()}")
         failed = self._supervise()
@@ -416,7 +417,7 @@ class Worker:
             loop.stop()
         self.deadlines.close()
         for loop in (self.housekeeping, self.lease, self.checkpointer, self.watchdog,
-                     self.deadlines):
+                     self.deadlines, self.pruner):
             thread = self._threads.get(loop)
             if thread is not None:
                 thread.join(1.0)

@@ -1,0 +1,271 @@
+"""Pruning 100,000 closed workflows: how fast, how long one batch holds the write lock, and what
+the long-running worker's pruning costs the steps it runs meanwhile.
+
+Goals: no prune batch holds the write lock more than about 50 ms; the workers' activity step
+rate while housekeeping prunes within 10% of the rate without.
+
+The database: `--template` workflows of 3 no-op activities (type `retained`, `retention: 1s`)
+are run to completion by an in-process worker, then their rows are copied, under new ids, until
+the file holds `--total` completed workflows past their retention, all alike. Copying reads and
+writes wfctl's tables by name (it is the one part of this script that follows the schema);
+building by running 100,000 workflows would take minutes more. `--dir DIR` keeps the built
+database there and reuses it on the next run.
+
+1. Prune throughput: a copy of the database is pruned whole, batch after batch, as `wfctl prune`
+   does (`Engine.prune_batch` in a loop); instances/s over the whole, and each batch's write-lock
+   hold (from BEGIN IMMEDIATE to COMMIT), its maximum first.
+
+2. Step rate with and without pruning: on a copy where the 100,000 are past their retention, and
+   on one where none is (the same file with retention cleared), N fresh `three_noops` workflows
+   are started, then one `wfctl work` (default options, its pruner running beside the slots) is
+   spawned and the rate taken as in throughput.py: 3N / (last workflow closed - first workflow
+   task started). The two alternate, `--repeat` times each; medians compared. How many retained
+   workflows the worker pruned meanwhile is printed too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import signal
+import sqlite3
+import statistics
+import subprocess
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from benchlib import (
+    Scratch,
+    checkpoint,
+    drain,
+    header,
+    load,
+    percentile,
+    start_workflows,
+    wfctl_command,
+    worker_env,
+)
+
+import wfctl
+from wfctl.vocabulary import OPEN_RUN
+from wfctl.worker import WorkerOptions
+
+STEPS_PER_WORKFLOW = 3
+LOCK_TARGET_MS = 50.0
+RATE_TARGET = 0.90
+RETAINED = """
+  retained:
+    retention: 1s
+    steps:
+      - activity: benchlib:noop
+        name: first
+      - activity: benchlib:noop
+        name: second
+      - activity: benchlib:noop
+        name: third
+"""
+# Columns that hold an id of the instance, its runs, activities or timers: renamed in a copy.
+ID_COLUMNS = ("workflow_instance_id", "workflow_run_id", "current_run_id", "activity_id",
+              "timer_id", "child_instance_id", "parent_instance_id", "parent_run_id",
+              "consumed_run_id", "continued_to_run_id")
+# Row ids a copy gets afresh.
+ROWID_COLUMNS = ("task_id", "signal_id", "failure_id")
+TABLES = ("instances", "runs", "workflow_tasks", "activities", "timers", "signals", "failures",
+          "events")
+
+
+def scratch_for(folder: Path | None, reuse: bool) -> Scratch:
+    scratch = Scratch(str(folder) if folder else None, reuse=reuse)
+    if "  retained:" not in scratch.workflows.read_text():
+        scratch.workflows.write_text(scratch.workflows.read_text() + RETAINED)
+    return scratch
+
+
+def build(scratch: Scratch, total: int, template: int) -> None:
+    """`total` completed `retained` workflows past their retention: `template` run, the rest
+    copied from them."""
+    client = scratch.client()
+    started = time.perf_counter()
+    start_workflows(client, "prune", template, workflow_type="retained")
+    drain(client, WorkerOptions())
+    left = [row for row in client.list(limit=template) if row["status"] != "completed"]
+    client.close()
+    if left:
+        raise SystemExit(f"{len(left)} template workflows did not complete")
+    print(f"   ran {template:,} template workflows in {time.perf_counter() - started:.1f} s")
+    started = time.perf_counter()
+    conn = sqlite3.connect(scratch.db, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    statements = []
+    for table in TABLES:
+        columns = [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
+        values = ["NULL" if c in ROWID_COLUMNS else f"{c} || :suffix" if c in ID_COLUMNS else c
+                  for c in columns]
+        statements.append(
+            f"INSERT INTO {table} ({', '.join(columns)}) SELECT {', '.join(values)} "
+            f"FROM {table} WHERE workflow_instance_id IN (SELECT workflow_instance_id "
+            "FROM instances WHERE workflow_instance_id NOT LIKE '%~%')")
+    copies = -(-total // template) - 1
+    for copy in range(1, copies + 1):
+        if copy % 20 == 1:
+            conn.execute("BEGIN")
+        for statement in statements:
+            conn.execute(statement, {"suffix": f"~{copy:05d}"})
+        if copy % 20 == 0 or copy == copies:
+            conn.execute("COMMIT")
+    (count,) = conn.execute("SELECT count(*) FROM instances").fetchone()
+    conn.close()
+    checkpoint(scratch.db)
+    print(f"   copied them to {count:,} completed workflows in "
+          f"{time.perf_counter() - started:.1f} s; file {scratch.db.stat().st_size / 2**20:,.0f} MiB")
+
+
+def copy_database(source: Scratch, target: Scratch, *, retained: bool) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{target.db}{suffix}").unlink(missing_ok=True)
+    shutil.copyfile(source.db, target.db)
+    shutil.copyfile(source.workflows, target.workflows)
+    if not retained:
+        conn = sqlite3.connect(target.db, isolation_level=None)
+        conn.execute("UPDATE instances SET retain_until = NULL")
+        conn.close()
+        checkpoint(target.db)
+
+
+def prune_throughput(built: Scratch, work: Scratch) -> tuple[float, list[float]]:
+    """Instances/s over the whole prune, and each batch's write-lock hold in ms."""
+    copy_database(built, work, retained=True)
+    client = work.client()
+    engine = client.engine
+    held: list[float] = []
+    pruned = 0
+    now = datetime.now(UTC)
+    started = time.perf_counter()
+    while True:
+        batch = engine.prune_batch(now)
+        if not batch.instance_ids:
+            break
+        pruned += len(batch.instance_ids)
+        held.append(batch.held_seconds * 1000)
+    seconds = time.perf_counter() - started
+    remaining = len(client.list(limit=10))
+    client.close()
+    if remaining:
+        raise SystemExit(f"{remaining} instances were left after pruning")
+    print(f"   pruned {pruned:,} workflows in {len(held):,} batches, {seconds:.1f} s: "
+          f"{pruned / seconds:,.0f} instances/s")
+    return pruned / seconds, held
+
+
+def step_rate(built: Scratch, work: Scratch, workflows: int, *, retained: bool,
+              timeout: float) -> tuple[float, int]:
+    """The worker's steps/s over N fresh workflows, and how many retained ones it pruned."""
+    copy_database(built, work, retained=retained)
+    client = work.client()
+    before = _instances(work.db)
+    start_workflows(client, "fresh", workflows)
+    client.close()
+    watch = wfctl.Client(work.db, work.workflows, create=False)
+    log_path = work.folder / "worker.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(wfctl_command(work, "work", "--log-level", "warning"),
+                                env=worker_env(), stdout=subprocess.DEVNULL, stderr=log)
+        spawned = time.perf_counter()
+        try:
+            while any(watch.list(status=status, limit=1) for status in OPEN_RUN):
+                if time.perf_counter() - spawned > timeout:
+                    raise SystemExit(f"timed out after {timeout} s; see {log_path}")
+                time.sleep(0.05)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout=60)
+    first = last = None
+    for n in range(workflows):
+        instance_id = f"fresh-{n:06d}"
+        events = watch.history(instance_id)
+        started = next(e["at"] for e in events if e["event_type"] == "WorkflowTaskStarted")
+        closed = events[-1]["at"]
+        first = started if first is None or started < first else first
+        last = closed if last is None or closed > last else last
+    watch.close()
+    pruned = before + workflows - _instances(work.db)
+    assert first is not None and last is not None
+    seconds = (datetime.fromisoformat(last) - datetime.fromisoformat(first)).total_seconds()
+    return workflows * STEPS_PER_WORKFLOW / seconds, pruned
+
+
+def _instances(db: Path) -> int:
+    conn = sqlite3.connect(db)
+    try:
+        return conn.execute("SELECT count(*) FROM instances").fetchone()[0]
+    finally:
+        conn.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--total", type=int, default=100_000,
+                        help="completed workflows to prune (default 100000)")
+    parser.add_argument("--template", type=int, default=500,
+                        help="workflows run for real and copied (default 500)")
+    parser.add_argument("-n", "--workflows", type=int, default=2_000,
+                        help="fresh workflows the worker runs in the step-rate runs (default 2000)")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="step-rate runs with and without pruning, each (default 3)")
+    parser.add_argument("--quick", action="store_true",
+                        help="10,000 to prune, 600 fresh workflows, one run each")
+    parser.add_argument("--dir", type=Path,
+                        help="keep the built database in DIR and reuse it when there")
+    parser.add_argument("--timeout", type=float, default=600.0)
+    args = parser.parse_args()
+    if args.quick:
+        args.total, args.workflows, args.repeat = 10_000, 600, 1
+
+    header(f"prune: {args.total:,} closed workflows; step rate while the worker prunes")
+    built_db = args.dir / "wfctl.db" if args.dir else None
+    reuse = bool(built_db and built_db.exists() and _instances(built_db) >= args.total)
+    built = scratch_for(args.dir, reuse)
+    work = scratch_for(None, False)
+    try:
+        if reuse:
+            print(f"   reusing {built.db} ({_instances(built.db):,} workflows)")
+        else:
+            build(built, args.total, args.template)
+
+        print("\n1. wfctl prune of every one")
+        rate, held = prune_throughput(built, work)
+        print(f"   write-lock hold per batch, ms: min {min(held):.1f}  p50 "
+              f"{percentile(held, 0.5):.1f}  p99 {percentile(held, 0.99):.1f}  "
+              f"max {max(held):.1f}")
+        longest = max(held)
+
+        print(f"\n2. steps/s of one `wfctl work` over {args.workflows:,} fresh workflows "
+              f"({args.workflows * STEPS_PER_WORKFLOW:,} steps)")
+        without: list[float] = []
+        pruning: list[float] = []
+        for round_number in range(1, args.repeat + 1):
+            for retained, rates in ((False, without), (True, pruning)):
+                steps, pruned = step_rate(built, work, args.workflows, retained=retained,
+                                          timeout=args.timeout)
+                rates.append(steps)
+                what = f"pruning ({pruned:,} pruned meanwhile)" if retained else "no pruning"
+                print(f"   round {round_number}: {what:<34} {steps:7.0f} steps/s   {load()}")
+        ratio = statistics.median(pruning) / statistics.median(without)
+
+        print("\nverdict")
+        print(f"   prune: {rate:,.0f} instances/s; longest batch held the write lock "
+              f"{longest:.1f} ms (goal <= ~{LOCK_TARGET_MS:.0f} ms): "
+              f"{'met' if longest <= LOCK_TARGET_MS else 'NOT met'}")
+        print(f"   steps/s while pruning / without: {statistics.median(pruning):.0f} / "
+              f"{statistics.median(without):.0f} = {ratio:.2f} (goal >= {RATE_TARGET:.2f}): "
+              f"{'met' if ratio >= RATE_TARGET else 'NOT met'}")
+    finally:
+        work.close()
+        built.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,139 @@
+"""Retention: closed instances past their retention (or closed longer ago than asked) are
+deleted with every row they own, a small batch per transaction."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from wfctl import clock, durations
+
+if TYPE_CHECKING:
+    from wfctl.engine import Engine
+    from wfctl.store import Store
+
+# A batch deletes whole instances until their histories add up to this many events (an
+# instance's other rows follow its history's length): measured with benchmarks/prune.py to hold
+# the write lock well under 50 ms. An instance with a longer history is a batch of its own.
+BATCH_EVENTS = 2000
+# At most this many instances are looked at per batch.
+BATCH_INSTANCES = 200
+# `prune` reports this many of the ids it deleted.
+IDS_SHOWN = 100
+# How many ids a dry run counts the rows of at once (each is an SQL parameter).
+COUNT_CHUNK = 500
+# The rows `prune` reports deleting besides the instances themselves, table by table.
+ROW_TABLES = ("runs", "activities", "workflow_tasks", "timers", "signals", "failures",
+              "children", "events")
+
+
+# While others write, a prune leaves them the write lock this many times as long as its last
+# batch held it: it takes at most a twentieth of the time the database can write in.
+PRUNE_YIELD = 19
+
+
+@dataclass
+class PruneBatch:
+    """What one batch deleted, and how long it held the write lock."""
+
+    instance_ids: list[str] = field(default_factory=list)
+    rows: dict[str, int] = field(default_factory=dict)
+    held_seconds: float = 0.0
+
+
+class Pacer:
+    """How long a prune leaves the write lock to others after a batch: as long as the batch
+    held it while nobody else writes (a backlog drains fast on a quiet database), PRUNE_YIELD
+    times as long once others wrote meanwhile (their steps keep their pace)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._version: int | None = None
+
+    def after(self, batch: PruneBatch) -> float:
+        # data_version moves only with other connections' commits, not this one's own.
+        version = self._store.data_version()
+        quiet = self._version is not None and version == self._version
+        self._version = version
+        return batch.held_seconds * (1 if quiet else PRUNE_YIELD)
+
+
+def _closed_before(now: datetime, older_than: float | None) -> str | None:
+    return None if older_than is None else clock.iso(now - timedelta(seconds=older_than))
+
+
+def prune_batch(engine: Engine, now: datetime, *, older_than: float | None = None,
+                events: int = BATCH_EVENTS) -> PruneBatch:
+    """Delete one batch of closed instances past their retention at `now` (with `older_than`:
+    closed more than that many seconds before `now`, whatever their type's retention).
+
+    The batch is chosen and deleted in one write transaction, so an instance reopened or
+    started again meanwhile is never taken; an empty batch means nothing is left to delete.
+    """
+    batch = PruneBatch()
+    with engine.store.bulk_write() as tx:
+        began = time.perf_counter()
+        candidates = tx.prunable_instances(clock.iso(now),
+                                           closed_before=_closed_before(now, older_than),
+                                           limit=BATCH_INSTANCES)
+        weight = 0
+        for row in candidates:
+            if batch.instance_ids and weight + row["events"] > events:
+                break
+            batch.instance_ids.append(row["workflow_instance_id"])
+            weight += row["events"]
+        if batch.instance_ids:
+            batch.rows = tx.delete_instances(batch.instance_ids)
+    batch.held_seconds = time.perf_counter() - began
+    if batch.instance_ids:
+        engine.store.checkpoint()
+    return batch
+
+
+def prune(engine: Engine, now: datetime, *, older_than: float | None = None,
+          dry_run: bool = False, pause: Callable[[float], object] | None = None) -> dict[str, Any]:
+    """Every batch there is to delete at `now` (`prune_batch`), or with `dry_run` what would be
+    deleted, as `wfctl prune --json` reports it. `pause(seconds)`, when given, is called after
+    each batch with how long to leave the write lock to others (`Pacer`)."""
+    report: dict[str, Any] = {
+        "dry_run": dry_run,
+        "older_than_seconds": durations.whole_seconds(older_than),
+        "instances": 0,
+        "rows": {},
+        "workflow_instance_ids": [],
+        "batches": 0,
+    }
+    rows = dict.fromkeys(ROW_TABLES, 0)
+    if dry_run:
+        with engine.store.read() as tx:
+            candidates = tx.prunable_instances(clock.iso(now),
+                                               closed_before=_closed_before(now, older_than),
+                                               limit=-1)
+            ids = [row["workflow_instance_id"] for row in candidates]
+            for start in range(0, len(ids), COUNT_CHUNK):
+                _add(rows, tx.count_owned_rows(ids[start:start + COUNT_CHUNK]))
+        report.update(instances=len(ids), workflow_instance_ids=ids[:IDS_SHOWN])
+    else:
+        pacer = Pacer(engine.store)
+        while True:
+            batch = prune_batch(engine, now, older_than=older_than)
+            if not batch.instance_ids:
+                break
+            if pause is not None:
+                pause(pacer.after(batch))
+            report["batches"] += 1
+            report["instances"] += len(batch.instance_ids)
+            shown = report["workflow_instance_ids"]
+            shown.extend(batch.instance_ids[:IDS_SHOWN - len(shown)])
+            _add(rows, batch.rows)
+    report["rows"] = rows
+    return report
+
+
+def _add(total: dict[str, int], counts: dict[str, int]) -> None:
+    # An instance's own row is counted as `instances`.
+    for table in ROW_TABLES:
+        total[table] += counts.get(table, 0)
