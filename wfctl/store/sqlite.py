@@ -338,12 +338,8 @@ class SQLiteStore:
         SQLite's errors leave as wfctl's (`StoreUnavailable` for busy, full, read-only).
         """
         with self._write_lock:
-            conn = self._writer
             try:
-                if conn is None:
-                    conn = self._writer = self._connect()
-                    if self._checkpoints_deferred:
-                        conn.execute("PRAGMA wal_autocheckpoint=0")
+                conn = self._writer_connection()
                 conn.execute("BEGIN IMMEDIATE")
                 tx = SQLiteTx(conn)
                 try:
@@ -369,6 +365,14 @@ class SQLiteStore:
                 conn.execute("COMMIT")
         except sqlite3.Error as exc:
             raise translate(exc, self.path) from exc
+
+    def _writer_connection(self) -> sqlite3.Connection:
+        """The process's write connection (the write lock held), opened on first use."""
+        if self._writer is None:
+            self._writer = self._connect()
+            if self._checkpoints_deferred:
+                self._writer.execute("PRAGMA wal_autocheckpoint=0")
+        return self._writer
 
     @contextmanager
     def bulk_write(self) -> Iterator[SQLiteTx]:
@@ -436,11 +440,14 @@ class SQLiteStore:
                 raise translate(exc, self.path) from exc
 
     def data_version(self) -> int:
-        """Changes whenever another connection commits: a cheap way to notice new work."""
-        try:
-            return self.conn.execute("PRAGMA data_version").fetchone()["data_version"]
-        except sqlite3.Error as exc:
-            raise translate(exc, self.path) from exc
+        """Changes whenever another process commits (this process's own writes leave it as it
+        is): a cheap way to notice new work."""
+        with self._write_lock:
+            try:
+                return self._writer_connection().execute(
+                    "PRAGMA data_version").fetchone()["data_version"]
+            except sqlite3.Error as exc:
+                raise translate(exc, self.path) from exc
 
 
 class _Translating:
