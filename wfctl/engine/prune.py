@@ -51,13 +51,16 @@ class Pacer:
 
     def __init__(self, store: Store) -> None:
         self._store = store
-        self._version: int | None = None
+        self._before: int | None = None
+        self._after: int | None = None
+
+    def before(self) -> None:
+        """Called before a batch: what was committed since the last batch is others' doing."""
+        self._before = self._store.data_version()
 
     def after(self, batch: PruneBatch) -> float:
-        # data_version moves only with other connections' commits, not this one's own.
-        version = self._store.data_version()
-        quiet = self._version is not None and version == self._version
-        self._version = version
+        quiet = self._after is not None and self._before == self._after
+        self._after = self._store.data_version()
         return batch.held_seconds * (1 if quiet else PRUNE_YIELD)
 
 
@@ -119,6 +122,7 @@ def prune(engine: Engine, now: datetime, *, older_than: float | None = None,
     else:
         pacer = Pacer(engine.store)
         while True:
+            pacer.before()
             batch = prune_batch(engine, now, older_than=older_than)
             if not batch.instance_ids:
                 break

@@ -440,14 +440,12 @@ class SQLiteStore:
                 raise translate(exc, self.path) from exc
 
     def data_version(self) -> int:
-        """Changes whenever another process commits (this process's own writes leave it as it
-        is): a cheap way to notice new work."""
-        with self._write_lock:
-            try:
-                return self._writer_connection().execute(
-                    "PRAGMA data_version").fetchone()["data_version"]
-            except sqlite3.Error as exc:
-                raise translate(exc, self.path) from exc
+        """Changes whenever anything is committed, by this process or another, since this
+        thread last asked: a cheap way to notice new work."""
+        try:
+            return self.conn.execute("PRAGMA data_version").fetchone()["data_version"]
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from exc
 
 
 class _Translating:
