@@ -12,8 +12,9 @@ building by running 100,000 workflows would take minutes more. `--dir DIR` keeps
 database there and reuses it on the next run.
 
 1. Prune throughput: a copy of the database is pruned whole, batch after batch, as `wfctl prune`
-   does (`Engine.prune_batch` in a loop); instances/s over the whole, and each batch's write-lock
-   hold (from BEGIN IMMEDIATE to COMMIT), its maximum first.
+   does (`Engine.prune_batch` in a loop, with its checkpoints) but without pausing between
+   batches (nobody else writes); instances/s over the whole, and each batch's write-lock hold
+   (from BEGIN IMMEDIATE to the end of COMMIT).
 
 2. Step rate with and without pruning: on a copy where the 100,000 are past their retention, and
    on one where none is (the same file with retention cleared), N fresh `three_noops` workflows
@@ -48,6 +49,7 @@ from benchlib import (
 )
 
 import wfctl
+from wfctl.engine.prune import Pacer
 from wfctl.vocabulary import OPEN_RUN
 from wfctl.worker import WorkerOptions
 
@@ -71,6 +73,11 @@ ID_COLUMNS = ("workflow_instance_id", "workflow_run_id", "current_run_id", "acti
               "consumed_run_id", "continued_to_run_id")
 # Row ids a copy gets afresh.
 ROWID_COLUMNS = ("task_id", "signal_id", "failure_id")
+# An instance's instants a copy moves back by an hour per copy still to come: the copies closed
+# one after another, oldest first, as a real database's workflows do, and are pruned in that
+# order (identical instants would have every batch take one instance from each of many copies,
+# their rows spread over the whole file).
+SHIFTED_COLUMNS = ("created_at", "updated_at", "closed_at", "retain_until")
 TABLES = ("instances", "runs", "workflow_tasks", "activities", "timers", "signals", "failures",
           "events")
 
@@ -98,21 +105,29 @@ def build(scratch: Scratch, total: int, template: int) -> None:
     conn = sqlite3.connect(scratch.db, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
+    # Each copy reads the template's rows alone: by rowid, or (events, keyed by instance) by id.
+    conn.execute("CREATE TEMP TABLE template AS SELECT workflow_instance_id FROM instances")
     statements = []
     for table in TABLES:
         columns = [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
-        values = ["NULL" if c in ROWID_COLUMNS else f"{c} || :suffix" if c in ID_COLUMNS else c
+        values = ["NULL" if c in ROWID_COLUMNS else f"{c} || :suffix" if c in ID_COLUMNS
+                  else f"strftime('%Y-%m-%dT%H:%M:%f', {c}, :shift) || '+00:00'"
+                  if table == "instances" and c in SHIFTED_COLUMNS else c
                   for c in columns]
-        statements.append(
-            f"INSERT INTO {table} ({', '.join(columns)}) SELECT {', '.join(values)} "
-            f"FROM {table} WHERE workflow_instance_id IN (SELECT workflow_instance_id "
-            "FROM instances WHERE workflow_instance_id NOT LIKE '%~%')")
+        if table == "events":
+            where = "workflow_instance_id IN (SELECT workflow_instance_id FROM temp.template)"
+        else:
+            (last,) = conn.execute(f"SELECT coalesce(max(rowid), 0) FROM {table}").fetchone()
+            where = f"rowid <= {last}"
+        statements.append(f"INSERT INTO {table} ({', '.join(columns)}) "
+                          f"SELECT {', '.join(values)} FROM {table} WHERE {where}")
     copies = -(-total // template) - 1
     for copy in range(1, copies + 1):
         if copy % 20 == 1:
             conn.execute("BEGIN")
         for statement in statements:
-            conn.execute(statement, {"suffix": f"~{copy:05d}"})
+            conn.execute(statement, {"suffix": f"~{copy:05d}",
+                                     "shift": f"-{copies + 1 - copy} hours"})
         if copy % 20 == 0 or copy == copies:
             conn.execute("COMMIT")
     (count,) = conn.execute("SELECT count(*) FROM instances").fetchone()
@@ -139,6 +154,7 @@ def prune_throughput(built: Scratch, work: Scratch) -> tuple[float, list[float]]
     copy_database(built, work, retained=True)
     client = work.client()
     engine = client.engine
+    pacer = Pacer(engine.store)
     held: list[float] = []
     pruned = 0
     now = datetime.now(UTC)
@@ -146,9 +162,11 @@ def prune_throughput(built: Scratch, work: Scratch) -> tuple[float, list[float]]
     while True:
         batch = engine.prune_batch(now)
         if not batch.instance_ids:
+            pacer.flush()
             break
         pruned += len(batch.instance_ids)
         held.append(batch.held_seconds * 1000)
+        pacer.after(batch)
     seconds = time.perf_counter() - started
     remaining = len(client.list(limit=10))
     client.close()

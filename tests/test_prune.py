@@ -507,3 +507,25 @@ def test_prune_finds_its_batch_through_indexes_however_many_instances_are_closed
     assert not any("TEMP B-TREE" in detail for plan in plans[:2] for detail in plan)
     scans = [detail for plan in plans for detail in plan if detail.startswith("SCAN")]
     assert scans == [], scans
+
+
+def test_a_prune_checkpoints_the_log_after_its_batches_not_inside_them(env, monkeypatch):
+    monkeypatch.setattr(prune_module, "BATCH_INSTANCES", 1)
+    for n in range(5):
+        completed(env, f"q{n}", n)
+    events = len(env.history("q0"))
+    monkeypatch.setattr(prune_module, "CHECKPOINT_EVENTS", 2 * events)
+    checkpoints: list[int] = []
+    store = env.client.store
+    real = store.checkpoint
+
+    def counted() -> None:
+        checkpoints.append(len(env.client.list(limit=10)))
+        real()
+
+    monkeypatch.setattr(store, "checkpoint", counted)
+
+    assert prune(env, 10**6)["batches"] == 5
+
+    # After the second and the fourth batch, then once the last is done.
+    assert checkpoints == [3, 1, 0]

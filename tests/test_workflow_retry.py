@@ -421,3 +421,24 @@ def test_a_retry_is_due_at_its_time_for_any_engine_on_the_database(env, make_env
     assert "WorkflowRetried" not in again.event_types("f1")
     again.run(60)
     assert again.describe("f1")["status"] == "completed"
+
+
+def test_a_deadline_claimed_while_a_late_retry_was_due_fails_the_run_without_a_retry(env):
+    from wfctl.watchdog import record_deadline
+
+    env.start("due", "d1", now=0)
+    env.run(59.999)
+    assert scheduled(env, "d1")[0]["next_attempt_at"] == iso(119.999)
+    env.engine.checks_deadlines = True
+
+    # A worker back at +200s: its deadline loop claims the passed deadline, then its watchdog
+    # finds the retry's timer due.
+    claims = env.engine.claim_expired_deadlines("checker", at(200), lambda worker, now: True)
+    env.sweep(200)
+    assert "WorkflowRetried" not in env.event_types("d1")
+    record_deadline(env.engine, claims[0], None, at(200))
+
+    doc = env.describe("d1")
+    assert (doc["status"], doc["failure"]["failure_category"]) == ("failed", "deadline")
+    assert doc["workflow_retry"]["next_attempt_at"] is None
+    assert len(scheduled(env, "d1")) == 1

@@ -186,3 +186,16 @@ def test_the_timeline_draws_the_backoff_and_a_retry_that_came_late(env):
     assert re.fullmatch(r"━░+·+━+", bars), bars
     assert 1.8 < bars.count("░") / bars.count("·") < 2.2, bars
     assert "░ retry backoff" in lines[-1]
+
+
+def test_start_wait_keeps_following_through_the_backoff_with_a_countdown(env):
+    from wfctl.live import live_view
+
+    out = Console(file=io.StringIO(), force_terminal=True, width=160)
+
+    out.print(live_view(env.describe("f1"), env.history("f1")[-3:], at(45)))
+
+    text = re.sub(r"\x1b\[[0-9;]*m", "", out.file.getvalue())
+    assert "flaky f1  running  run 1  step flaky  waiting on retry" in text
+    assert re.search(rf"retry attempt 2 of 3\s+{re.escape(iso(60))}\s+in 15s", text)
+    assert "WorkflowRetryScheduled" in text

@@ -141,7 +141,7 @@ def test_the_long_running_worker_deletes_what_its_retention_lets_go(folder: Path
 
             assert wait_for(pruned, 5), "the worker did not prune s1"
             assert client.describe("kept")["status"] in ("running", "completed")
-            # Said once the backlog is gone (the pass after the last batch).
+            # Once nothing more is due, the worker says what it pruned.
             assert wait_for(lambda: "instances_pruned" in (folder / "worker.log").read_text(), 5)
         finally:
             stop(worker)

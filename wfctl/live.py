@@ -100,6 +100,10 @@ def live_view(doc: dict[str, Any], recent: list[dict[str, Any]], now: datetime) 
         if timer["status"] == "scheduled":
             countdowns.add_row(f"timer {timer['step']}", timer["fire_at"],
                                render.relative(timer["fire_at"], now))
+    retry = doc.get("workflow_retry") or {}
+    if retry.get("next_attempt_at"):
+        countdowns.add_row(f"retry attempt {retry['attempt']} of {retry['max_attempts']}",
+                           retry["next_attempt_at"], render.relative(retry["next_attempt_at"], now))
     activities = Table.grid(padding=(0, 2))
     for activity in doc["activities"][-5:]:
         nearest = _nearest(activity)

@@ -16,9 +16,11 @@ if TYPE_CHECKING:
     from wfctl.store import Store
 
 # A batch deletes whole instances until their histories add up to this many events (an
-# instance's other rows follow its history's length): measured with benchmarks/prune.py to hold
-# the write lock well under 50 ms. An instance with a longer history is a batch of its own.
-BATCH_EVENTS = 2000
+# instance's other rows follow its history's length). Measured with benchmarks/prune.py: about
+# 20 three-step workflows, holding the write lock some 8 ms on an idle 2-core machine and under
+# 50 ms with it loaded three times over; larger batches prune hardly faster. An instance with a
+# longer history is a batch of its own.
+BATCH_EVENTS = 500
 # At most this many instances are looked at per batch.
 BATCH_INSTANCES = 200
 # `prune` reports this many of the ids it deleted.
@@ -30,6 +32,9 @@ ROW_TABLES = ("runs", "activities", "workflow_tasks", "timers", "signals", "fail
               "children", "events")
 
 
+# The write-ahead log is copied into the file after this many events were deleted (about 1,000
+# pages of log, the size at which SQLite itself would copy it, inside some writer's commit).
+CHECKPOINT_EVENTS = 3000
 # While others write, a prune leaves them the write lock this many times as long as its last
 # batch held it: it takes at most a twentieth of the time the database can write in.
 PRUNE_YIELD = 19
@@ -45,23 +50,37 @@ class PruneBatch:
 
 
 class Pacer:
-    """How long a prune leaves the write lock to others after a batch: as long as the batch
-    held it while nobody else writes (a backlog drains fast on a quiet database), PRUNE_YIELD
-    times as long once others wrote meanwhile (their steps keep their pace)."""
+    """What a prune does between batches. It copies the write-ahead log into the file every
+    CHECKPOINT_EVENTS events, holding no lock (a batch's commit leaves that undone, so as to
+    hold the write lock for its change alone). And it says how long to leave the write lock to
+    others: as long as the batch held it while nobody else writes (a backlog drains fast on a
+    quiet database), PRUNE_YIELD times as long once others wrote meanwhile (their steps keep
+    their pace)."""
 
     def __init__(self, store: Store) -> None:
         self._store = store
         self._before: int | None = None
         self._after: int | None = None
+        self._unflushed = 0
 
     def before(self) -> None:
         """Called before a batch: what was committed since the last batch is others' doing."""
         self._before = self._store.data_version()
 
     def after(self, batch: PruneBatch) -> float:
+        """After a batch: checkpoint if it is time; how many seconds to pause."""
+        self._unflushed += batch.rows.get("events", 0)
+        if self._unflushed >= CHECKPOINT_EVENTS:
+            self.flush()
         quiet = self._after is not None and self._before == self._after
         self._after = self._store.data_version()
         return batch.held_seconds * (1 if quiet else PRUNE_YIELD)
+
+    def flush(self) -> None:
+        """Checkpoint what the batches since the last one left in the write-ahead log."""
+        if self._unflushed:
+            self._store.checkpoint()
+            self._unflushed = 0
 
 
 def _closed_before(now: datetime, older_than: float | None) -> str | None:
@@ -75,6 +94,7 @@ def prune_batch(engine: Engine, now: datetime, *, older_than: float | None = Non
 
     The batch is chosen and deleted in one write transaction, so an instance reopened or
     started again meanwhile is never taken; an empty batch means nothing is left to delete.
+    Its commit leaves the write-ahead log as it is: see `Pacer`.
     """
     batch = PruneBatch()
     with engine.store.bulk_write() as tx:
@@ -91,8 +111,6 @@ def prune_batch(engine: Engine, now: datetime, *, older_than: float | None = Non
         if batch.instance_ids:
             batch.rows = tx.delete_instances(batch.instance_ids)
     batch.held_seconds = time.perf_counter() - began
-    if batch.instance_ids:
-        engine.store.checkpoint()
     return batch
 
 
@@ -125,9 +143,11 @@ def prune(engine: Engine, now: datetime, *, older_than: float | None = None,
             pacer.before()
             batch = prune_batch(engine, now, older_than=older_than)
             if not batch.instance_ids:
+                pacer.flush()
                 break
+            wait = pacer.after(batch)
             if pause is not None:
-                pause(pacer.after(batch))
+                pause(wait)
             report["batches"] += 1
             report["instances"] += len(batch.instance_ids)
             shown = report["workflow_instance_ids"]

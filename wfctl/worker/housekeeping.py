@@ -113,6 +113,7 @@ class Pruner(Loop):
             self._longest = max(self._longest, batch.held_seconds)
             self._wait = self._pacer.after(batch)
             return True
+        self._pacer.flush()
         if self._pruned:
             log.event("instances_pruned", count=self._pruned, batches=self._batches,
                       longest_batch_ms=round(self._longest * 1000, 1))
