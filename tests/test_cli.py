@@ -203,12 +203,3 @@ def test_the_shipped_example_completes_with_one_work_once_pass(tmp_path):
     assert doc["status"] == "completed"
     assert doc["state"]["loaded"] == 5
     assert doc["activities"][0]["last_heartbeat_details"] == {"extracted": 5}
-
-
-def test_demo_runs_the_example_and_shows_describe_and_history():
-    result = CliRunner().invoke(app, ["demo"])
-    assert result.exit_code == 0, result.stderr
-    assert "demo-etl" in result.stdout
-    assert "completed" in result.stdout
-    assert "ActivityRetryScheduled" in result.stdout
-    assert "WorkflowCompleted" in result.stdout

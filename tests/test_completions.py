@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from wfctl import Client
 from wfctl.cli import app
-from wfctl.store import Store
+from wfctl.store import SQLiteStore as Store
 
 COMPLETIONS = Path(__file__).parent.parent / "completions"
 SHELLS = ("bash", "zsh", "fish")

@@ -44,11 +44,13 @@ NOT_FOR_READS = ("typer", "click", "rich", "pydantic", "yaml", "sqlite_utils", "
 
 @pytest.fixture
 def env(make_env):
-    """l1: three runs (continue-as-new), completed; b1: failed; r1: waiting on a signal."""
+    """l1: three runs (continue-as-new), completed; b1: failed; r1: waiting on a signal; big:
+    waiting, with a state of 40 keys."""
     env = make_env(DEFINITIONS)
     env.start("loop", "l1", input={"until": 3})
     env.start("broken", "b1")
     env.start("report", "r1")
+    env.start("report", "big", input={f"key{n:02d}": n for n in range(40)})
     for now in (0, 10, 20, 30):
         env.run(now)
     return env
@@ -89,6 +91,9 @@ def both(env, monkeypatch, capsys):
     ("describe", "b1"),
     ("describe", "r1", "--json"),
     ("describe", "r1"),
+    ("describe", "big"),
+    ("describe", "big", "--full-state"),
+    ("describe", "--full-state", "big", "--json"),
     ("describe", "nope", "--json"),
     ("describe", "nope"),
     ("describe", ""),

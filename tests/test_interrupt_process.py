@@ -111,7 +111,10 @@ def test_start_wait_says_nothing_of_workers_when_one_serves_the_queue(files):
 @pytest.mark.process
 @pytest.mark.parametrize("command", [["history", "r1", "--follow"],
                                      ["history", "r1", "--follow", "--json"],
-                                     ["list", "--watch"]])
+                                     ["list", "--watch"],
+                                     # Left to the typer application: a count it converts.
+                                     ["history", "r1", "--follow", "--run", "01"],
+                                     ["list", "--watch", "--limit", "050"]])
 def test_ctrl_c_ends_a_follow_mode_with_130(files, command):
     with Client(*files) as client:
         client.start("report", "r1")

@@ -123,8 +123,8 @@ def test_work_help_lists_the_log_choices():
 
     result = CliRunner().invoke(app, ["work", "--help"], env={"COLUMNS": "200"})
 
-    assert "--log-format <text|json>" in result.stdout
-    assert "--log-level <debug|info|warning|error>" in result.stdout
+    assert "--log-format [text|json]" in result.stdout
+    assert "--log-level [debug|info|warning|error]" in result.stdout
 
 
 def test_log_level_is_read_whatever_its_case(tmp_path):

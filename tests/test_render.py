@@ -191,6 +191,32 @@ def test_describe_piped_is_plain_text_with_everything_json_has(make_env):
     assert '"processed": 10' in text
 
 
+def test_describe_shortens_a_large_state_and_full_state_shows_it_all(make_env):
+    env = make_env(DEFINITIONS)
+    env.start("flaky", "f1", input={f"key{n:02d}": n for n in range(40)} | {"long": "x" * 5000})
+    doc = env.describe("f1")
+
+    short, whole = piped(), piped()
+    render.describe(short, doc, at(0))
+    render.describe(whole, doc, at(0), full_state=True)
+
+    text = short.file.getvalue()
+    assert '"key00": 0,' in text and '"key18": 18,' in text
+    assert '"key19"' not in text and "x" * 300 not in text
+    assert text.rstrip().endswith("… 22 more keys, --full-state")
+    full = whole.file.getvalue()
+    assert '"key39": 39,' in full and full.count("x") >= 5000 and "--full-state" not in full
+
+
+@pytest.mark.parametrize(("state", "last"), [
+    ({"rows": list(range(30))}, "… 13 more lines, --full-state"),
+    ({f"k{n}": n for n in range(19)}, '  "k18": 18\n}'),
+    ({}, "{}"),
+])
+def test_a_state_is_cut_only_past_its_first_lines(state, last):
+    assert render.state_text(state).plain.endswith(last)
+
+
 def test_describe_shows_the_last_error_and_backoff_of_a_retrying_activity(make_env):
     env = make_env(DEFINITIONS)
     env.start("flaky", "f1")

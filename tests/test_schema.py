@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from wfctl.errors import DatabaseNotFound, DatabaseTooNew
-from wfctl.store import Store
+from wfctl.store import SQLiteStore as Store
 from wfctl.store import sqlite as sqlite_store
 from wfctl.store.schema import _Migrations, migrations
+from wfctl.vocabulary import TIMEOUT_EVENTS
 
 EXPECTED = {
     "definitions": ["digest", "path", "source", "created_at"],
@@ -19,7 +21,7 @@ EXPECTED = {
         "workflow_instance_id", "workflow_type", "definitions_digest", "status",
         "current_run_id", "run_count", "execution_timeout_seconds", "deadline_seconds",
         "deadline_at", "on_deadline", "child_policy", "parent_instance_id", "created_at",
-        "updated_at", "closed_at", "child_depth", "retry_policy", "retain_until",
+        "updated_at", "closed_at", "child_depth", "instance_key", "retry_policy", "retain_until",
     ],
     "runs": [
         "workflow_run_id", "workflow_instance_id", "run_number", "status", "closed_reason",
@@ -63,11 +65,10 @@ EXPECTED = {
         "worker_id", "kind", "hostname", "pid", "pid_started", "queues", "started_at",
         "heartbeat_at", "lease_expires_at", "stopped_at",
     ],
-    "events": [
-        "workflow_instance_id", "seq", "workflow_run_id", "run_number", "event_type", "at",
-        "attributes",
-    ],
-    "pruning": ["workflow_instance_id", "started_at"],
+    "events": ["instance_key", "seq", "run_number", "event_type", "at", "attributes"],
+    "instance_counts": ["workflow_type", "status", "count"],
+    "timeout_event_counts": ["event_type", "timeout_kind", "failure_category", "count"],
+    "pruning": ["workflow_instance_id", "instance_key", "started_at"],
 }
 
 
@@ -153,7 +154,8 @@ def test_the_upgrade_counts_refused_starts_and_child_depths_already_recorded(tmp
             (f"{instance_id}-r1", instance_id))
     for seq, event_type in enumerate(("WorkflowStarted", "StartRejected", "WorkflowTaskScheduled",
                                       "StartRejected"), start=1):
-        conn.execute("INSERT INTO events VALUES ('root', ?, 'root-r1', 1, ?, 't', '{}')",
+        conn.execute("INSERT INTO events VALUES ('root', ?, 'root-r1', 1, ?, "
+                     "'2026-01-01T00:00:00.000+00:00', '{}')",
                      (seq, event_type))
     conn.commit()
     conn.close()
@@ -183,9 +185,9 @@ def _instance_with_history(path) -> sqlite3.Connection:
     conn.execute("INSERT INTO definitions VALUES ('d', 'p', 's', 't')")
     conn.execute(
         "INSERT INTO instances (workflow_instance_id, workflow_type, definitions_digest, status, "
-        "current_run_id, run_count, child_policy, created_at, updated_at) "
-        "VALUES ('i', 't', 'd', 'completed', 'r', 1, 'abandon', 't', 't')")
-    conn.execute("INSERT INTO events VALUES ('i', 1, 'r', 1, 'WorkflowStarted', 't', '{}')")
+        "current_run_id, run_count, child_policy, created_at, updated_at, instance_key) "
+        "VALUES ('i', 't', 'd', 'completed', 'r', 1, 'abandon', 't', 't', 1)")
+    conn.execute("INSERT INTO events VALUES (1, 1, 1, 1, 0, '[]')")
     conn.commit()
     return conn
 
@@ -207,7 +209,7 @@ def test_history_may_be_deleted_only_with_its_instance(tmp_path):
     conn.execute("DELETE FROM instances WHERE workflow_instance_id = 'i'")
     with pytest.raises(sqlite3.IntegrityError, match="history is append-only"):
         conn.execute("UPDATE events SET event_type = 'X'")
-    conn.execute("DELETE FROM events WHERE workflow_instance_id = 'i'")
+    conn.execute("DELETE FROM events WHERE instance_key = 1")
     conn.commit()
 
     assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 0
@@ -218,10 +220,10 @@ def test_history_may_be_deleted_while_its_instance_is_marked_as_being_pruned(tmp
     Store(tmp_path / "w.db").close()
     conn = _instance_with_history(tmp_path / "w.db")
 
-    conn.execute("INSERT INTO pruning VALUES ('i', 't')")
+    conn.execute("INSERT INTO pruning VALUES ('i', 1, 't')")
     with pytest.raises(sqlite3.IntegrityError, match="history is append-only"):
         conn.execute("UPDATE events SET event_type = 'X'")
-    conn.execute("DELETE FROM events WHERE workflow_instance_id = 'i'")
+    conn.execute("DELETE FROM events WHERE instance_key = 1")
     conn.commit()
 
     assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 0
@@ -331,3 +333,95 @@ def test_the_watchdog_finds_expired_work_through_the_partial_indexes_alone(tmp_p
 
     activity_reads = [plan for plan in plans if " activities" in plan]
     assert activity_reads and all("USING INDEX" in plan for plan in activity_reads), plans
+
+
+def counts(path) -> tuple[dict, dict]:
+    """The instance counts the triggers keep, and those a scan of `instances` finds."""
+    conn = sqlite3.connect(path)
+    try:
+        kept = {(t, s): n for t, s, n in conn.execute(
+            "SELECT workflow_type, status, count FROM instance_counts") if n}
+        scanned = {(t, s): n for t, s, n in conn.execute(
+            "SELECT workflow_type, status, count(*) FROM instances GROUP BY 1, 2")}
+    finally:
+        conn.close()
+    return kept, scanned
+
+
+def test_instance_counts_follow_every_insert_status_change_and_delete(tmp_path):
+    path = tmp_path / "w.db"
+    Store(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute("INSERT INTO definitions VALUES ('d', 'p', 's', 't')")
+    for n, workflow_type in enumerate(("a", "a", "a", "b")):
+        conn.execute(
+            "INSERT INTO instances (workflow_instance_id, workflow_type, definitions_digest, "
+            "status, current_run_id, run_count, child_policy, created_at, updated_at) "
+            "VALUES (?, ?, 'd', 'running', 'r', 1, 'abandon', 't', 't')", (f"i{n}", workflow_type))
+    conn.execute("UPDATE instances SET status = 'completed' WHERE workflow_instance_id = 'i0'")
+    conn.execute("UPDATE instances SET status = 'failed', updated_at = 'u' "
+                 "WHERE workflow_instance_id IN ('i1', 'i3')")
+    conn.execute("UPDATE instances SET updated_at = 'v', status = status")
+    conn.execute("UPDATE instances SET status = 'running' WHERE workflow_instance_id = 'i1'")
+    conn.execute("DELETE FROM instances WHERE workflow_instance_id = 'i0'")
+    conn.commit()
+    conn.close()
+
+    kept, scanned = counts(path)
+
+    assert kept == scanned == {("a", "running"): 2, ("b", "failed"): 1}
+
+
+def test_the_0_1_database_is_upgraded_with_its_instances_counted(tmp_path):
+    path = tmp_path / "w.db"
+    shutil.copyfile(Path(__file__).parent / "data" / "v01.db", path)
+
+    Store(path, create=False).close()
+
+    kept, scanned = counts(path)
+    assert kept == scanned and sum(scanned.values()) > 10
+
+
+def test_metrics_read_index_ranges_and_minimums_never_a_table(tmp_path):
+    store = Store(tmp_path / "w.db")
+    now = "2026-01-01T00:00:00+00:00"
+    with store.read() as tx:
+        statements: list[str] = []
+        tx.conn.set_trace_callback(statements.append)
+        tx.open_activity_counts()
+        tx.ready_activity_counts(now)
+        tx.ready_workflow_task_count(now)
+        tx.next_deadlines()
+        tx.conn.set_trace_callback(None)
+        plans = []
+        for sql in statements:
+            plans += [row["detail"] for row in tx.conn.execute(f"EXPLAIN QUERY PLAN {sql}")]
+    store.close()
+
+    reads = [plan for plan in plans if plan.startswith(("SCAN", "SEARCH"))
+             and "CONSTANT ROW" not in plan]
+    assert len(reads) == 12 and all("USING" in plan and "INDEX" in plan for plan in reads), plans
+
+
+def test_the_0_1_database_is_upgraded_with_its_timeout_events_counted(tmp_path):
+    path = tmp_path / "w.db"
+    shutil.copyfile(Path(__file__).parent / "data" / "v01.db", path)
+
+    Store(path, create=False).close()
+
+    conn = sqlite3.connect(path)
+    kept = conn.execute("SELECT event_type, timeout_kind, failure_category, count "
+                        "FROM timeout_event_counts ORDER BY 1, 2, 3").fetchall()
+    conn.close()
+    store = Store(path, create=False)
+    scanned: Counter = Counter()
+    with store.read() as tx:
+        ids = tx.instance_ids("", 1000)
+        for instance_id in ids:
+            for event in tx.events(instance_id, event_types=TIMEOUT_EVENTS):
+                attributes = event["attributes"]
+                scanned[(event["event_type"], attributes.get("timeout_kind") or "",
+                         attributes.get("failure_category") or "")] += 1
+    store.close()
+    assert kept == sorted((*key, count) for key, count in scanned.items())
+    assert any(row[1] for row in kept)

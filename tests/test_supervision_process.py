@@ -296,7 +296,9 @@ def test_work_resumes_when_space_returns_on_a_full_disk(tmp_path, small_disk):
     try:
         worker = project.worker("--concurrency", "2")
         for n in range(4):
-            project.start("pipeline", f"p{n}", _sleep=0.3)
+            # Each step adds 20 KB to its workflow's state: writing it needs room on the disk
+            # (a write that fits in space the database file already has goes through).
+            project.start("pipeline", f"p{n}", _sleep=0.3, _pad=20_000)
         wait_until(lambda: len(project.calls()) >= 2, "the pipelines under way")
 
         filler = fill(small_disk)

@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 from wfctl import Client
 from wfctl.cli import app
 from wfctl.errors import NotFound
-from wfctl.store import Store
+from wfctl.store import SQLiteStore as Store
 
 DATA = Path(__file__).parent / "data"
 DEFINITIONS = DATA / "v01" / "workflows.yaml"

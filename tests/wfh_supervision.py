@@ -68,7 +68,8 @@ def stuck(state: dict[str, Any], ctx: ActivityContext) -> None:
 def record(state: dict[str, Any], ctx: ActivityContext) -> dict[str, Any]:
     _log(state, ctx, "ran")
     time.sleep(state.get("_sleep", 0))
-    return {f"ran_{ctx.step}": ctx.attempt}
+    # `_pad` characters more per step: a state that needs room to be written.
+    return {f"ran_{ctx.step}": ctx.attempt, f"pad_{ctx.step}": "x" * state.get("_pad", 0)}
 
 
 def heartbeat_until_cancelled(state: dict[str, Any], ctx: ActivityContext) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from wfctl import clock, durations, jsonvalue, views
 from wfctl.errors import InvalidInput
-from wfctl.store import Store
+from wfctl.store import Store, open_store
 from wfctl.vocabulary import INSTANCE_STATUSES
 
 # Reads (describe, history, list) need only the store: the engine, the worker and the definitions
@@ -82,7 +82,7 @@ class Client:
     def store(self) -> Store:
         """The database, opened at first use; reads need nothing more."""
         if self._store is None:
-            self._store = Store(self.db_path, create=self.create)
+            self._store = open_store(self.db_path, create=self.create)
         return self._store
 
     @property
@@ -177,6 +177,12 @@ class Client:
         return any(worker["lease_expires_at"] > now
                    and (queue is None or queue in worker["queues"].split(","))
                    for worker in workers)
+
+    def metrics(self) -> str:
+        """The metrics of SPEC §10 the database holds, in the Prometheus text format."""
+        from wfctl import metrics
+
+        return metrics.exposition(self.store, self._now)
 
     def signal(self, workflow_id: str, name: str,
                data: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -73,6 +73,12 @@ class StoreUnavailable(DatabaseError):
         super().__init__(message)
 
 
+class TransientConflict(DatabaseError):
+    """The database could not serialize a transaction with another (a stale snapshot, a
+    serialization failure, a deadlock): nothing was written, and the engine runs the whole
+    operation again. Never shown to a user."""
+
+
 class StructuralLimitExceeded(WfctlError):
     """A payload, a count or a history grew past a configured structural limit."""
 

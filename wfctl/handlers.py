@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from wfctl import jsonvalue
-from wfctl.errors import ActivityCancelled, WfctlError
+from wfctl.errors import ActivityCancelled, WfctlError, brief
 
 # A failure keeps the innermost frames of its traceback, and at most this much text of them.
 TRACEBACK_FRAMES = 8
@@ -47,9 +47,12 @@ def _resolve(spec: str) -> tuple[Callable[..., Any], bool]:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise HandlerNotFound(f"handler {spec}: cannot import {module_name!r}: {exc}") from None
-    function = getattr(module, name, None)
-    if not callable(function):
+    if not hasattr(module, name):
         raise HandlerNotFound(f"handler {spec}: module {module_name!r} has no function {name!r}")
+    function = getattr(module, name)
+    if not callable(function):
+        raise HandlerNotFound(f"handler {spec}: {module_name}.{name} is not callable "
+                              f"(it is {type(function).__name__} {brief(function)})")
     found = (function, _takes_context(function))
     with _lock:
         _cache[spec] = found
@@ -78,7 +81,8 @@ def check(spec: str) -> str | None:
         _resolve(spec)
     except HandlerNotFound as exc:
         return str(exc)
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:
+        # A module that exits while imported is as broken as one that raises.
         return f"handler {spec}: importing it raised {type(exc).__name__}: {exc}"
     return None
 

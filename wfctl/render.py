@@ -11,11 +11,10 @@ from typing import TYPE_CHECKING, Any
 from dateutil import tz
 from rich import box
 from rich.console import Console, Group, RenderableType
-from rich.panel import Panel
-from rich.table import Table
 from rich.text import Text
 
 from wfctl import clock, durations
+from wfctl.layout import KEY, KEY_IF_ROOM, Column, Fitted, Flow, Titled
 from wfctl.vocabulary import OPEN_ACTIVITY, RETRY_TIMER
 
 if TYPE_CHECKING:
@@ -28,7 +27,6 @@ STATUS_STYLE = {
     "retry_scheduled": "yellow", "fired": "green",
 }
 ALARM_EVENTS = ("TimedOut", "Failed", "DeadlineExceeded", "Terminated", "Cancelled")
-INSTANT_WIDTHS = {"at (UTC)": 29, "fires at (UTC)": 29, "closed (UTC)": 29}
 
 
 def console(*, stderr: bool = False) -> Console:
@@ -57,24 +55,18 @@ def emit(out: Console, *renderables: RenderableType) -> None:
     out.print(Text.from_ansi("\n".join(lines)), soft_wrap=True)
 
 
-def table(out: Console, *columns: str) -> Table:
-    if plain(out):
-        grid = Table(box=None, show_edge=False, pad_edge=False, header_style="",
-                     padding=(0, 2, 0, 0))
-    else:
-        grid = Table(box=box.SIMPLE_HEAVY, header_style="bold")
-    for column in columns:
-        # An instant is read whole: a narrow terminal folds the other columns first.
-        grid.add_column(column, overflow="fold", min_width=INSTANT_WIDTHS.get(column))
-    return grid
+def table(out: Console, *columns: str | Column, show_header: bool = True,
+          show_edge: bool = True, squeeze: bool = False) -> Fitted:
+    """A table that fits the console's width without splitting a word (wfctl.layout)."""
+    return Fitted([column if isinstance(column, Column) else Column(column)
+                   for column in columns], plain=plain(out), show_header=show_header,
+                  show_edge=show_edge, squeeze=squeeze)
 
 
-def fields(out: Console) -> Table:
+def fields(out: Console) -> Fitted:
     """A two-column grid of names and values, without a header."""
-    grid = table(out, "field", "value")
-    grid.show_header = False
-    grid.columns[0].style = "" if plain(out) else "bold"
-    return grid
+    return table(out, Column("field", no_wrap=True, card=KEY, style="" if plain(out) else "bold"),
+                 Column("value", labelled=False), show_header=False, squeeze=True)
 
 
 def styled(value: str | None, style: str | None = None) -> Text:
@@ -188,8 +180,9 @@ def traceback_tail(text: str, frames_shown: int = SHOWN_FRAMES) -> str:
 
 # describe
 
-def describe(out: Console, doc: dict[str, Any], now: datetime) -> None:
-    """Everything `describe --json` has, for a person: header, time, activities, failure."""
+def describe(out: Console, doc: dict[str, Any], now: datetime, *, full_state: bool = False) -> None:
+    """Everything `describe --json` has, for a person: header, time, activities, failure; a
+    large state cut to its first lines unless `full_state`."""
     run = doc["run"]
     title = Text.assemble(
         (doc["workflow_type"], "bold"), " ", (doc["workflow_instance_id"], "bold"), "  ",
@@ -200,14 +193,17 @@ def describe(out: Console, doc: dict[str, Any], now: datetime) -> None:
         parts.append(_activities(out, doc["activities"], now))
         parts.append(_activity_times(out, doc["activities"]))
     if doc["timers"]:
-        timers = table(out, "timer", "step", "kind", "fires at (UTC)", "when", "status")
+        timers = table(out, Column("timer", card=KEY), Column("step", card=KEY), "kind",
+                       Column("fires at (UTC)", no_wrap=True), "when",
+                       Column("status", card=KEY))
         for timer in doc["timers"]:
             timers.add_row(timer["timer_id"], timer["step"], timer["kind"], timer["fire_at"],
                            relative(timer["fire_at"], now) if timer["status"] == "scheduled"
                            else styled("-"), status_text(timer["status"]))
         parts.append(_titled(out, "Timers", timers))
     if doc["children"]:
-        children = table(out, "child instance", "type", "step", "status", "closed (UTC)")
+        children = table(out, Column("child instance", card=KEY), "type", "step",
+                         Column("status", card=KEY), Column("closed (UTC)", no_wrap=True))
         for child in doc["children"]:
             children.add_row(child["workflow_instance_id"], child["workflow_type"],
                              child["step"], status_text(child["status"]),
@@ -218,15 +214,14 @@ def describe(out: Console, doc: dict[str, Any], now: datetime) -> None:
         heading = f"Failure (attempt {retry['attempt']} runs at {retry['next_attempt_at']})" \
             if retry.get("next_attempt_at") else "Failure"
         parts.append(_failure(out, doc["failure"], heading))
-    parts.append(_titled(out, "State", Text(json.dumps(doc["state"], indent=2,
-                                                       ensure_ascii=False))))
+    parts.append(_titled(out, "State", state_text(doc["state"], full=full_state)))
     if plain(out):
         emit(out, title, *parts)
     else:
-        out.print(Panel(Group(*parts), title=title, title_align="left", box=box.ROUNDED))
+        out.print(Titled(title, Group(*parts)))
 
 
-def _summary(out: Console, doc: dict[str, Any], now: datetime) -> Table:
+def _summary(out: Console, doc: dict[str, Any], now: datetime) -> Fitted:
     run = doc["run"]
     step = None
     if run["current_step"] is not None:
@@ -234,8 +229,9 @@ def _summary(out: Console, doc: dict[str, Any], now: datetime) -> Table:
     closed = None
     if run["closed_at"]:
         took = (clock.parse(run["closed_at"]) - clock.parse(run["started_at"])).total_seconds()
-        closed = f"{run['closed_at']}  (after {span(max(0.0, took))}, {ago(run['closed_at'], now)})"
-    rows: list[tuple[str, str | Text | None]] = [
+        closed = _instant_and(run["closed_at"],
+                              f"after {span(max(0.0, took))}, {ago(run['closed_at'], now)}")
+    rows: list[tuple[str, str | Text | Flow | None]] = [
         ("run id", run["workflow_run_id"]),
         ("run status", status_text(run["status"])),
         ("closed reason", run["closed_reason"]),
@@ -243,13 +239,14 @@ def _summary(out: Console, doc: dict[str, Any], now: datetime) -> Table:
          if run["continued_to_run_id"] else None),
         ("current step", step),
         ("waiting on", run["wait_kind"]),
-        ("created", f"{doc['created_at']}  ({ago(doc['created_at'], now)})"
+        ("created", _instant_and(doc["created_at"], ago(doc["created_at"], now))
          if doc.get("created_at") else None),
-        ("run started", f"{run['started_at']}  ({ago(run['started_at'], now)})"),
+        ("run started", _instant_and(run["started_at"], ago(run["started_at"], now))),
         ("run closed", closed),
         ("instance closed", doc.get("closed_at")
          if doc.get("closed_at") not in (None, run["closed_at"]) else None),
         ("deadline claimed", run["deadline_claimed_at"]),
+        ("on deadline", doc["on_deadline"]),
         ("child policy", doc["child_policy"]),
         ("retry policy", chips_text(out, workflow_retry_chips(doc["retry_policy"]))
          if doc.get("retry_policy") else None),
@@ -264,10 +261,17 @@ def _summary(out: Console, doc: dict[str, Any], now: datetime) -> Table:
     return summary
 
 
-def _titled(out: Console, title: str, body: RenderableType) -> RenderableType:
+def _instant_and(at: str, note: str) -> Flow:
+    """An instant and a note on it in brackets; on a narrow terminal the note goes under it."""
+    return Flow([Text(at), Text(f"({note})")], "  ")
+
+
+def _titled(out: Console, title: str, body: RenderableType,
+            note: str | None = None) -> RenderableType:
+    """A section of describe: a panel on a terminal, a heading line when plain."""
     if plain(out):
-        return Group(Text(f"\n{title}"), body)
-    return Panel(body, title=Text(title, style="bold"), title_align="left", box=box.MINIMAL)
+        return Group(Text(f"\n{title}" + (f" ({note})" if note else "")), body)
+    return Titled(Text(title, style="bold"), body, note=note, frame=box.MINIMAL)
 
 
 def _time_panel(out: Console, doc: dict[str, Any], now: datetime) -> RenderableType:
@@ -278,8 +282,10 @@ def _time_panel(out: Console, doc: dict[str, Any], now: datetime) -> RenderableT
     """
     run = doc["run"]
     short = not plain(out)
-    grid = table(out, "timeout", "configured", *(("at",) if short else ("at (UTC)", "local")),
-                 "when")
+    instants = [Column("at", no_wrap=True)] if short else \
+        [Column("at (UTC)"), Column("local", no_wrap=True)]
+    grid = table(out, Column("timeout", card=KEY), Column("configured", no_wrap=True, card=KEY),
+                 *instants, "when")
     rows = [
         ("execution timeout", doc["execution_timeout_seconds"], run["execution_deadline_at"]),
         ("run timeout", run["run_timeout_seconds"], run["run_deadline_at"]),
@@ -304,10 +310,8 @@ def _time_panel(out: Console, doc: dict[str, Any], now: datetime) -> RenderableT
         when = Text("next attempt ").append_text(relative(at, now)) if at else styled("-")
         grid.add_row("retry attempt", f"{retry['attempt']} of {retry['max_attempts']}",
                      *instants, when)
-    if doc["on_deadline"]:
-        grid.add_row("on deadline", doc["on_deadline"], *([""] * (2 if short else 3)))
     local_zone = now.astimezone(tz.tzlocal()).strftime("%Z")
-    return _titled(out, f"Time (now {clock.iso(now)}, local zone {local_zone})", grid)
+    return _titled(out, "Time", grid, note=f"now {clock.iso(now)}, local zone {local_zone}")
 
 
 def _utc_and_local(at: str | None) -> str:
@@ -343,19 +347,16 @@ def workflow_retry_chips(policy: dict[str, Any]) -> list[str]:
     return [*chips, "when " + ",".join(policy["when"])]
 
 
-def chips_text(out: Console, chips: list[str]) -> Text:
+def chips_text(out: Console, chips: list[str]) -> Flow:
+    """The chips as they fit the width, each whole on one line."""
     if plain(out):
-        return Text(" · ".join(chips))
-    text = Text()
-    for chip in chips:
-        text.append(f" {chip} ", style="black on grey78")
-        text.append(" ")
-    text.rstrip()
-    return text
+        return Flow([Text(chip) for chip in chips], " · ")
+    return Flow([Text(f" {chip} ", style="black on grey78") for chip in chips])
 
 
 def _activities(out: Console, activities: list[dict[str, Any]], now: datetime) -> RenderableType:
-    grid = table(out, "step", "status", "attempt", "retry policy", "open deadlines",
+    grid = table(out, Column("step", card=KEY), Column("status", card=KEY),
+                 Column("attempt", no_wrap=True, card=KEY), "retry policy", "open deadlines",
                  "last heartbeat", "last error")
     for activity in activities:
         deadlines = Text()
@@ -394,7 +395,8 @@ def _activities(out: Console, activities: list[dict[str, Any]], now: datetime) -
 
 def _activity_times(out: Console, activities: list[dict[str, Any]]) -> RenderableType:
     """Each activity's ids and every instant it recorded, deadlines included."""
-    grid = table(out, "activity", "step", "handler", "queue", "times (UTC)")
+    grid = table(out, Column("activity", card=KEY), Column("step", card=KEY), "handler", "queue",
+                 "times (UTC)")
     for activity in activities:
         times = []
         for label, key in (("scheduled", "scheduled_at"), ("available", "available_at"),
@@ -427,6 +429,31 @@ def _failure(out: Console, failure: dict[str, Any], title: str = "Failure") -> R
         grid.add_row("traceback", Text(traceback_tail(failure["traceback"]),
                                        style="" if plain(out) else "dim"))
     return _titled(out, title, grid)
+
+
+# A large state is shown to this many lines, each to this many characters; --full-state shows
+# it all (and --json has it whole).
+STATE_LINES = 20
+STATE_LINE_CHARS = 200
+
+
+def state_text(state: Any, *, full: bool = False) -> Text:
+    """The state as indented JSON: whole, or its first lines and what is left, counted."""
+    lines = json.dumps(state, indent=2, ensure_ascii=False).splitlines()
+    if full:
+        return Text("\n".join(lines))
+    shown = [line if len(line) <= STATE_LINE_CHARS else line[:STATE_LINE_CHARS - 1] + "…"
+             for line in lines[:STATE_LINES]]
+    # The closing brace is not worth a line of its own in the count.
+    rest = len(lines) - 1 - STATE_LINES
+    text = Text("\n".join(shown if rest > 0 else shown + lines[STATE_LINES:]))
+    if rest > 0:
+        # With indent=2, a key of the state itself opens a line indented by exactly two blanks.
+        keys = sum(1 for line in lines[STATE_LINES:] if line.startswith('  "'))
+        what = f"{keys} more key{'s' if keys != 1 else ''}" if keys else \
+            f"{rest} more line{'s' if rest != 1 else ''}"
+        text.append(f"\n… {what}, --full-state", style="dim")
+    return text
 
 
 # history
@@ -562,17 +589,17 @@ def is_alarm(event_type: str) -> bool:
 def history(out: Console, events: list[dict[str, Any]], *, start_at: str | None,
             show_run: bool = False, header: bool = True) -> None:
     """seq, time since start, time, event, details; batches printed by --follow line up."""
-    columns = ["seq", "run", "+time", "at (UTC)", "event", "details"]
+    # Batches printed by --follow come one under the other, without blank lines between them,
+    # and line up: the columns before the details keep their widths.
+    columns = [Column("seq", no_wrap=True, min_width=4, card=KEY),
+               Column("run", no_wrap=True, min_width=3, card=KEY),
+               Column("+time", no_wrap=True, min_width=9, card=KEY),
+               Column("at (UTC)", min_width=29, card=KEY_IF_ROOM, labelled=False),
+               Column("event", no_wrap=True, min_width=25, card=KEY),
+               Column("details", labelled=False)]
     if not show_run:
-        columns.remove("run")
-    grid = table(out, *columns)
-    widths = {"seq": 4, "run": 3, "+time": 9, "event": 25}
-    for column in grid.columns:
-        if column.header in widths:
-            column.min_width = widths[str(column.header)]
-    grid.show_header = header
-    # Batches printed by --follow come one under the other, without blank lines between them.
-    grid.show_edge = False
+        del columns[1]
+    grid = table(out, *columns, show_header=header, show_edge=False)
     for event in events:
         alarm = is_alarm(event["event_type"])
         style = "bold red" if alarm else None
@@ -601,11 +628,13 @@ def instances(out: Console, rows: list[dict[str, Any]], now: datetime) -> None:
     emit(out, instances_table(out, rows, now))
 
 
-def instances_table(out: Console, rows: list[dict[str, Any]], now: datetime) -> Table:
-    grid = table(out, "instance", "type", "status", "run", "created", "nearest deadline")
+def instances_table(out: Console, rows: list[dict[str, Any]], now: datetime) -> Fitted:
+    """The instances; on a narrow terminal the run, then the age, then the deadline give way."""
+    grid = table(out, "instance", "type", Column("status", no_wrap=True), Column("run", drop=3),
+                 Column("created", no_wrap=True, drop=2), Column("nearest deadline", drop=1))
     for row in rows:
         nearest = row["nearest_deadline"]
-        when = Text(f"{nearest['kind']} ").append_text(relative(nearest["at"], now)) \
+        when = Flow([Text(nearest["kind"]), relative(nearest["at"], now)]) \
             if nearest else styled("-")
         grid.add_row(row["workflow_instance_id"], row["workflow_type"],
                      status_text(row["status"]), str(row["run_number"]),
@@ -614,9 +643,9 @@ def instances_table(out: Console, rows: list[dict[str, Any]], now: datetime) -> 
 
 
 def definitions(out: Console, defs: Definitions) -> None:
-    grid = table(out, "workflow type", "steps", "execution timeout", "run timeout",
-                 "deadline", "on deadline", "task timeout", "child policy", "retry",
-                 "retention")
+    grid = table(out, Column("workflow type", card=KEY), "steps", "execution timeout",
+                 "run timeout", "deadline", "on deadline", "task timeout", "child policy",
+                 "retry", "retention")
     for wf in defs.types.values():
         grid.add_row(wf.name, " → ".join(s.name for s in wf.steps),
                      seconds_text(wf.execution_timeout), seconds_text(wf.run_timeout),

@@ -11,7 +11,7 @@ from typing import Any
 
 from wfctl import durations
 from wfctl.errors import NotFound
-from wfctl.store import Row, Store, Tx
+from wfctl.store import Row, Store, Tx, codec
 from wfctl.vocabulary import RETRY_TIMER
 
 _DEADLINE_COLUMNS = (
@@ -116,7 +116,7 @@ def stop_reason(tx: Tx, run: Row) -> str | None:
         return None
     requests = tx.events(run["workflow_instance_id"], run_number=run["run_number"],
                          event_types=("WorkflowCancelRequested", "WorkflowTerminated"))
-    return json.loads(requests[-1]["attributes"]).get("reason") if requests else None
+    return requests[-1]["attributes"].get("reason") if requests else None
 
 
 # Step names by definitions digest and workflow type: the text behind a digest never changes.
@@ -157,7 +157,7 @@ def _activity(row: Row) -> dict[str, Any]:
         "status": row["status"],
         "attempt": row["attempt"],
         "max_attempts": row["max_attempts"],
-        "retry_policy": json.loads(row["retry_policy"]),
+        "retry_policy": codec.decode_policy(row["retry_policy"]),
         "scheduled_at": row["scheduled_at"],
         "available_at": row["available_at"],
         "started_at": row["started_at"],
@@ -212,7 +212,7 @@ def history(store: Store, instance_id: str, *, run_number: int | None = None,
                 "event_type": row["event_type"],
                 "at": row["at"],
                 "run_number": row["run_number"],
-                "attributes": json.loads(row["attributes"]),
+                "attributes": row["attributes"],
             }
             for row in rows
         ]

@@ -53,6 +53,15 @@ WORKFLOW_TIMEOUT_KINDS = ("execution_timeout", "run_timeout")
 SIGNAL_WAIT = "signal_wait"
 TIMEOUT_KINDS = (*ACTIVITY_TIMEOUT_KINDS, *WORKFLOW_TIMEOUT_KINDS, SIGNAL_WAIT)
 
+# The history events metrics count as timeouts (those carrying a `timeout_kind`) and deadline
+# expiries; a trigger (schema.py) counts them as they are appended. A timed-out attempt is retried
+# (`ActivityRetryScheduled`) or ends the activity (`ActivityTimedOut`); a signal wait that timed
+# out fails its run (`WorkflowFailed`, `timeout_kind: signal_wait`), as does a step whose
+# activity timed out, which that activity's own event already counted.
+TIMEOUT_EVENTS = (
+    "ActivityRetryScheduled", "ActivityTimedOut", "WorkflowTaskTimedOut", "WorkflowTimedOut",
+    "WorkflowFailed", "WorkflowDeadlineExceeded",
+)
 # What a workflow retry policy answers (its `when:`): a step that failed (an activity failed or
 # timed out, or a child workflow failed), the run timeout, a signal wait's timeout.
 RETRY_CAUSES = ("activity", "run_timeout", SIGNAL_WAIT)

@@ -1,4 +1,4 @@
-"""Finds expired deadlines and lost workers, and hands each to the engine."""
+"""Finds what time made due (lost workers, timeouts, timers, deadlines) and hands it to the engine."""
 
 from __future__ import annotations
 
@@ -11,13 +11,8 @@ from typing import Any
 
 from wfctl import clock
 from wfctl.engine import Engine
-from wfctl.engine.activities import expired_timeout, lose_attempt, time_out_activity
-from wfctl.engine.core import Ctx, schedule_workflow_task
 from wfctl.engine.deadlines import DeadlineClaim
-from wfctl.engine.decide import expired_workflow_timeout, time_out_workflow_task
-from wfctl.engine.workflow_retry import fire_retry
 from wfctl.store import Row
-from wfctl.vocabulary import RETRY_TIMER
 
 BATCH = 500
 HOSTNAME = socket.gethostname()
@@ -78,63 +73,18 @@ def sweep(engine: Engine, now: datetime, *, alive: Collection[str] = ()) -> Swee
                 if w["worker_id"] not in alive and not worker_alive(w, at)]
         due = tx.next_due(at)
     if lost:
-        _lose_workers(engine, lost, now, report)
+        ids = [w["worker_id"] for w in lost]
+        engine.lose_workers(ids, now)
+        report.workers_lost.extend(ids)
     if due is not None and due <= at:
-        _expire(engine, now, report)
+        expired = engine.expire(now, BATCH)
+        report.activities_timed_out += expired.activities_timed_out
+        report.workflow_tasks_timed_out += expired.workflow_tasks_timed_out
+        report.timers_fired += expired.timers_fired
+        report.runs_woken += expired.runs_woken
     with engine.store.read() as tx:
         report.next_due = clock.parse(tx.next_due(at))
     return report
-
-
-def _lose_workers(engine: Engine, lost: list[Row], now: datetime, report: SweepReport) -> None:
-    with engine.transaction(now) as c:
-        ids = [w["worker_id"] for w in lost]
-        for worker_id in ids:
-            c.tx.stop_worker(worker_id, c.at)
-        for activity in c.tx.activities_owned_by(ids):
-            lose_attempt(c, activity, activity["owner"])
-        for task in c.tx.workflow_tasks_owned_by(ids):
-            run = c.run(task["workflow_run_id"])
-            c.tx.update_workflow_task(task["task_id"], status="cancelled", closed_at=c.at)
-            schedule_workflow_task(c, run, "worker_lost")
-        report.workers_lost.extend(ids)
-
-
-def _expire(engine: Engine, now: datetime, report: SweepReport) -> None:
-    with engine.transaction(now) as c:
-        for activity in c.tx.expired_activities(c.at, BATCH):
-            kind = expired_timeout(activity, c.at)
-            if kind is not None:
-                time_out_activity(c, activity, kind)
-                report.activities_timed_out += 1
-        for task in c.tx.timed_out_workflow_tasks(c.at, BATCH):
-            time_out_workflow_task(c, task)
-            report.workflow_tasks_timed_out += 1
-        for timer in c.tx.due_timers(c.at, BATCH):
-            if timer["kind"] == RETRY_TIMER:
-                report.timers_fired += fire_retry(c, timer)
-                continue
-            run = c.run(timer["workflow_run_id"])
-            if _times_out_first(c, run, timer["fire_at"]):
-                continue
-            if c.tx.update_timer(timer["timer_id"], expect_status="scheduled", status="fired",
-                                 closed_at=c.at):
-                c.event(run, "TimerFired", timer_id=timer["timer_id"], step=timer["step"],
-                        kind=timer["kind"], fire_at=timer["fire_at"],
-                        scheduled_event_id=timer["scheduled_event_id"])
-                schedule_workflow_task(c, run, "timer_fired")
-                report.timers_fired += 1
-        for run in c.tx.runs_past_deadline_without_task(c.at, BATCH):
-            schedule_workflow_task(c, run, "deadline_expired")
-            report.runs_woken += 1
-
-
-def _times_out_first(c: Ctx, run: Row, fire_at: str) -> bool:
-    """A watchdog that catches up late leaves a timer due after its run's execution or run
-    deadline to the timeout procedure, which cancels it (the run is woken below)."""
-    return (expired_workflow_timeout(run, fire_at) is not None
-            and run["deadline_claimed_at"] is None
-            and c.tx.open_workflow_task(run["workflow_run_id"]) is None)
 
 
 HandlerRunner = Callable[[str, dict[str, Any]], object]

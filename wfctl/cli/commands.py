@@ -8,13 +8,11 @@ import os
 import shutil
 import sys
 import tempfile
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from wfctl import __version__, clock, durations, jsonvalue
 from wfctl.cli import reads
@@ -30,7 +28,8 @@ from wfctl.vocabulary import EVENT_TYPES, INSTANCE_STATUSES
 
 
 class _Commands(TyperGroup):
-    """Translates wfctl's errors once, at the edge: one `Error:` line on stderr, exit 1."""
+    """Translates wfctl's errors once, at the edge: one `Error:` line on stderr, exit 1; and
+    Ctrl-C into exit 130, as the fast path does, so every follow or wait mode ends alike."""
 
     def invoke(self, ctx: typer.Context) -> Any:
         try:
@@ -38,7 +37,43 @@ class _Commands(TyperGroup):
         except WfctlError as exc:
             sys.stderr.write(f"Error: {reads.error_message(exc, ctx.obj)}\n")
             raise typer.Exit(1) from None
+        except KeyboardInterrupt:
+            raise typer.Exit(130) from None
 
+
+class _Command(TyperCommand):
+    """Help that reads as words, whatever typer's version: an argument is shown as its NAME
+    (or [NAME] when optional) with its help, never with a Python type beside it."""
+
+    def collect_usage_pieces(self, ctx: typer.Context) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if param.param_type_name == "argument":
+                name = _argument_name(param)
+                pieces.append(name if param.required else f"[{name}]")
+        return pieces
+
+    def format_options(self, ctx: typer.Context, formatter: Any) -> None:
+        arguments, options = [], []
+        for param in self.get_params(ctx):
+            if param.param_type_name == "argument":
+                required = "  [required]" if param.required else ""
+                arguments.append((_argument_name(param), f"{param.help or ''}{required}"))
+            elif (record := param.get_help_record(ctx)) is not None:
+                options.append(record)
+        for title, records in (("Arguments", arguments), ("Options", options)):
+            if records:
+                with formatter.section(title):
+                    formatter.write_dl(records)
+
+
+def _argument_name(param: Any) -> str:
+    return param.metavar or param.name.upper()
+
+
+# Help is laid out for the terminal's width up to this (click's default stops at 80, which
+# cuts the command summaries short).
+HELP_WIDTH = 120
 
 app = typer.Typer(
     cls=_Commands,
@@ -46,11 +81,16 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
     rich_markup_mode=None,
+    context_settings={"max_content_width": HELP_WIDTH},
 )
-deadlines_app = typer.Typer(help="Deadline (must complete within) checks.", no_args_is_help=True)
+deadlines_app = typer.Typer(help="Deadline (must complete within) checks.", no_args_is_help=True,
+                            rich_markup_mode=None)
 app.add_typer(deadlines_app, name="deadlines")
 
-EXAMPLES = Path(__file__).parent.parent / "examples"
+
+def _command(*names: str, **settings: Any) -> Any:
+    return app.command(*names, cls=_Command, **settings)
+
 # The commands that create the database on first use; every other one needs it to exist.
 CREATING = ("start", "work")
 # Worker slots are threads or processes; more than this is a typo, not a machine.
@@ -81,6 +121,17 @@ class LogLevel(enum.StrEnum):
     info = "info"
     warning = "warning"
     error = "error"
+
+
+def _choices(choices: type[enum.StrEnum]) -> str:
+    """A choice option's placeholder: its values, as click writes them."""
+    return "[" + "|".join(choice.value for choice in choices) + "]"
+
+
+# Placeholders and help built once, here: typer reads them from the commands' defaults.
+PLACEHOLDERS = {choices: _choices(choices) for choices in (OnDuplicate, Isolation, LogFormat,
+                                                             LogLevel)}
+STATUS_HELP = f"Only this status: {', '.join(INSTANCE_STATUSES)}."
 
 
 def _client(ctx: typer.Context) -> Client:
@@ -187,9 +238,9 @@ def _starting(values: tuple[str, ...], incomplete: str) -> list[str]:
 @app.callback()
 def main_options(
     ctx: typer.Context,
-    db: str = typer.Option("wfctl.db", "--db", envvar="WFCTL_DB",
+    db: str = typer.Option("wfctl.db", "--db", envvar="WFCTL_DB", metavar="PATH",
                            help="The SQLite database file (created by start or work)."),
-    workflows: str = typer.Option("workflows.yaml", "--workflows", "-w",
+    workflows: str = typer.Option("workflows.yaml", "--workflows", "-w", metavar="FILE",
                                   envvar="WFCTL_WORKFLOWS", help="The definitions file."),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                  help="Print the version and exit."),
@@ -198,13 +249,21 @@ def main_options(
     ctx.call_on_close(ctx.obj.close)
 
 
-@app.command()
+@_command()
 def validate(ctx: typer.Context,
              as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Check the definitions: a table of types with their timeouts and deadlines; warnings."""
     from wfctl import handlers, render
 
-    definitions = _client(ctx).definitions()
+    try:
+        definitions = _client(ctx).definitions()
+    except DefinitionError as exc:
+        if not as_json:
+            raise
+        # The same document as for a file that parses, so that a script reads one shape.
+        message = reads.error_message(exc, ctx.obj)
+        _print_json({"valid": False, "workflow_types": {}, "warnings": [], "errors": [message]})
+        _fail(message)
     problems = [f"{definitions.path}:{line}: {path}: {why}"
                 for spec, path, line in definitions.handlers()
                 if (why := handlers.check(spec)) is not None]
@@ -236,25 +295,28 @@ def validate(ctx: typer.Context,
             err.print(f"Warning: {warning}", style="yellow", markup=False)
     if problems:
         _fail(problems[0] if len(problems) == 1 else
-              f"{len(problems)} handlers cannot be imported; first: {problems[0]}")
+              f"{len(problems)} handlers cannot be used; first: {problems[0]}")
 
 
-@app.command()
+@_command()
 def start(
     ctx: typer.Context,
     workflow_type: str = typer.Argument(..., metavar="TYPE", help="A workflow type.",
                                         autocompletion=_complete_types),
-    instance_id: str | None = typer.Argument(None, metavar="[ID]",
+    instance_id: str | None = typer.Argument(None, metavar="ID",
                                              help="Instance id (generated when omitted)."),
-    input_json: str | None = typer.Option(None, "--input", help="Input state, a JSON object."),
-    input_file: Path | None = typer.Option(None, "--input-file",
+    input_json: str | None = typer.Option(None, "--input", metavar="JSON",
+                                          help="Input state, a JSON object."),
+    input_file: Path | None = typer.Option(None, "--input-file", metavar="FILE",
                                            help="Read the input JSON from a file ('-' = stdin)."),
-    execution_timeout: str | None = typer.Option(None, "--execution-timeout",
+    execution_timeout: str | None = typer.Option(None, "--execution-timeout", metavar="DURATION",
                                                  help="All runs together, e.g. 2h or NONE."),
-    run_timeout: str | None = typer.Option(None, "--run-timeout", help="Each run, e.g. 30m."),
-    deadline: str | None = typer.Option(None, "--deadline",
+    run_timeout: str | None = typer.Option(None, "--run-timeout", metavar="DURATION",
+                                           help="Each run, e.g. 30m."),
+    deadline: str | None = typer.Option(None, "--deadline", metavar="DURATION",
                                         help="Must complete within, e.g. 24h or P1D."),
     on_duplicate: OnDuplicate = typer.Option(OnDuplicate.reject, "--on-duplicate",
+                                             metavar=PLACEHOLDERS[OnDuplicate],
                                              help="Whether a duplicate open id is an error."),
     wait: bool = typer.Option(False, "--wait", help="Follow it live; exit 0 only if it completed."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
@@ -316,33 +378,38 @@ def _follow_until_closed(client: Client, result: dict[str, Any], as_json: bool) 
         raise typer.Exit(1)
 
 
-@app.command()
+@_command()
 def work(
     ctx: typer.Context,
-    queue: list[str] = typer.Option(["default"], "--queue", "-q",
+    queue: list[str] = typer.Option(["default"], "--queue", "-q", metavar="QUEUE",
                                     help="Serve this queue (repeatable)."),
     concurrency: int = typer.Option(4, "--concurrency", "-c", min=1, max=MAX_CONCURRENCY,
-                                    help="Handlers run at once."),
+                                    metavar="N", help="Handlers run at once."),
     once: bool = typer.Option(False, "--once",
                               help="One pass over every ready task, then exit (no deadline check)."),
-    deadline_interval: str = typer.Option("60s", "--deadline-interval",
+    deadline_interval: str = typer.Option("60s", "--deadline-interval", metavar="DURATION",
                                           help="Longest gap between deadline checks."),
-    poll_interval: str = typer.Option("100ms", "--poll-interval",
+    poll_interval: str = typer.Option("100ms", "--poll-interval", metavar="DURATION",
                                       help="How often an idle worker looks for new work."),
-    max_tasks: int | None = typer.Option(None, "--max-tasks", min=1,
+    max_tasks: int | None = typer.Option(None, "--max-tasks", min=1, metavar="N",
                                          help="Stop after this many activity tasks."),
-    worker_lease: str = typer.Option("30s", "--worker-lease",
+    worker_lease: str = typer.Option("30s", "--worker-lease", metavar="DURATION",
                                      help="Liveness lease; a lapsed worker's attempts are retried."),
-    grace: str = typer.Option("30s", "--grace",
+    grace: str = typer.Option("30s", "--grace", metavar="DURATION",
                               help="How long the first SIGTERM lets running handlers finish."),
     isolation: Isolation = typer.Option(
-        Isolation.thread, "--isolation",
+        Isolation.thread, "--isolation", metavar=PLACEHOLDERS[Isolation],
         help="Where handlers run: thread, or process (a child process per attempt, killed when "
              "its attempt times out or is cancelled)."),
     log_format: LogFormat = typer.Option(LogFormat.text, "--log-format",
+                                         metavar=PLACEHOLDERS[LogFormat],
                                          help="How each log line is written."),
     log_level: LogLevel = typer.Option(LogLevel.info, "--log-level", case_sensitive=False,
+                                       metavar=PLACEHOLDERS[LogLevel],
                                        help="The least severe level logged."),
+    metrics_port: int | None = typer.Option(
+        None, "--metrics-port", min=1, max=65535, metavar="PORT",
+        help="Serve Prometheus metrics at /metrics on this port (all interfaces)."),
 ) -> None:
     """Run handlers until SIGTERM/SIGINT (the first drains, a second stops at once)."""
     import logging
@@ -361,6 +428,17 @@ def work(
         isolation=isolation.value,
     )
     log.configure(log_level.value, log_format.value)
+    server = None
+    if metrics_port is not None:
+        from prometheus_client import CollectorRegistry
+
+        from wfctl import metrics
+
+        # Listening comes before the database is opened: a port in use stops the command with
+        # nothing written.
+        registry = CollectorRegistry(auto_describe=False)
+        server = metrics.MetricsServer(metrics_port, registry)
+        ctx.call_on_close(server.close)
     client = _client(ctx)
     if Path(client.workflows_path).exists():
         client.definitions()
@@ -369,6 +447,10 @@ def work(
                   message="handler modules are imported from the current folder")
     worker = client.worker(options)
     worker.engine.add_listener(log.history_events)
+    if server is not None:
+        worker.attempt_metrics = metrics.AttemptMetrics(registry)
+        registry.register(metrics.StoreCollector(worker.engine.store, worker.clock))
+        server.start()
     restore = install_signal_handlers(worker)
     try:
         code = worker.run(once=once)
@@ -377,16 +459,17 @@ def work(
     raise typer.Exit(code)
 
 
-@app.command("list")
+@_command("list")
 def list_command(
     ctx: typer.Context,
-    status: Status | None = typer.Option(None, "--status", help="Only this status."),
+    status: Status | None = typer.Option(None, "--status", metavar="STATUS",
+                                         help=STATUS_HELP),
     workflow_type: str | None = typer.Option(
-        None, "--type", help="Only this workflow type.",
+        None, "--type", metavar="TYPE", help="Only this workflow type.",
         autocompletion=_complete_types),
-    since: str | None = typer.Option(None, "--since",
+    since: str | None = typer.Option(None, "--since", metavar="DATE",
                                      help="Created at or after (any date python-dateutil reads)."),
-    limit: int = typer.Option(50, "--limit", min=1, help="At most this many."),
+    limit: int = typer.Option(50, "--limit", min=1, metavar="N", help="At most this many."),
     watch: bool = typer.Option(False, "--watch", help="Refresh until interrupted."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
@@ -396,27 +479,34 @@ def list_command(
                          as_json=as_json)
 
 
-@app.command()
+@_command()
 def describe(
     ctx: typer.Context,
-    instance_id: str = typer.Argument(..., metavar="ID", autocompletion=_complete_ids),
-    run: int | None = typer.Option(None, "--run", min=1, help="Show this run."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    instance_id: str = typer.Argument(..., metavar="ID", autocompletion=_complete_ids,
+                                      help="The instance to describe."),
+    run: int | None = typer.Option(None, "--run", min=1, metavar="N",
+                                   help="Show this run (default: the current one)."),
+    full_state: bool = typer.Option(False, "--full-state",
+                                    help="Show the whole state, however large."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (the state is always whole)."),
 ) -> None:
     """Everything about one instance: status, every deadline, activities, timers, children."""
-    reads.describe(_client(ctx), instance_id=instance_id, run=run, as_json=as_json)
+    reads.describe(_client(ctx), instance_id=instance_id, run=run, full_state=full_state,
+                   as_json=as_json)
 
 
-@app.command()
+@_command()
 def history(
     ctx: typer.Context,
-    instance_id: str = typer.Argument(..., metavar="ID", autocompletion=_complete_ids),
-    run: int | None = typer.Option(None, "--run", min=1, help="Only this run."),
+    instance_id: str = typer.Argument(..., metavar="ID", autocompletion=_complete_ids,
+                                      help="The instance whose events to print."),
+    run: int | None = typer.Option(None, "--run", min=1, metavar="N",
+                                   help="Only this run (default: the current one)."),
     all_runs: bool = typer.Option(False, "--all-runs", help="Every run, with its number."),
     follow: bool = typer.Option(False, "--follow", "-f",
                                 help="Keep printing new events until the workflow closes."),
     event_type: list[str] = typer.Option(
-        [], "--event-type", help="Only these event types (repeatable).",
+        [], "--event-type", metavar="EVENT", help="Only these event types (repeatable).",
         autocompletion=lambda incomplete: _starting(EVENT_TYPES, incomplete)),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
@@ -425,11 +515,12 @@ def history(
                   follow=follow, event_type=event_type, as_json=as_json)
 
 
-@app.command()
+@_command()
 def retry(
     ctx: typer.Context,
-    instance_id: str = typer.Argument(..., metavar="ID", autocompletion=_complete_ids),
-    extend_deadline: str | None = typer.Option(None, "--extend-deadline",
+    instance_id: str = typer.Argument(..., metavar="ID", autocompletion=_complete_ids,
+                                      help="A failed or timed_out instance."),
+    extend_deadline: str | None = typer.Option(None, "--extend-deadline", metavar="DURATION",
                                                help="New deadline: now + this duration."),
     clear_deadline: bool = typer.Option(False, "--clear-deadline", help="Remove the deadline."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
@@ -450,12 +541,15 @@ def retry(
         sys.stderr.write(f"Warning: {warning}\n")
 
 
-@app.command()
+@_command()
 def signal(
     ctx: typer.Context,
-    instance_id: str = typer.Argument(..., metavar="ID", autocompletion=_complete_ids),
-    name: str = typer.Argument(..., metavar="NAME"),
-    data: str | None = typer.Option(None, "--data", help="A JSON object merged into the state."),
+    instance_id: str = typer.Argument(..., metavar="ID", autocompletion=_complete_ids,
+                                      help="The instance to signal."),
+    name: str = typer.Argument(..., metavar="NAME",
+                               help="The signal's name, as its wait_for_signal step gives it."),
+    data: str | None = typer.Option(None, "--data", metavar="JSON",
+                                    help="A JSON object merged into the state."),
 ) -> None:
     """Deliver a signal (buffered until a wait_for_signal step takes it)."""
     payload = _json_object("--data", data)
@@ -468,8 +562,8 @@ def signal(
 def _control(action: str) -> Any:
     def command(
         ctx: typer.Context,
-        instance_id: str = typer.Argument(..., metavar="ID",
-                                          autocompletion=_complete_ids),
+        instance_id: str = typer.Argument(..., metavar="ID", autocompletion=_complete_ids,
+                                          help=f"The instance to {action}."),
     ) -> None:
         result = getattr(_client(ctx), action)(instance_id)
         sys.stdout.write(f"{instance_id}: {result['status']}\n")
@@ -480,9 +574,10 @@ def _control(action: str) -> Any:
 def _closing(action: str) -> Any:
     def command(
         ctx: typer.Context,
-        instance_id: str = typer.Argument(..., metavar="ID",
-                                          autocompletion=_complete_ids),
-        reason: str | None = typer.Option(None, "--reason", help="Recorded in the history."),
+        instance_id: str = typer.Argument(..., metavar="ID", autocompletion=_complete_ids,
+                                          help=f"The instance to {action}."),
+        reason: str | None = typer.Option(None, "--reason", metavar="TEXT",
+                                          help="Why; shown by describe and history."),
     ) -> None:
         result = getattr(_client(ctx), action)(instance_id, reason)
         shown = "cancel requested" if result.get("cancel_requested") else result["status"]
@@ -491,15 +586,15 @@ def _closing(action: str) -> Any:
     return command
 
 
-app.command("pause", help="No new step starts until resume.")(_control("pause"))
-app.command("resume", help="Let a paused instance continue.")(_control("resume"))
-app.command("cancel", help="Cooperative cancel: open work is cancelled at the next decision.")(
+_command("pause", help="No new step starts until resume.")(_control("pause"))
+_command("resume", help="Let a paused instance continue.")(_control("resume"))
+_command("cancel", help="Cooperative cancel: open work is cancelled at the next decision.")(
     _closing("cancel"))
-app.command("terminate", help="Immediate stop; open work is cancelled now.")(
+_command("terminate", help="Immediate stop; open work is cancelled now.")(
     _closing("terminate"))
 
 
-@deadlines_app.command("check")
+@deadlines_app.command("check", cls=_Command)
 def deadlines_check(ctx: typer.Context,
                     as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """One deadline sweep (for cron): fails every running workflow past its deadline."""
@@ -517,11 +612,21 @@ def deadlines_check(ctx: typer.Context,
                      "by deadline\n")
 
 
-@app.command()
+@_command("metrics")
+def metrics_command(ctx: typer.Context) -> None:
+    """Print the metrics once, in the Prometheus text format.
+
+    `wfctl work --metrics-port PORT` serves the same at /metrics, with its own histograms of
+    schedule-to-start latency and attempt duration.
+    """
+    sys.stdout.write(_client(ctx).metrics())
+
+
+@_command()
 def prune(
     ctx: typer.Context,
     older_than: str | None = typer.Option(
-        None, "--older-than",
+        None, "--older-than", metavar="DURATION",
         help="Every instance closed longer ago than this, whatever its type's retention."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Report what would go; delete nothing."),
     vacuum: bool = typer.Option(False, "--vacuum",
@@ -592,11 +697,13 @@ def _size(size: float) -> str:
     return f"{size:.1f} {unit}"
 
 
-@app.command("systemd-unit")
+@_command("systemd-unit")
 def systemd_unit(
     ctx: typer.Context,
-    user: str | None = typer.Option(None, "--user", help="Run the worker as this user."),
-    grace: str = typer.Option("30s", "--grace", help="The worker's drain grace period."),
+    user: str | None = typer.Option(None, "--user", metavar="USER",
+                                    help="Run the worker as this user."),
+    grace: str = typer.Option("30s", "--grace", metavar="DURATION",
+                              help="The worker's drain grace period."),
 ) -> None:
     """Print a systemd service unit (Type=notify) for `wfctl work` on these files."""
     from wfctl import systemd
@@ -608,40 +715,22 @@ def systemd_unit(
                                   grace=_interval("--grace", grace, minimum=0)))
 
 
-@app.command()
-def demo(keep: bool = typer.Option(False, "--keep", help="Keep the temporary folder.")) -> None:
-    """Run the example ETL workflow on a temporary database and show what it recorded."""
+@_command()
+def demo(folder: Path | None = typer.Option(
+        None, "--folder", metavar="DIR",
+        help="Keep the demo's database here (default: a new temporary folder)."),
+) -> None:
+    """Watch a timeout and a deadline fire: the ETL example on a database that is kept."""
+    from wfctl import demo as demo_module
     from wfctl import render
-    from wfctl.worker import WorkerOptions
 
-    folder = Path(tempfile.mkdtemp(prefix="wfctl-demo-"))
-    db = folder / "wfctl.db"
     out = render.console()
-    try:
-        with Client(db, EXAMPLES / "workflows.yaml") as client:
-            result = client.start("etl", "demo-etl",
-                                  input={"source": "demo://orders.csv", "flaky": True})
-            out.print(f"Started etl demo-etl on {db}; a worker runs it now "
-                      "(extract heartbeats; transform fails once and is retried)...\n")
-            worker = client.worker(WorkerOptions(concurrency=2))
-            thread = threading.Thread(target=worker.run, daemon=True)
-            thread.start()
-            while client.describe(result["workflow_instance_id"])["run"]["closed_at"] is None:
-                time.sleep(0.1)
-            worker.request_stop()
-            thread.join(10)
-            now = clock.now()
-            render.describe(out, client.describe("demo-etl"), now)
-            render.history(out, client.history("demo-etl"),
-                           start_at=reads.start_at(client, "demo-etl"))
-    finally:
-        if keep:
-            out.print(f"\nKept {folder}: try  wfctl --db {db} describe demo-etl")
-        else:
-            shutil.rmtree(folder, ignore_errors=True)
+    # Piped, the demo is laid out for COLUMNS (or 80), not for the 500 columns of a table.
+    out.width = out.width if out.is_terminal else shutil.get_terminal_size((80, 24)).columns
+    demo_module.run(folder or Path(tempfile.mkdtemp(prefix="wfctl-demo-")), out)
 
 
-@app.command("timeline")
+@_command("timeline")
 def timeline_command(
     ctx: typer.Context,
     instance_id: str = typer.Argument(..., metavar="ID", autocompletion=_complete_ids,

@@ -69,6 +69,7 @@ GLOBAL_DEFAULTS = {
 COMMANDS = {
     "describe": Command(reads.describe, True, {
         "--run": Option("run", _count),
+        "--full-state": Option("full_state"),
         "--json": Option("as_json"),
     }),
     "list": Command(reads.list_instances, False, {

@@ -86,7 +86,7 @@ def list_instances(client: Client, *, status: str | None = None, workflow_type: 
 
 
 def describe(client: Client, *, instance_id: str, run: int | None = None,
-             as_json: bool = False) -> None:
+             full_state: bool = False, as_json: bool = False) -> None:
     """`wfctl describe`; each keyword's default is the option's."""
     try:
         doc = client.describe(instance_id, run)
@@ -100,7 +100,7 @@ def describe(client: Client, *, instance_id: str, run: int | None = None,
     else:
         from wfctl import render
 
-        render.describe(render.console(), doc, clock.now())
+        render.describe(render.console(), doc, clock.now(), full_state=full_state)
 
 
 def history(client: Client, *, instance_id: str, run: int | None = None, all_runs: bool = False,

@@ -26,6 +26,7 @@ class Engine:
         self._saved_digests: set[str] = set()
         self.deadline_claims = ClaimsInHand()
         self._lock = threading.Lock()
+        self._batch = threading.local()
         self._wakers: list[Callable[[], None]] = []
         self._deadline_wakers: list[Callable[[], None]] = []
         self._listeners: list[Listener] = []
@@ -37,19 +38,59 @@ class Engine:
 
     @contextmanager
     def transaction(self, now: datetime) -> Iterator[Ctx]:
-        """A write transaction; wakers and event listeners hear of it only after it commits."""
+        """A write transaction; wakers and event listeners hear of it only after it commits.
+
+        Inside `batch()` (same thread) it is a part of the batch's transaction instead.
+        """
+        batch: list[Ctx] | None = getattr(self._batch, "ctxs", None)
+        if batch is not None:
+            c = Ctx(self, self._batch.tx, now, self._batch.rows)
+            yield c
+            c.flush_tasks()
+            batch.append(c)
+            return
         with self.store.write() as tx:
             c = Ctx(self, tx, now)
             yield c
-        if c.woke:
+            c.flush_tasks()
+        self._committed([c])
+
+    def in_batch(self) -> bool:
+        """Whether this thread is inside `batch()`."""
+        return getattr(self._batch, "ctxs", None) is not None
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """One write transaction for every engine operation this thread runs inside it (group
+        commit). All of them commit, or none: a failure rolls the whole batch back, and the
+        caller may run the operations again one by one."""
+        if getattr(self._batch, "ctxs", None) is not None:
+            raise RuntimeError("engine batches do not nest")
+        ctxs: list[Ctx] = []
+        with self.store.write() as tx:
+            self._batch.tx, self._batch.ctxs, self._batch.rows = tx, ctxs, ({}, {})
+            try:
+                yield
+            finally:
+                self._batch.tx = self._batch.ctxs = self._batch.rows = None
+        self._committed(ctxs)
+
+    def _committed(self, ctxs: list[Ctx]) -> None:
+        """What waits for a commit: caches, wake-ups of slots and deadline runners, listeners."""
+        for c in ctxs:
+            for action in c.after_commit:
+                action()
+        if any(c.woke for c in ctxs):
             for wake in self._wakers:
                 wake()
-        if c.deadline_claimed:
+        if any(c.deadline_claimed for c in ctxs):
             for wake in self._deadline_wakers:
                 wake()
-        if c.appended and self._listeners:
-            for listener in self._listeners:
-                listener(c.appended)
+        if self._listeners:
+            appended = [event for c in ctxs for event in c.appended]
+            if appended:
+                for listener in self._listeners:
+                    listener(appended)
 
     def add_waker(self, wake: Callable[[], None]) -> None:
         """Call `wake` after each commit that made a task ready."""
@@ -81,13 +122,19 @@ class Engine:
                 self._definitions[digest] = found
         return found
 
-    def save_definitions(self, tx: Tx, definitions: Definitions, at: str) -> None:
-        if definitions.digest in self._saved_digests:
+    def save_definitions(self, c: Ctx, definitions: Definitions) -> None:
+        """Store the definitions text an instance starts with; known as stored once committed."""
+        digest = definitions.digest
+        if digest in self._saved_digests:
             return
-        tx.put_definitions(definitions.digest, definitions.path, definitions.source, at)
-        with self._lock:
-            self._saved_digests.add(definitions.digest)
-            self._definitions.setdefault(definitions.digest, definitions)
+        c.tx.put_definitions(digest, definitions.path, definitions.source, c.at)
+
+        def saved() -> None:
+            with self._lock:
+                self._saved_digests.add(digest)
+                self._definitions.setdefault(digest, definitions)
+
+        c.after_commit.append(saved)
 
     # the operations, each in the module that owns it
 
@@ -118,6 +165,7 @@ class Engine:
     )
     from wfctl.engine.prune import prune, prune_batch
     from wfctl.engine.start import start
+    from wfctl.engine.time import expire, lose_workers
 
 
 __all__ = ["Engine"]

@@ -10,9 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 from wfctl import clock, durations
 from wfctl.engine.core import (
+    CLAIM_TRIES,
     Ctx,
     check_payload,
     merge_state,
+    operation,
     record_failure,
     schedule_workflow_task,
     state_of,
@@ -20,7 +22,7 @@ from wfctl.engine.core import (
 from wfctl.engine.deadlines import deadline_passed, hand_over_deadline
 from wfctl.engine.decide import decide_now, expired_workflow_timeout, time_out_run
 from wfctl.errors import StructuralLimitExceeded
-from wfctl.store import Row, dumps
+from wfctl.store import Row, codec, dumps
 from wfctl.vocabulary import ACTIVITY_TIMEOUT_KINDS, CLOSED_RUN, OPEN_ACTIVITY, PENDING_ACTIVITY
 
 if TYPE_CHECKING:
@@ -58,54 +60,78 @@ class ActivityTask:
     close_deadline_at: datetime | None
     heartbeat_deadline_at: datetime | None
     non_retryable: tuple[str, ...]
+    # For the worker's metrics: where the attempt waited, and how long (available to claimed).
+    queue: str = ""
+    schedule_to_start_seconds: float | None = None
 
     @property
     def heartbeat_event_interval(self) -> float:
         return self.heartbeat_timeout or DEFAULT_HEARTBEAT_EVENT_INTERVAL
 
 
+@operation
 def claim_activity(engine: Engine, worker_id: str, queues: Sequence[str],
                    now: datetime) -> ActivityTask | None:
-    """Claim the oldest ready activity on these queues; start_to_close and heartbeat start now."""
+    """Claim the oldest ready activity on these queues; start_to_close and heartbeat start now.
+
+    The claim is a conditional update: when another writer took the activity first, it is
+    not ours, and the next ready one is tried."""
     with engine.transaction(now) as c:
-        activity = c.tx.next_ready_activity(queues, c.at)
-        if activity is None:
-            return None
-        run = c.run(activity["workflow_run_id"])
-        policy = json.loads(activity["retry_policy"])
-        close_deadline = clock.after(now, policy["start_to_close_timeout"])
-        heartbeat_deadline = clock.after(now, policy["heartbeat_timeout"])
-        seq = c.event(run, "ActivityStarted", activity_id=activity["activity_id"],
-                      step=activity["step"], attempt=activity["attempt"], worker_id=worker_id,
-                      scheduled_event_id=activity["scheduled_event_id"],
-                      close_deadline_at=clock.iso(close_deadline),
-                      heartbeat_deadline_at=clock.iso(heartbeat_deadline))
-        c.tx.update_activity(
-            activity["activity_id"], expect_attempt=activity["attempt"],
-            status="started", owner=worker_id, started_at=c.at, started_event_id=seq,
-            schedule_deadline_at=None, close_deadline_at=clock.iso(close_deadline),
-            heartbeat_deadline_at=clock.iso(heartbeat_deadline),
-            # Each attempt records its first heartbeat at once, whatever the last one did.
-            last_heartbeat_event_at=None,
-        )
-        details = activity["last_heartbeat_details"]
-        return ActivityTask(
-            activity_id=activity["activity_id"],
-            attempt=activity["attempt"],
-            max_attempts=activity["max_attempts"],
-            worker_id=worker_id,
-            workflow_instance_id=activity["workflow_instance_id"],
-            workflow_run_id=activity["workflow_run_id"],
-            step=activity["step"],
-            handler=activity["handler"],
-            state=dict(state_of(run)),
-            last_heartbeat_details=json.loads(details) if details else None,
-            heartbeat_timeout=policy["heartbeat_timeout"],
-            schedule_to_close_deadline_at=clock.parse(activity["schedule_to_close_deadline_at"]),
-            close_deadline_at=close_deadline,
-            heartbeat_deadline_at=heartbeat_deadline,
-            non_retryable=tuple(policy["non_retryable"]),
-        )
+        for _ in range(CLAIM_TRIES):
+            activity = c.tx.next_ready_activity(queues, c.at)
+            if activity is None:
+                return None
+            claimed = _claim(c, activity, worker_id)
+            if claimed is not None:
+                return claimed
+        return None
+
+
+def _claim(c: Ctx, activity: Row, worker_id: str) -> ActivityTask | None:
+    now = c.now
+    run = c.run(activity["workflow_run_id"])
+    policy = codec.decode_policy(activity["retry_policy"])
+    close_deadline = clock.after(now, policy["start_to_close_timeout"])
+    heartbeat_deadline = clock.after(now, policy["heartbeat_timeout"])
+    seq = c.next_seq(run)
+    won = c.tx.update_activity(
+        activity["activity_id"], expect_attempt=activity["attempt"],
+        expect_status=PENDING_ACTIVITY,
+        status="started", owner=worker_id, started_at=c.at, started_event_id=seq,
+        schedule_deadline_at=None, close_deadline_at=clock.iso(close_deadline),
+        heartbeat_deadline_at=clock.iso(heartbeat_deadline),
+        # Each attempt records its first heartbeat at once, whatever the last one did.
+        last_heartbeat_event_at=None,
+    )
+    if not won:
+        return None
+    c.event(run, "ActivityStarted", activity_id=activity["activity_id"],
+            step=activity["step"], attempt=activity["attempt"], worker_id=worker_id,
+            scheduled_event_id=activity["scheduled_event_id"],
+            close_deadline_at=clock.iso(close_deadline),
+            heartbeat_deadline_at=clock.iso(heartbeat_deadline))
+    details = activity["last_heartbeat_details"]
+    return ActivityTask(
+        activity_id=activity["activity_id"],
+        attempt=activity["attempt"],
+        max_attempts=activity["max_attempts"],
+        worker_id=worker_id,
+        workflow_instance_id=activity["workflow_instance_id"],
+        workflow_run_id=activity["workflow_run_id"],
+        step=activity["step"],
+        handler=activity["handler"],
+        state=dict(state_of(run)),
+        last_heartbeat_details=json.loads(details) if details else None,
+        heartbeat_timeout=policy["heartbeat_timeout"],
+        schedule_to_close_deadline_at=clock.parse(activity["schedule_to_close_deadline_at"]),
+        close_deadline_at=close_deadline,
+        heartbeat_deadline_at=heartbeat_deadline,
+        non_retryable=tuple(policy["non_retryable"]),
+        queue=activity["queue"],
+        schedule_to_start_seconds=(now - clock.parse(activity["available_at"])).total_seconds(),
+    )
+
+
 
 
 _KEEP = object()
@@ -149,6 +175,7 @@ def _heartbeat_fields(details: Any) -> dict[str, Any]:
     return {"last_heartbeat_details": dumps(details)}
 
 
+@operation
 def complete_activity(engine: Engine, task: ActivityTask, result: Any, now: datetime,
                       heartbeat_details: Any = _KEEP, *, decide: bool = False) -> str | None:
     """Apply a handler's result; returns None when applied, else why it was rejected.
@@ -198,6 +225,7 @@ def _complete(c: Ctx, task: ActivityTask, result: Any, heartbeat_details: Any) -
     return None
 
 
+@operation
 def fail_activity(engine: Engine, task: ActivityTask, exception_class: str, message: str,
                   now: datetime, *, exception_classes: Sequence[str] = (),
                   traceback: str | None = None, heartbeat_details: Any = _KEEP,
@@ -223,6 +251,7 @@ def fail_activity(engine: Engine, task: ActivityTask, exception_class: str, mess
         return None
 
 
+@operation
 def release_activity(engine: Engine, task: ActivityTask, now: datetime, reason: str,
                      heartbeat_details: Any = _KEEP) -> None:
     """Give back an attempt a stopping worker cannot finish; it is retried at once."""
@@ -237,6 +266,7 @@ def release_activity(engine: Engine, task: ActivityTask, now: datetime, reason: 
                         backoff=0.0, extra=_heartbeat_fields(heartbeat_details))
 
 
+@operation
 def record_heartbeat(engine: Engine, task: ActivityTask, details: Any, now: datetime) -> bool:
     """Store the latest details and push the heartbeat deadline; False once no longer current.
 
@@ -313,7 +343,7 @@ def _attempt_failed(c: Ctx, run: Row, activity: Row, *, retryable: bool, reason:
     error = None if timeout_kind else {"exception_class": exception_class, "message": message}
     if error is not None and traceback:
         error["traceback"] = traceback
-    policy = json.loads(activity["retry_policy"])
+    policy = codec.decode_policy(activity["retry_policy"])
     if retryable and activity["attempt"] < activity["max_attempts"]:
         waits = policy["backoff_seconds"]
         wait = backoff if backoff is not None else (

@@ -10,6 +10,7 @@ from wfctl.engine.core import (
     Ctx,
     check_payload,
     close_run,
+    operation,
     request_cancel,
     schedule_workflow_task,
 )
@@ -36,6 +37,7 @@ def _open_run(c: Ctx, instance_id: str, action: str) -> tuple[Row, Row]:
     return instance, run
 
 
+@operation
 def signal(engine: Engine, instance_id: str, name: str, data: dict[str, Any] | None,
            now: datetime) -> dict[str, Any]:
     """Deliver a signal; it waits in a buffer until a `wait_for_signal` step takes it."""
@@ -68,6 +70,7 @@ def _current_step(c: Ctx, instance: Row, run: Row) -> Any:
     return steps[run["step_index"]] if run["step_index"] < len(steps) else None
 
 
+@operation
 def pause(engine: Engine, instance_id: str, now: datetime) -> dict[str, Any]:
     """No new step starts while paused; a running activity finishes and its result is kept."""
     with engine.transaction(now) as c:
@@ -79,6 +82,7 @@ def pause(engine: Engine, instance_id: str, now: datetime) -> dict[str, Any]:
         return {"workflow_instance_id": instance_id, "status": "paused"}
 
 
+@operation
 def resume(engine: Engine, instance_id: str, now: datetime) -> dict[str, Any]:
     with engine.transaction(now) as c:
         _, run = _open_run(c, instance_id, "resume")
@@ -91,6 +95,7 @@ def resume(engine: Engine, instance_id: str, now: datetime) -> dict[str, Any]:
         return {"workflow_instance_id": instance_id, "status": status}
 
 
+@operation
 def cancel(engine: Engine, instance_id: str, reason: str | None,
            now: datetime) -> dict[str, Any]:
     """Cooperative: the next workflow task cancels open work and closes the run."""
@@ -103,6 +108,7 @@ def cancel(engine: Engine, instance_id: str, reason: str | None,
                 "cancel_requested": True}
 
 
+@operation
 def terminate(engine: Engine, instance_id: str, reason: str | None,
               now: datetime) -> dict[str, Any]:
     """Immediate: open work is cancelled and the run closes in this transaction."""
@@ -113,6 +119,7 @@ def terminate(engine: Engine, instance_id: str, reason: str | None,
         return {"workflow_instance_id": instance_id, "status": "terminated"}
 
 
+@operation
 def retry(engine: Engine, instance_id: str, now: datetime, *,
           extend_deadline: float | None = None, clear_deadline: bool = False) -> dict[str, Any]:
     """Run a failed or timed-out instance again from the step that failed.

@@ -2,20 +2,56 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import random
+import time
 import uuid
+from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from wfctl import clock
 from wfctl.definitions import Definitions, Limits, WorkflowType
-from wfctl.errors import StructuralLimitExceeded
+from wfctl.errors import StructuralLimitExceeded, TransientConflict
 from wfctl.store import Row, Tx, dumps
 from wfctl.views import failure_view
 from wfctl.vocabulary import CHILD_CLOSED_EVENT, CLOSED_RUN, OPEN_RUN, RETRYABLE_RUN
 
 if TYPE_CHECKING:
     from wfctl.engine import Engine
+
+
+
+# Ready tasks a claim tries before it gives up for this pass: each one lost was taken by another
+# writer in the meantime (claims are conditional updates, acted on only when they won).
+CLAIM_TRIES = 8
+
+
+# How many times an operation runs in all when the store keeps asking for it to be run again.
+OPERATION_RUNS = 8
+Op = TypeVar("Op", bound=Callable[..., Any])
+
+
+def operation(function: Op) -> Op:
+    """An engine operation: one transaction, run again whole when the store could not
+    serialize it (`TransientConflict`). Nothing of a failed run is kept: its transaction rolled
+    back, and wake-ups and listeners hear only of commits. Inside an engine batch the conflict
+    goes to the batch's owner, which runs the batch again."""
+
+    @functools.wraps(function)
+    def run(engine: Engine, *args: Any, **kwargs: Any) -> Any:
+        for runs in range(1, OPERATION_RUNS + 1):
+            try:
+                return function(engine, *args, **kwargs)
+            except TransientConflict:
+                if engine.in_batch() or runs == OPERATION_RUNS:
+                    raise
+                # A little jitter, so that two writers that collided do not collide again.
+                time.sleep(random.uniform(0, 0.002 * runs))
+        raise AssertionError("unreachable")
+
+    return run  # type: ignore[return-value]
 
 
 def new_id() -> str:
@@ -25,7 +61,8 @@ def new_id() -> str:
 class Ctx:
     """One engine transaction: the store transaction, the instant it acts at, and definitions."""
 
-    def __init__(self, engine: Engine, tx: Tx, now: datetime) -> None:
+    def __init__(self, engine: Engine, tx: Tx, now: datetime,
+                 rows: tuple[dict[str, Row], dict[str, Row]] | None = None) -> None:
         self.engine = engine
         self.tx = tx
         self.now = now
@@ -35,11 +72,24 @@ class Ctx:
         # deadline runner is woken after the commit to run on_deadline and record the failure.
         self.deadline_claimed = False
         self.appended: list[dict[str, Any]] = []
-        self._instances: dict[str, Row] = {}
-        self._runs: dict[str, Row] = {}
+        # Instance and run rows read in this transaction (`rows`: shared by the operations of
+        # one batch, which share its transaction); every change goes through them.
+        self._instances, self._runs = rows if rows is not None else ({}, {})
+        # Workflow tasks scheduled in this transaction and not written yet, by run id: one that
+        # is decided before the commit (`decide_now`) never needs a row, only its events.
+        self.pending_tasks: dict[str, Row] = {}
+        # What only a commit makes true (a cache entry, say): done after it, never before.
+        self.after_commit: list[Callable[[], None]] = []
+
+    def flush_tasks(self) -> None:
+        """Write the workflow tasks scheduled in this transaction and not decided in it."""
+        pending, self.pending_tasks = self.pending_tasks, {}
+        for row in pending.values():
+            self.tx.insert_workflow_task(row)
+            self.woke = True
 
     def event(self, run: Row, event_type: str, **attributes: Any) -> int:
-        seq = self.tx.append_event(run, event_type, self.at, attributes)
+        seq = self.tx.append_event(run, event_type, self.now, attributes)
         self.appended.append({
             "workflow_instance_id": run["workflow_instance_id"],
             "run_number": run["run_number"],
@@ -48,6 +98,10 @@ class Ctx:
             "attributes": attributes,
         })
         return seq
+
+    def next_seq(self, run: Row) -> int:
+        """The seq the next event of the run's instance will get."""
+        return self.tx.last_seq(run["workflow_instance_id"]) + 1
 
     def definitions(self, instance: Row) -> Definitions:
         return self.engine.definitions_by_digest(self.tx, instance["definitions_digest"])
@@ -134,18 +188,19 @@ def merge_state(c: Ctx, run: Row, values: dict[str, Any]) -> None:
 
 def schedule_workflow_task(c: Ctx, run: Row, reason: str) -> None:
     """Make sure the run has an open workflow task, so that a worker decides what comes next."""
-    if run["closed_at"] is not None or c.tx.open_workflow_task(run["workflow_run_id"]):
+    run_id = run["workflow_run_id"]
+    if run["closed_at"] is not None or run_id in c.pending_tasks \
+            or c.tx.open_workflow_task(run_id):
         return
     seq = c.event(run, "WorkflowTaskScheduled", reason=reason)
-    c.tx.insert_workflow_task({
+    c.pending_tasks[run_id] = {
         "workflow_run_id": run["workflow_run_id"],
         "workflow_instance_id": run["workflow_instance_id"],
         "status": "scheduled",
         "reason": reason,
         "available_at": c.at,
         "scheduled_event_id": seq,
-    })
-    c.woke = True
+    }
 
 
 def record_failure(c: Ctx, run: Row, *, category: str, message: str,
@@ -170,7 +225,8 @@ def record_failure(c: Ctx, run: Row, *, category: str, message: str,
 def cancel_open_work(c: Ctx, run: Row, reason: str, keep_task: int | None = None) -> None:
     """Cancel every open task, activity and timer of the run (all but the current task)."""
     run_id = run["workflow_run_id"]
-    c.tx.cancel_workflow_tasks(run_id, c.at, keep_task)
+    c.flush_tasks()
+    c.tx.close_workflow_tasks(run_id, keep_task)
     for activity in c.tx.open_activities(run_id):
         c.tx.update_activity(activity["activity_id"], status="cancelled", closed_at=c.at,
                              owner=None)

@@ -13,6 +13,7 @@ from wfctl.engine.core import (
     Ctx,
     cancel_open_work,
     close_run,
+    operation,
     public_state,
     record_failure,
     state_of,
@@ -107,6 +108,7 @@ def hand_over_deadline(c: Ctx, run: Row, worker_id: str) -> None:
     c.engine.deadline_claims.handed_over(run["deadline_at"])
 
 
+@operation
 def claim_expired_deadlines(engine: Engine, worker_id: str, now: datetime,
                             is_alive: Callable[[Row | None, str], bool],
                             limit: int = 100) -> list[DeadlineClaim]:
@@ -164,6 +166,7 @@ def _claim(c: Ctx, worker_id: str, run: Row, *, reclaimed: bool) -> DeadlineClai
     )
 
 
+@operation
 def record_deadline_exceeded(engine: Engine, claim: DeadlineClaim,
                              handler_error: dict[str, str] | None, now: datetime) -> bool:
     """Close the run as failed after its on_deadline handler ran (or raised).

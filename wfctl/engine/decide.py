@@ -9,18 +9,20 @@ from typing import TYPE_CHECKING, Any
 from wfctl import clock, durations
 from wfctl.definitions import Step, WorkflowType
 from wfctl.engine.core import (
+    CLAIM_TRIES,
     Ctx,
     close_run,
     fail_run,
     merge_state,
     new_id,
+    operation,
     public_state,
     record_failure,
     schedule_workflow_task,
     state_of,
 )
 from wfctl.engine.deadlines import deadline_passed, hand_over_deadline
-from wfctl.store import Row, dumps
+from wfctl.store import Row, codec
 from wfctl.views import stop_reason
 from wfctl.vocabulary import (
     CLOSED_RUN,
@@ -36,15 +38,21 @@ if TYPE_CHECKING:
 OPEN, DONE, CLOSED = "open", "done", "closed"
 
 
+@operation
 def claim_workflow_task(engine: Engine, worker_id: str, now: datetime) -> Row | None:
     """Claim the oldest ready workflow task; its workflow_task_timeout starts now."""
     with engine.transaction(now) as c:
-        task = c.tx.next_ready_workflow_task(c.at)
-        if task is None:
-            return None
-        return _start_task(c, task, c.run(task["workflow_run_id"]), worker_id)
+        for _ in range(CLAIM_TRIES):
+            task = c.tx.next_ready_workflow_task(c.at)
+            if task is None:
+                return None
+            started = _start_task(c, task, c.run(task["workflow_run_id"]), worker_id)
+            if started is not None:
+                return started
+        return None
 
 
+@operation
 def complete_workflow_task(engine: Engine, task: Row, now: datetime) -> bool:
     """Decide and complete a claimed task; a task no longer current changes nothing (False)."""
     with engine.transaction(now) as c:
@@ -67,26 +75,37 @@ def decide_now(c: Ctx, run: Row, worker_id: str) -> None:
     the history is the same as for a task claimed and completed on its own, with one
     transaction instead of three.
     """
-    task = c.tx.open_workflow_task(run["workflow_run_id"])
+    task = c.pending_tasks.pop(run["workflow_run_id"], None) or \
+        c.tx.open_workflow_task(run["workflow_run_id"])
     if task is not None and task["status"] == "scheduled" and task["available_at"] <= c.at:
-        _complete_task(c, _start_task(c, task, run, worker_id), run)
+        started = _start_task(c, task, run, worker_id)
+        if started is not None:
+            _complete_task(c, started, run)
 
 
-def _start_task(c: Ctx, task: Row, run: Row, worker_id: str) -> Row:
+def _start_task(c: Ctx, task: Row, run: Row, worker_id: str) -> Row | None:
+    """Start a scheduled task; None when another writer started it first (a task scheduled in
+    this transaction has no row yet, and is this transaction's alone)."""
     timeout_at = clock.iso(clock.after(c.now, run["workflow_task_timeout_seconds"]))
-    seq = c.event(run, "WorkflowTaskStarted", scheduled_event_id=task["scheduled_event_id"],
-                  worker_id=worker_id, timeout_at=timeout_at)
     fields = {"status": "started", "owner": worker_id, "started_at": c.at,
-              "timeout_at": timeout_at, "started_event_id": seq}
-    c.tx.update_workflow_task(task["task_id"], expect_status="scheduled", **fields)
+              "timeout_at": timeout_at, "started_event_id": c.next_seq(run)}
+    if "task_id" in task and not c.tx.update_workflow_task(task["task_id"],
+                                                           expect_status="scheduled", **fields):
+        return None
+    c.event(run, "WorkflowTaskStarted", scheduled_event_id=task["scheduled_event_id"],
+            worker_id=worker_id, timeout_at=timeout_at)
     return {**task, **fields}
 
 
 def _complete_task(c: Ctx, task: Row, run: Row) -> None:
-    c.tx.update_workflow_task(task["task_id"], status="completed", closed_at=c.at)
+    """Complete a started task and decide; a task scheduled and decided in this transaction
+    has no row to update (it was never written)."""
+    task_id = task.get("task_id")
+    if task_id is not None:
+        c.tx.close_workflow_task(task_id)
     c.event(run, "WorkflowTaskCompleted", scheduled_event_id=task["scheduled_event_id"],
             started_event_id=task["started_event_id"])
-    decide(c, run, task["task_id"], task["owner"])
+    decide(c, run, task_id, task["owner"])
 
 
 def process_workflow_tasks(engine: Engine, worker_id: str, now: datetime,
@@ -105,7 +124,7 @@ def process_workflow_tasks(engine: Engine, worker_id: str, now: datetime,
 def time_out_workflow_task(c: Ctx, task: Row) -> None:
     """SWF's decision task timeout: record it and schedule a fresh workflow task."""
     run = c.run(task["workflow_run_id"])
-    c.tx.update_workflow_task(task["task_id"], status="timed_out", closed_at=c.at)
+    c.tx.close_workflow_task(task["task_id"])
     c.event(run, "WorkflowTaskTimedOut", timeout_kind="start_to_close",
             scheduled_event_id=task["scheduled_event_id"],
             started_event_id=task["started_event_id"], deadline_at=task["timeout_at"],
@@ -284,7 +303,7 @@ def schedule_activity(c: Ctx, run: Row, step: Step, branch: Step, branch_index: 
         "status": "scheduled",
         "attempt": 1,
         "max_attempts": options.max_attempts,
-        "retry_policy": dumps(policy),
+        "retry_policy": codec.encode_policy(policy),
         "available_at": c.at,
         "scheduled_at": c.at,
         "schedule_deadline_at": schedule_deadline_at,

@@ -55,31 +55,29 @@ class PruneBatch:
 class Pacer:
     """What a prune does between batches. It copies the write-ahead log into the file every
     CHECKPOINT_EVENTS events, holding no lock (a batch's commit leaves that undone, so as to
-    hold the write lock for its change alone). And it says how long to leave the database to
-    others: as long as the batch took while nobody else writes (a backlog drains fast on a
+    hold the write lock for its change alone). And it says how long to leave the write lock to
+    others: as long as the batch held it while nobody else writes (a backlog drains fast on a
     quiet database), PRUNE_YIELD times as long once others wrote meanwhile (their steps keep
     their pace)."""
 
     def __init__(self, store: Store) -> None:
         self._store = store
-        self._version: int | None = None
+        self._before: int | None = None
+        self._after: int | None = None
         self._unflushed = 0
+
+    def before(self) -> None:
+        """Called before a batch: what was committed since the last batch is others' doing."""
+        self._before = self._store.data_version()
 
     def after(self, batch: PruneBatch) -> float:
         """After a batch: checkpoint if it is time; how many seconds to pause."""
-        # data_version moves only with other connections' commits, not this one's own.
-        version = self._store.data_version()
-        quiet = self._version is not None and version == self._version
-        self._version = version
         self._unflushed += batch.rows.get("events", 0)
-        cost = batch.held_seconds
-        # While others write, every batch: else their commits would copy the log this prune
-        # filled, inside their own write transactions. The copy counts as the batch's cost.
-        if self._unflushed >= CHECKPOINT_EVENTS or not quiet:
-            began = time.perf_counter()
+        if self._unflushed >= CHECKPOINT_EVENTS:
             self.flush()
-            cost += time.perf_counter() - began
-        return cost * (1 if quiet else PRUNE_YIELD)
+        quiet = self._after is not None and self._before == self._after
+        self._after = self._store.data_version()
+        return batch.held_seconds * (1 if quiet else PRUNE_YIELD)
 
     def flush(self) -> None:
         """Checkpoint what the batches since the last one left in the write-ahead log."""
@@ -157,6 +155,7 @@ def prune(engine: Engine, now: datetime, *, older_than: float | None = None,
     else:
         pacer = Pacer(engine.store)
         while True:
+            pacer.before()
             batch = prune_batch(engine, now, older_than=older_than)
             if batch.empty:
                 pacer.flush()

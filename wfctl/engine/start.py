@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from wfctl import clock, durations
 from wfctl.definitions import Definitions, WorkflowType
-from wfctl.engine.core import Ctx, check_payload, new_id, schedule_workflow_task
+from wfctl.engine.core import Ctx, check_payload, new_id, operation, schedule_workflow_task
 from wfctl.errors import Conflict, InvalidInput
 from wfctl.store import Row, dumps
 from wfctl.vocabulary import OPEN_RUN
@@ -38,6 +38,7 @@ def validate_start(definitions: Definitions, workflow_type: str, instance_id: st
     return state
 
 
+@operation
 def start(engine: Engine, definitions: Definitions, workflow_type: str,
           instance_id: str | None, input: dict[str, Any] | None, now: datetime, *,
           overrides: dict[str, float | None] | None = None,
@@ -60,7 +61,7 @@ def start(engine: Engine, definitions: Definitions, workflow_type: str,
         if existing is not None and c.tx.is_pruning(instance_id):
             raise Conflict(f"cannot start {instance_id} again yet: its closed instance is being "
                            "pruned; try again in a moment")
-        engine.save_definitions(c.tx, definitions, c.at)
+        engine.save_definitions(c, definitions)
         run = create_instance(c, definitions, wf, instance_id, state, overrides or {},
                               existing=existing)
         return _result(c.instance(instance_id), run, True, "started_new")

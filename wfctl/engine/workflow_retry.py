@@ -3,7 +3,6 @@ again from the failed step after a backoff, exactly as `wfctl retry` would run i
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from wfctl import clock, durations
@@ -94,8 +93,7 @@ def fire_retry(c: Ctx, timer: Row) -> bool:
     if run is None or run["closed_at"] is not None or run["wait_kind"] != RETRY_WAIT \
             or run["deadline_claimed_at"] is not None:
         return False
-    scheduled = json.loads(c.tx.event(run["workflow_instance_id"],
-                                      timer["scheduled_event_id"])["attributes"])
+    scheduled = c.tx.event(run["workflow_instance_id"], timer["scheduled_event_id"])["attributes"]
     retry_run(c, c.instance(run["workflow_instance_id"]), run,
               previous_status=scheduled["closed_status"], attempt=scheduled["attempt"],
               scheduled_event_id=timer["scheduled_event_id"])

@@ -1,6 +1,15 @@
-"""All SQL lives here; the rest of wfctl talks to a `Store` and its transactions (`Tx`)."""
+"""All SQL lives here; the rest of wfctl talks to a `Store` and its transactions (`Tx`), the
+interface in `base.py`, and opens one with `open_store`."""
 
-from wfctl.store.sqlite import Row, Store, Tx, dumps
-from wfctl.vocabulary import CLOSED_RUN, OPEN_ACTIVITY
+from pathlib import Path
 
-__all__ = ["CLOSED_RUN", "OPEN_ACTIVITY", "Row", "Store", "Tx", "dumps"]
+from wfctl.store.base import Row, Store, Tx
+from wfctl.store.sqlite import SQLiteStore, dumps
+
+
+def open_store(location: str | Path, *, create: bool = True) -> Store:
+    """The database at `location` (a file path: SQLite), created on first use with `create`."""
+    return SQLiteStore(location, create=create)
+
+
+__all__ = ["Row", "SQLiteStore", "Store", "Tx", "dumps", "open_store"]

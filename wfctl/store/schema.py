@@ -7,8 +7,10 @@ there on each open, so that an up-to-date database costs one pragma and no sqlit
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -316,8 +318,143 @@ def m002_rejected_starts_and_child_depth(db: Database) -> None:
     )
 
 
+_M003_EVENTS = """
+CREATE TABLE events_compact (
+    instance_key INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    run_number INTEGER NOT NULL,
+    event_type NOT NULL,
+    at INTEGER NOT NULL,
+    attributes TEXT NOT NULL,
+    PRIMARY KEY (instance_key, seq)
+) WITHOUT ROWID
+"""
+_HISTORY_TRIGGERS = """
+CREATE TRIGGER events_are_append_only_update BEFORE UPDATE ON events
+BEGIN SELECT RAISE(ABORT, 'history is append-only'); END;
+CREATE TRIGGER events_are_append_only_delete BEFORE DELETE ON events
+BEGIN SELECT RAISE(ABORT, 'history is append-only'); END
+"""
+
+
+# What `wfctl metrics` reads (SPEC §10) at every scrape, without a scan however many instances
+# and events the file holds. Two counts are kept as rows change, because counting at a scrape
+# walks every row counted: instances by type and status (by triggers), and the history events
+# that may record a timeout or a deadline expiry, by type, timeout kind and failure category
+# (by the store as it appends them, from the attributes it has in hand; a failed run's category
+# tells a signal wait's own timeout from one a step passed on). Open activities by queue and
+# status and the next signal-wait timeout each get a partial index. Lists of values are spelled
+# as ORs here: SQLite evaluates a trigger's WHEN and a partial index's WHERE at every row written, and an IN
+# list builds a temporary table each time (about 5 µs a row, where the ORs cost a tenth of that).
+_M004 = """
+CREATE TABLE instance_counts (
+    workflow_type TEXT NOT NULL,
+    status TEXT NOT NULL,
+    count INTEGER NOT NULL,
+    PRIMARY KEY (workflow_type, status)
+) WITHOUT ROWID;
+INSERT INTO instance_counts (workflow_type, status, count)
+    SELECT workflow_type, status, count(*) FROM instances GROUP BY workflow_type, status;
+CREATE TRIGGER instance_counts_insert AFTER INSERT ON instances
+BEGIN
+    INSERT INTO instance_counts (workflow_type, status, count)
+    VALUES (NEW.workflow_type, NEW.status, 1)
+    ON CONFLICT (workflow_type, status) DO UPDATE SET count = count + 1;
+END;
+CREATE TRIGGER instance_counts_update AFTER UPDATE OF workflow_type, status ON instances
+WHEN OLD.status IS NOT NEW.status OR OLD.workflow_type IS NOT NEW.workflow_type
+BEGIN
+    UPDATE instance_counts SET count = count - 1
+    WHERE workflow_type = OLD.workflow_type AND status = OLD.status;
+    INSERT INTO instance_counts (workflow_type, status, count)
+    VALUES (NEW.workflow_type, NEW.status, 1)
+    ON CONFLICT (workflow_type, status) DO UPDATE SET count = count + 1;
+END;
+CREATE TRIGGER instance_counts_delete AFTER DELETE ON instances
+BEGIN
+    UPDATE instance_counts SET count = count - 1
+    WHERE workflow_type = OLD.workflow_type AND status = OLD.status;
+END;
+CREATE TABLE timeout_event_counts (
+    event_type TEXT NOT NULL,
+    timeout_kind TEXT NOT NULL,
+    failure_category TEXT NOT NULL,
+    count INTEGER NOT NULL,
+    PRIMARY KEY (event_type, timeout_kind, failure_category)
+) WITHOUT ROWID;
+CREATE INDEX activities_open ON activities(queue, status)
+    WHERE status = 'scheduled' OR status = 'retry_scheduled' OR status = 'started';
+CREATE INDEX timers_signal_timeout ON timers(fire_at)
+    WHERE status = 'scheduled' AND kind = 'signal_timeout'
+"""
+
+
 @migrations()
-def m003_workflow_retry_and_retention(db: Database) -> None:
+def m003_compact_history(db: Database) -> None:
+    """History in a third of the bytes (see store/codec.py): each instance gets an integer key,
+    events are keyed by it with their type as a code, their instant as microseconds and their
+    attributes in the compact form; the run id, which the run number names, is not repeated per
+    event. Activity rows keep their retry policy compactly, and closed workflow tasks (their
+    story is in history) are deleted."""
+    from wfctl.store import codec
+
+    db.execute("ALTER TABLE instances ADD COLUMN instance_key INTEGER")
+    db.execute("UPDATE instances SET instance_key = rowid")
+    db.execute("CREATE UNIQUE INDEX instances_key ON instances(instance_key)")
+    db.execute(_M003_EVENTS)
+    rows = db.execute(
+        "SELECT i.instance_key, e.seq, e.run_number, e.event_type, e.at, e.attributes "
+        "FROM events e JOIN instances i USING (workflow_instance_id)"
+    )
+    insert = "INSERT INTO events_compact VALUES (?, ?, ?, ?, ?, ?)"
+    while batch := rows.fetchmany(1000):
+        converted = []
+        for key, seq, run_number, event_type, at, attributes in batch:
+            stored_at = codec.micros(datetime.fromisoformat(at))
+            converted.append((key, seq, run_number, codec.type_code(event_type), stored_at,
+                              codec.encode_attributes(json.loads(attributes), stored_at)))
+        db.conn.executemany(insert, converted)
+    db.execute("DROP TABLE events")
+    db.execute("ALTER TABLE events_compact RENAME TO events")
+    for statement in _split(_HISTORY_TRIGGERS):
+        db.execute(statement)
+    db.conn.executemany(
+        "UPDATE activities SET retry_policy = ? WHERE activity_id = ?",
+        [(codec.encode_policy(json.loads(policy)), activity_id) for activity_id, policy
+         in db.execute("SELECT activity_id, retry_policy FROM activities").fetchall()],
+    )
+    db.execute("DELETE FROM workflow_tasks WHERE status NOT IN ('scheduled', 'started')")
+
+
+@migrations()
+def m004_metrics(db: Database) -> None:
+    """Metrics read counts and indexes, never a scan: instances counted by triggers, timeout
+    events in history counted (here from history so far, then by the store as it appends), open
+    activities by queue and status, signal-wait timeouts."""
+    from wfctl.store import codec
+    from wfctl.vocabulary import TIMEOUT_EVENTS
+
+    for statement in _split(_M004):
+        db.execute(statement)
+    codes = [codec.type_code(name) for name in TIMEOUT_EVENTS]
+    counts: dict[tuple[str, str, str], int] = {}
+    rows = db.execute(
+        f"SELECT event_type, at, attributes FROM events "
+        f"WHERE event_type IN ({', '.join('?' for _ in codes)})", codes,
+    )
+    for event_type, at, attributes in rows.fetchall():
+        decoded = codec.decode_attributes(attributes, at)
+        key = (codec.type_name(event_type), decoded.get("timeout_kind") or "",
+               decoded.get("failure_category") or "")
+        counts[key] = counts.get(key, 0) + 1
+    db.conn.executemany(
+        "INSERT INTO timeout_event_counts (event_type, timeout_kind, failure_category, count) "
+        "VALUES (?, ?, ?, ?)", [(*key, count) for key, count in counts.items()],
+    )
+
+
+@migrations()
+def m005_workflow_retry_and_retention(db: Database) -> None:
     """Workflow retry policies (the policy an instance started with, the attempt a run is on)
     and retention (when a closed instance may be deleted); what `prune` needs to find and delete
     an instance's rows through indexes; and an instance's history may be deleted once the
@@ -334,19 +471,30 @@ def m003_workflow_retry_and_retention(db: Database) -> None:
         "DROP INDEX workflow_tasks_open",
         "CREATE INDEX workflow_tasks_run ON workflow_tasks(workflow_run_id)",
         "CREATE INDEX signals_instance ON signals(workflow_instance_id)",
-        # An instance too long to delete in one short transaction is marked here and deleted
-        # over several; meanwhile it is hidden from readers and cannot be started again.
-        "CREATE TABLE pruning (workflow_instance_id TEXT PRIMARY KEY "
-        "REFERENCES instances(workflow_instance_id), started_at TEXT NOT NULL)",
         "DROP TRIGGER events_are_append_only_delete",
         # History stays append-only while its instance exists: pruning deletes the instance
-        # row first, in the same transaction, and only then may its events go; or it marks
-        # the instance as being pruned, and only then may its events go, a part at a time.
+        # row first, in the same transaction, and only then may its events go.
         "CREATE TRIGGER events_are_append_only_delete BEFORE DELETE ON events "
-        "WHEN EXISTS (SELECT 1 FROM instances "
-        "WHERE workflow_instance_id = OLD.workflow_instance_id) "
-        "AND NOT EXISTS (SELECT 1 FROM pruning "
-        "WHERE workflow_instance_id = OLD.workflow_instance_id) "
+        "WHEN EXISTS (SELECT 1 FROM instances WHERE instance_key = OLD.instance_key) "
+        "BEGIN SELECT RAISE(ABORT, 'history is append-only'); END",
+    ):
+        db.execute(statement)
+
+
+@migrations()
+def m006_pruning_long_histories(db: Database) -> None:
+    """An instance too long to delete in one short transaction is marked as being pruned and
+    deleted over several; meanwhile its history may go, it is hidden from readers and cannot be
+    started again."""
+    for statement in (
+        "CREATE TABLE pruning (workflow_instance_id TEXT PRIMARY KEY "
+        "REFERENCES instances(workflow_instance_id), instance_key INTEGER NOT NULL UNIQUE, "
+        "started_at TEXT NOT NULL)",
+        "DROP TRIGGER events_are_append_only_delete",
+        # History stays append-only while its instance exists, unless prune has marked it.
+        "CREATE TRIGGER events_are_append_only_delete BEFORE DELETE ON events "
+        "WHEN EXISTS (SELECT 1 FROM instances WHERE instance_key = OLD.instance_key) "
+        "AND NOT EXISTS (SELECT 1 FROM pruning WHERE instance_key = OLD.instance_key) "
         "BEGIN SELECT RAISE(ABORT, 'history is append-only'); END",
     ):
         db.execute(statement)

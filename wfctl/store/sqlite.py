@@ -8,12 +8,20 @@ import stat
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from wfctl import jsonvalue
-from wfctl.errors import DatabaseError, DatabaseNotFound, DatabaseTooNew, StoreUnavailable
+from wfctl.errors import (
+    DatabaseError,
+    DatabaseNotFound,
+    DatabaseTooNew,
+    StoreUnavailable,
+    TransientConflict,
+)
+from wfctl.store import codec
 from wfctl.store.schema import MIGRATION_SET, MIGRATIONS_TABLE, migrations
 from wfctl.vocabulary import (
     CLOSED_INSTANCE,
@@ -21,13 +29,17 @@ from wfctl.vocabulary import (
     OPEN_RUN,
     OPEN_WORKFLOW_TASK,
     PENDING_ACTIVITY,
+    TIMEOUT_EVENTS,
     UNSUCCESSFUL_RUN,
 )
 
 Row = dict[str, Any]
 _BUSY_TIMEOUT_MS = 30_000
+# A WAL longer than this (in pages, 4 KiB each: what SQLite lets one grow to by default) is
+# copied to its end with writers held back, so that the next commit starts it over.
+_WAL_RESTART_PAGES = 1_000
 # SQLite's default: a commit that leaves more pages than this in the WAL copies them to the file.
-_WAL_AUTOCHECKPOINT = 1000
+_WAL_AUTOCHECKPOINT = 1_000
 
 
 def _sql_list(words: Iterable[str]) -> str:
@@ -41,6 +53,9 @@ _OPEN_WORKFLOW_TASK = _sql_list(OPEN_WORKFLOW_TASK)
 _PENDING_ACTIVITY = _sql_list(PENDING_ACTIVITY)
 _OPEN_ACTIVITY = _sql_list(OPEN_ACTIVITY)
 _UNSUCCESSFUL_RUN = _sql_list(UNSUCCESSFUL_RUN)
+_TIMEOUT_EVENTS = frozenset(TIMEOUT_EVENTS)
+# Indexes from m004 on spell a list as ORs (see schema.py), and so do the queries that use them.
+_ANY_OPEN_ACTIVITY = " OR ".join(f"status = '{status}'" for status in OPEN_ACTIVITY)
 _CLOSED_INSTANCE = _sql_list(CLOSED_INSTANCE)
 _OPEN_RUN = _sql_list(OPEN_RUN)
 # A closed instance may be deleted unless it is the child of an instance still open: the parent
@@ -63,7 +78,7 @@ _OWNED = (
     ("signals", "workflow_instance_id IN ({ids})"),
     ("runs", "workflow_instance_id IN ({ids})"),
     ("instances", "workflow_instance_id IN ({ids})"),
-    ("events", "workflow_instance_id IN ({ids})"),
+    ("events", "instance_key IN ({keys})"),
 )
 # A run past its execution or run deadline needs the watchdog only while nothing else will decide
 # it: an open workflow task will, and so will a claimed expiry of its `deadline`.
@@ -104,6 +119,8 @@ _UNAVAILABLE = {
 def translate(exc: sqlite3.Error, path: str) -> DatabaseError:
     """A sqlite3 error as wfctl's own: `StoreUnavailable` when a later try may succeed."""
     code = getattr(exc, "sqlite_errorcode", None)
+    if code == _BUSY_SNAPSHOT:
+        return TransientConflict(f"{path}: {exc}")
     primary = code & 0xFF if code is not None else None
     if primary in _UNAVAILABLE:
         reason, message = _UNAVAILABLE[primary]
@@ -118,6 +135,8 @@ def dumps(value: Any) -> str:
     return jsonvalue.dumps(value)
 
 
+# A read snapshot that cannot become a write one: another connection wrote meanwhile.
+_BUSY_SNAPSHOT = sqlite3.SQLITE_BUSY | (2 << 8)
 # Extended result codes for a WAL database SQLite cannot read because it cannot create the -shm.
 _READONLY_CANTINIT = sqlite3.SQLITE_READONLY | (5 << 8)
 _READONLY_DIRECTORY = sqlite3.SQLITE_READONLY | (6 << 8)
@@ -151,7 +170,7 @@ def _check_path(path: str, create: bool) -> None:
         raise DatabaseError(f"{path} is not a regular file")
 
 
-class Store:
+class SQLiteStore:
     """One SQLite file, shared by every thread and process of wfctl.
 
     Each thread gets its own connection. Writes in one process go through one lock, so that
@@ -169,6 +188,11 @@ class Store:
         self.path = str(path)
         self._local = threading.local()
         self._write_lock = threading.Lock()
+        # Every write transaction of this process runs on one connection (the lock above takes
+        # them in turn): its page cache stays warm, where per-thread writers each lost theirs to
+        # the others' commits.
+        self._writer: sqlite3.Connection | None = None
+        self._checkpoints_deferred = False
         self._connections: list[tuple[threading.Thread, sqlite3.Connection]] = []
         self._connections_lock = threading.Lock()
         _check_path(self.path, create)
@@ -292,6 +316,10 @@ class Store:
         A connection still in use by a live thread is left to that thread: closing it under
         a running query would crash the query.
         """
+        with self._write_lock:
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
         current = threading.current_thread()
         with self._connections_lock:
             keep = []
@@ -304,18 +332,19 @@ class Store:
         self._local = threading.local()
 
     @contextmanager
-    def write(self) -> Iterator[Tx]:
+    def write(self) -> Iterator[SQLiteTx]:
         """A write transaction: BEGIN IMMEDIATE takes the write lock up front.
 
         SQLite's errors leave as wfctl's (`StoreUnavailable` for busy, full, read-only).
         """
         with self._write_lock:
-            conn = self.conn
             try:
+                conn = self._writer_connection()
                 conn.execute("BEGIN IMMEDIATE")
-                tx = Tx(conn)
+                tx = SQLiteTx(conn)
                 try:
                     yield tx
+                    tx.flush()
                     conn.execute("COMMIT")
                 except BaseException:
                     if conn.in_transaction:
@@ -325,45 +354,73 @@ class Store:
                 raise translate(exc, self.path) from exc
 
     @contextmanager
-    def bulk_write(self) -> Iterator[Tx]:
-        """A write transaction for a large change (a prune batch) whose commit does not copy the
-        write-ahead log into the file: call `checkpoint` once the write lock is let go, so that
-        the lock is held for the change alone."""
-        conn = self.conn
-        try:
-            conn.execute("PRAGMA wal_autocheckpoint=0")
-            try:
-                with self.write() as tx:
-                    yield tx
-            finally:
-                conn.execute(f"PRAGMA wal_autocheckpoint={_WAL_AUTOCHECKPOINT}")
-        except sqlite3.Error as exc:
-            raise translate(exc, self.path) from exc
-
-    def checkpoint(self) -> None:
-        """Copy the write-ahead log into the file as far as readers allow; a passive checkpoint,
-        which holds no write lock: writers go on meanwhile."""
-        try:
-            self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
-        except sqlite3.Error as exc:
-            raise translate(exc, self.path) from exc
-
-    @contextmanager
-    def read(self) -> Iterator[Tx]:
+    def read(self) -> Iterator[SQLiteTx]:
         """A read transaction: one consistent snapshot across several queries."""
         conn = self.conn
         try:
             conn.execute("BEGIN")
             try:
-                yield Tx(conn)
+                yield SQLiteTx(conn)
             finally:
                 conn.execute("COMMIT")
         except sqlite3.Error as exc:
             raise translate(exc, self.path) from exc
 
-    def peek(self) -> Tx:
+    def _writer_connection(self) -> sqlite3.Connection:
+        """The process's write connection (the write lock held), opened on first use."""
+        if self._writer is None:
+            self._writer = self._connect()
+            if self._checkpoints_deferred:
+                self._writer.execute("PRAGMA wal_autocheckpoint=0")
+        return self._writer
+
+    @contextmanager
+    def bulk_write(self) -> Iterator[SQLiteTx]:
+        """A write transaction for a large change (a prune batch) whose commit does not copy the
+        write-ahead log into the file: call `checkpoint` once the write lock is let go, so that
+        the lock is held for the change alone."""
+        with self.write() as tx:
+            if not self._checkpoints_deferred:
+                tx.conn.execute("PRAGMA wal_autocheckpoint=0")
+            try:
+                yield tx
+            finally:
+                if not self._checkpoints_deferred:
+                    tx.conn.execute(f"PRAGMA wal_autocheckpoint={_WAL_AUTOCHECKPOINT}")
+
+    def defer_checkpoints(self) -> None:
+        """Leave copying the WAL into the database to `checkpoint`, called off the write path.
+
+        By default the commit that fills the WAL past 1,000 pages copies it, with the process's
+        write lock held: every write waits for the copy and its fsync (tens of milliseconds on
+        common disks, seconds on slow ones). The long-running worker calls this and checkpoints
+        from a loop of its own.
+        """
+        with self._write_lock:
+            self._checkpoints_deferred = True
+            if self._writer is not None:
+                self._writer.execute("PRAGMA wal_autocheckpoint=0")
+
+    def checkpoint(self) -> int:
+        """Copy the WAL into the database without holding up writers; returns the WAL's pages.
+
+        A passive checkpoint copies what was committed when it began while writers go on. Once
+        the WAL has grown long, a second pass with this process's writers held back lets it be
+        copied to the end, so that the next commit starts it over instead of growing it.
+        """
+        conn = self.conn
+        try:
+            row = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            if row["log"] > _WAL_RESTART_PAGES and row["checkpointed"] < row["log"]:
+                with self._write_lock:
+                    row = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from exc
+        return row["log"]
+
+    def peek(self) -> SQLiteTx:
         """Queries outside a transaction: each one statement, for cheap single reads."""
-        return Tx(self.conn)
+        return SQLiteTx(_Translating(self.conn, self.path))
 
     def file_size(self) -> int:
         """Bytes on disk: the database file and its write-ahead log."""
@@ -383,16 +440,42 @@ class Store:
                 raise translate(exc, self.path) from exc
 
     def data_version(self) -> int:
-        """Changes whenever another connection commits: a cheap way to notice new work."""
-        return self.conn.execute("PRAGMA data_version").fetchone()["data_version"]
+        """Changes whenever anything is committed, by this process or another, since this
+        thread last asked: a cheap way to notice new work."""
+        try:
+            return self.conn.execute("PRAGMA data_version").fetchone()["data_version"]
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from exc
 
 
-class Tx:
+class _Translating:
+    """A connection whose errors leave as wfctl's (what `write` and `read` do for a whole
+    transaction, done per statement for reads outside one)."""
+
+    def __init__(self, conn: sqlite3.Connection, path: str) -> None:
+        self._conn = conn
+        self._path = path
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        try:
+            return self._conn.execute(sql, params)
+        except sqlite3.Error as exc:
+            raise translate(exc, self._path) from exc
+
+
+class SQLiteTx:
     """The queries of one transaction."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection | _Translating) -> None:
         self.conn = conn
         self._seq: dict[str, int] = {}
+        self._keys: dict[str, int] = {}
+        # Events appended in this transaction, written in one executemany before any read of
+        # the history and at commit.
+        self._events: list[tuple[Any, ...]] = []
+        # Timeout and deadline events appended, by (type, timeout kind, failure category), for
+        # the counts metrics read (written with the events).
+        self._timeout_counts: dict[tuple[str, str, str], int] = {}
 
     def _one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
         return self.conn.execute(sql, params).fetchone()
@@ -436,7 +519,9 @@ class Tx:
         )
 
     def insert_instance(self, row: Row) -> None:
-        self._insert("instances", row)
+        key = self._one("SELECT coalesce(max(instance_key), 0) + 1 AS key FROM instances")["key"]
+        self._insert("instances", {**row, "instance_key": key})
+        self._keys[row["workflow_instance_id"]] = key
 
     def update_instance(self, instance_id: str, **fields: Any) -> None:
         self._update("instances", "workflow_instance_id", instance_id, fields)
@@ -493,27 +578,67 @@ class Tx:
 
     # history
 
+    def instance_key(self, instance_id: str) -> int | None:
+        """The integer key history is stored under (read once per transaction)."""
+        key = self._keys.get(instance_id)
+        if key is None:
+            row = self._one("SELECT instance_key FROM instances WHERE workflow_instance_id = ?",
+                            (instance_id,))
+            if row is None:
+                return None
+            key = self._keys[instance_id] = row["instance_key"]
+        return key
+
     def last_seq(self, instance_id: str) -> int:
         seq = self._seq.get(instance_id)
         if seq is None:
-            seq = self._one(
-                "SELECT coalesce(max(seq), 0) AS seq FROM events WHERE workflow_instance_id = ?",
-                (instance_id,),
-            )["seq"]
+            key = self._keys.get(instance_id)
+            if key is None:
+                # The key and the last seq in one statement: both are read once per transaction.
+                row = self._one(
+                    "SELECT i.instance_key, (SELECT coalesce(max(seq), 0) FROM events "
+                    "WHERE instance_key = i.instance_key) AS seq FROM instances i "
+                    "WHERE i.workflow_instance_id = ?", (instance_id,),
+                )
+                if row is None:
+                    return 0
+                self._keys[instance_id] = row["instance_key"]
+                seq = row["seq"]
+            else:
+                seq = self._one(
+                    "SELECT coalesce(max(seq), 0) AS seq FROM events WHERE instance_key = ?",
+                    (key,),
+                )["seq"]
             self._seq[instance_id] = seq
         return seq
 
-    def append_event(self, run: Row, event_type: str, at: str, attributes: Row) -> int:
+    def append_event(self, run: Row, event_type: str, at: datetime, attributes: Row) -> int:
         """Append one event to the instance's history; returns its seq (the event id)."""
         instance_id = run["workflow_instance_id"]
         seq = self._seq[instance_id] = self.last_seq(instance_id) + 1
-        self.conn.execute(
-            "INSERT INTO events (workflow_instance_id, seq, workflow_run_id, run_number, "
-            "event_type, at, attributes) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (instance_id, seq, run["workflow_run_id"], run["run_number"], event_type, at,
-             dumps(attributes)),
-        )
+        stored_at = codec.micros(at)
+        self._events.append((self._keys[instance_id], seq, run["run_number"],
+                             codec.type_code(event_type), stored_at,
+                             codec.encode_attributes(attributes, stored_at)))
+        if event_type in _TIMEOUT_EVENTS:
+            key = (event_type, attributes.get("timeout_kind") or "",
+                   attributes.get("failure_category") or "")
+            self._timeout_counts[key] = self._timeout_counts.get(key, 0) + 1
         return seq
+
+    def flush(self) -> None:
+        """Write the events appended so far (one statement for all of them)."""
+        if self._events:
+            events, self._events = self._events, []
+            self.conn.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?)", events)
+        if self._timeout_counts:
+            counts, self._timeout_counts = self._timeout_counts, {}
+            self.conn.executemany(
+                "INSERT INTO timeout_event_counts (event_type, timeout_kind, failure_category, "
+                "count) VALUES (?, ?, ?, ?) ON CONFLICT (event_type, timeout_kind, "
+                "failure_category) DO UPDATE SET count = count + excluded.count",
+                [(*key, count) for key, count in counts.items()],
+            )
 
     def history_count(self, run: Row) -> int:
         """Events of a run that count toward history_size, without a scan: a run's events are
@@ -521,22 +646,40 @@ class Tx:
         return self.last_seq(run["workflow_instance_id"]) - run["first_seq"] + 1 \
             - run["rejected_starts"]
 
+    def event(self, instance_id: str, seq: int) -> Row | None:
+        """One event of an instance's history, as `events` gives it."""
+        found = self.events(instance_id, after_seq=seq - 1, until_seq=seq)
+        return found[0] if found else None
+
     def events(self, instance_id: str, *, run_number: int | None = None,
-               after_seq: int = 0, event_types: Sequence[str] = ()) -> list[Row]:
-        sql = "SELECT * FROM events WHERE workflow_instance_id = ? AND seq > ?"
-        params: list[Any] = [instance_id, after_seq]
+               after_seq: int = 0, until_seq: int | None = None,
+               event_types: Sequence[str] = ()) -> list[Row]:
+        """An instance's events in order (after `after_seq`, up to `until_seq`), each with its
+        type's name, its instant in ISO form and its attributes as a dict."""
+        self.flush()
+        sql = ("SELECT seq, run_number, event_type, at, attributes FROM events "
+               "WHERE instance_key = ? AND seq > ?")
+        params: list[Any] = [self.instance_key(instance_id), after_seq]
+        if until_seq is not None:
+            sql += " AND seq <= ?"
+            params.append(until_seq)
         if run_number is not None:
             sql += " AND run_number = ?"
             params.append(run_number)
         if event_types:
             sql += f" AND event_type IN ({', '.join('?' for _ in event_types)})"
-            params.extend(event_types)
-        return self._all(sql + " ORDER BY seq", params)
-
-    def event(self, instance_id: str, seq: int) -> Row | None:
-        return self._one(
-            "SELECT * FROM events WHERE workflow_instance_id = ? AND seq = ?", (instance_id, seq)
-        )
+            params.extend(codec.type_code(name) for name in event_types)
+        return [
+            {
+                "workflow_instance_id": instance_id,
+                "seq": row["seq"],
+                "run_number": row["run_number"],
+                "event_type": codec.type_name(row["event_type"]),
+                "at": codec.iso_of_micros(row["at"]),
+                "attributes": codec.decode_attributes(row["attributes"], row["at"]),
+            }
+            for row in self._all(sql + " ORDER BY seq", params)
+        ]
 
     # workflow tasks
 
@@ -564,11 +707,16 @@ class Tx:
             "ORDER BY available_at LIMIT 1", (now,),
         )
 
-    def cancel_workflow_tasks(self, run_id: str, now: str, keep: int | None) -> None:
+    def close_workflow_task(self, task_id: int) -> None:
+        """A workflow task ended (completed, timed out or cancelled): its row goes, its story
+        stays in history."""
+        self.conn.execute("DELETE FROM workflow_tasks WHERE task_id = ?", (task_id,))
+
+    def close_workflow_tasks(self, run_id: str, keep: int | None) -> None:
+        """End every open workflow task of the run but `keep`."""
         self.conn.execute(
-            "UPDATE workflow_tasks SET status = 'cancelled', closed_at = ? "
-            f"WHERE workflow_run_id = ? AND status IN {_OPEN_WORKFLOW_TASK} "
-            "AND task_id IS NOT ?", (now, run_id, keep),
+            f"DELETE FROM workflow_tasks WHERE workflow_run_id = ? AND status IN "
+            f"{_OPEN_WORKFLOW_TASK} AND task_id IS NOT ?", (run_id, keep),
         )
 
     def timed_out_workflow_tasks(self, now: str, limit: int) -> list[Row]:
@@ -870,7 +1018,7 @@ class Tx:
             order = "i.closed_at"
         return self._all(
             "SELECT i.workflow_instance_id, (SELECT coalesce(max(e.seq), 0) FROM events e "
-            "WHERE e.workflow_instance_id = i.workflow_instance_id) AS events FROM instances i "
+            "WHERE e.instance_key = i.instance_key) AS events FROM instances i "
             f"WHERE {where} AND {_PRUNABLE} ORDER BY {order} LIMIT ?", (*params, limit),
         )
 
@@ -892,8 +1040,11 @@ class Tx:
     def mark_pruning(self, instance_id: str, now: str) -> None:
         """Mark an instance as being deleted over several transactions (`delete_instance_part`):
         from now on its history may be deleted, and readers see it no more."""
-        self.conn.execute("INSERT INTO pruning (workflow_instance_id, started_at) VALUES (?, ?)",
-                          (instance_id, now))
+        self.conn.execute(
+            "INSERT INTO pruning (workflow_instance_id, instance_key, started_at) "
+            "SELECT workflow_instance_id, instance_key, ? FROM instances "
+            "WHERE workflow_instance_id = ?", (now, instance_id),
+        )
 
     def pruning_instance(self) -> str | None:
         """The instance whose deletion over several transactions is under way, if any."""
@@ -914,11 +1065,12 @@ class Tx:
             if table == "instances":
                 continue
             key = "seq" if table == "events" else "rowid"
-            scope = "workflow_instance_id = ? AND " if table == "events" else ""
+            # Events are keyed by (instance, seq): the instance's first `left` of them.
+            scope = f"{where} AND " if table == "events" else ""
             cursor = self.conn.execute(
                 f"DELETE FROM {table} WHERE {scope}{key} IN "
                 f"(SELECT {key} FROM {table} WHERE {where} LIMIT ?)",
-                (*((instance_id,) if scope else ()), *params, left),
+                (*(params if scope else ()), *params, left),
             )
             deleted[table] = deleted.get(table, 0) + cursor.rowcount
             left -= cursor.rowcount
@@ -945,12 +1097,21 @@ class Tx:
         )["n"]
         return counted
 
-    @staticmethod
-    def _owned(instance_ids: Sequence[str]) -> list[tuple[str, str, tuple[str, ...]]]:
+    def _owned(self, instance_ids: Sequence[str]) -> list[tuple[str, str, tuple[Any, ...]]]:
         ids = ", ".join("?" for _ in instance_ids)
         runs = f"SELECT workflow_run_id FROM runs WHERE workflow_instance_id IN ({ids})"
-        return [(table, where.format(ids=ids, runs=runs), tuple(instance_ids))
-                for table, where in _OWNED]
+        # History is keyed by the instance's integer key, read before the instance row goes.
+        keys = tuple(row["instance_key"] for row in self._all(
+            f"SELECT instance_key FROM instances WHERE workflow_instance_id IN ({ids})",
+            tuple(instance_ids)))
+        owned = []
+        for table, where in _OWNED:
+            if "{keys}" in where:
+                owned.append((table, where.format(keys=", ".join("?" for _ in keys) or "NULL"),
+                               keys))
+            else:
+                owned.append((table, where.format(ids=ids, runs=runs), tuple(instance_ids)))
+        return owned
 
     # workers
 
@@ -981,3 +1142,65 @@ class Tx:
 
     def get_worker(self, worker_id: str) -> Row | None:
         return self._one("SELECT * FROM workers WHERE worker_id = ?", (worker_id,))
+
+    # metrics (SPEC §10): each read is a count the triggers keep, an index range or an index's
+    # minimum
+
+    def instance_counts(self) -> list[Row]:
+        """Instances by type and status, as the triggers on `instances` keep them."""
+        return self._all("SELECT workflow_type, status, count FROM instance_counts "
+                         "ORDER BY workflow_type, status")
+
+    def open_activity_counts(self) -> list[Row]:
+        return self._all(
+            f"SELECT queue, status, count(*) AS count FROM activities WHERE {_ANY_OPEN_ACTIVITY} "
+            "GROUP BY queue, status"
+        )
+
+    def ready_activity_counts(self, now: str) -> list[Row]:
+        """Per queue, the activities a worker may claim at `now` and the oldest available_at."""
+        return self._all(
+            "SELECT queue, count(*) AS count, min(available_at) AS oldest FROM activities "
+            f"WHERE status IN {_PENDING_ACTIVITY} AND available_at <= ? GROUP BY queue", (now,),
+        )
+
+    def ready_workflow_task_count(self, now: str) -> Row:
+        return self._one(
+            "SELECT count(*) AS count, min(available_at) AS oldest FROM workflow_tasks "
+            "WHERE status = 'scheduled' AND available_at <= ?", (now,),
+        )
+
+    def timeout_event_counts(self) -> list[Row]:
+        """The history events that may record a timeout or a deadline expiry (TIMEOUT_EVENTS),
+        by type, timeout kind and failure category (None where the event has none), as the
+        trigger on `events` counts them."""
+        return self._all(
+            "SELECT event_type, nullif(timeout_kind, '') AS timeout_kind, "
+            "nullif(failure_category, '') AS failure_category, count FROM timeout_event_counts"
+        )
+
+    def next_deadlines(self) -> Row:
+        """The earliest pending deadline of each kind (None where none is pending): what the
+        watchdog and the deadline runner act on next."""
+        return self._one(
+            "SELECT (SELECT min(execution_deadline_at) FROM runs WHERE closed_at IS NULL"
+            " AND execution_deadline_at IS NOT NULL) AS execution_timeout,"
+            " (SELECT min(run_deadline_at) FROM runs WHERE closed_at IS NULL"
+            " AND run_deadline_at IS NOT NULL) AS run_timeout,"
+            " (SELECT min(deadline_at) FROM runs WHERE status = 'running'"
+            " AND deadline_at IS NOT NULL AND deadline_claimed_at IS NULL) AS deadline,"
+            " (SELECT min(timeout_at) FROM workflow_tasks WHERE status = 'started'"
+            " AND timeout_at IS NOT NULL) AS workflow_task_timeout,"
+            " (SELECT min(schedule_deadline_at) FROM activities"
+            f" WHERE status IN {_PENDING_ACTIVITY} AND schedule_deadline_at IS NOT NULL)"
+            " AS schedule_to_start,"
+            " (SELECT min(close_deadline_at) FROM activities WHERE status = 'started'"
+            " AND close_deadline_at IS NOT NULL) AS start_to_close,"
+            " (SELECT min(heartbeat_deadline_at) FROM activities WHERE status = 'started'"
+            " AND heartbeat_deadline_at IS NOT NULL) AS heartbeat,"
+            " (SELECT min(schedule_to_close_deadline_at) FROM activities"
+            f" WHERE status IN {_OPEN_ACTIVITY} AND schedule_to_close_deadline_at IS NOT NULL)"
+            " AS schedule_to_close,"
+            " (SELECT min(fire_at) FROM timers WHERE status = 'scheduled'"
+            " AND kind = 'signal_timeout') AS signal_wait"
+        )

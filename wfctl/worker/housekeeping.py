@@ -105,6 +105,7 @@ class Pruner(Loop):
 
     def run_once(self, now: datetime) -> bool:
         engine = self.worker.engine
+        self._pacer.before()
         batch = prune_batch(engine, now)
         if not batch.empty:
             self._pruned += len(batch.instance_ids)

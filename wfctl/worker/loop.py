@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -12,7 +11,6 @@ from typing import TYPE_CHECKING, TypeVar
 
 from wfctl import log
 from wfctl.errors import StoreUnavailable
-from wfctl.store.sqlite import translate
 
 if TYPE_CHECKING:
     from wfctl.worker.process import Worker
@@ -142,10 +140,6 @@ class Loop:
         try:
             acted = self.run_once(self.worker.clock())
             wait = self.pause(acted)
-        except sqlite3.Error as exc:
-            # A read outside a transaction leaves SQLite's error as it is.
-            translated = translate(exc, self.worker.engine.store.path)
-            return self.failed(translated if isinstance(translated, StoreUnavailable) else exc)
         except Exception as exc:
             return self.failed(exc)
         if acted and self.writes:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import sqlite3
 import sys
 import threading
 import time
@@ -14,23 +13,27 @@ from collections import deque
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from wfctl import clock as wall_clock
 from wfctl import log, systemd
 from wfctl.context import _NOTHING
 from wfctl.engine import Engine
 from wfctl.errors import StoreUnavailable, WfctlError
-from wfctl.store.sqlite import translate
 from wfctl.watchdog import HOSTNAME, process_started
 from wfctl.worker.attempts import Attempt
+from wfctl.worker.checkpoint import Checkpointer
 from wfctl.worker.deadlines import DeadlineRunner
 from wfctl.worker.executor import Executor, executor_for
 from wfctl.worker.housekeeping import Housekeeping, Pruner
 from wfctl.worker.lease import LeaseKeeper
 from wfctl.worker.loop import Backoff, Loop, Outage
 from wfctl.worker.options import WorkerOptions
-from wfctl.worker.slots import Slot, run_pass
+from wfctl.worker.slots import Slot, StepPath, run_pass
 from wfctl.worker.watchdog import Watchdog
+
+if TYPE_CHECKING:
+    from wfctl.metrics import AttemptMetrics
 
 ONCE_NOTICE = (
     "deadline checks skipped in --once mode; run 'wfctl deadlines check' or a long-running worker"
@@ -78,14 +81,18 @@ class Worker:
         self._unsettled: dict[tuple[str, int], Attempt] = {}
         self.abandoned_total = 0
         self.tasks_done = 0
+        # Set to record each attempt's wait and run time (`work --metrics-port`).
+        self.attempt_metrics: AttemptMetrics | None = None
         self._registered = False
         self._slots_made = 0
+        self.steps = StepPath(self)
         self.slots = [self._new_slot() for _ in range(self.options.concurrency)]
         self.watchdog = Watchdog(self)
         self.deadlines = DeadlineRunner(self)
         self.housekeeping = Housekeeping(self)
         self.pruner = Pruner(self)
         self.lease = LeaseKeeper(self)
+        self.checkpointer = Checkpointer(self)
         self._threads: dict[Loop, threading.Thread] = {}
         self._deaths: deque[float] = deque()
 
@@ -163,12 +170,8 @@ class Worker:
     def run_once(self, now: datetime) -> bool:
         """One pass of the watchdog at `now` (enforce timeouts, decide), then of the slots: run
         every ready task, each at the instant the clock reads. What `work --once` does."""
-        try:
-            swept = self.watchdog.run_once(now)
-            return run_pass(self, self.slots, self.clock()) or swept
-        except sqlite3.Error as exc:
-            # A read outside a transaction leaves SQLite's error as it is.
-            raise translate(exc, self.engine.store.path) from exc
+        swept = self.watchdog.run_once(now)
+        return run_pass(self, self.slots, self.clock()) or swept
 
     # the attempts the slots run
 
@@ -191,6 +194,18 @@ class Worker:
                       step=attempt.task.step, attempt=attempt.task.attempt, abandoned=abandoned)
         if enough:
             self.request_stop()
+
+    def claim_budget(self, wanted: int) -> int:
+        """How many of `wanted` new attempts may be claimed: none once stopping, and never
+        more than `max_tasks` counts, with the attempts running included."""
+        if self.stopping:
+            return 0
+        limit = self.options.max_tasks
+        if limit is None:
+            return wanted
+        with self._lock:
+            left = limit - self.tasks_done - len(self._running)
+        return max(0, min(wanted, left))
 
     def attempts(self) -> list[Attempt]:
         """The attempts whose handlers run in a slot (abandoned ones aside)."""
@@ -305,8 +320,9 @@ class Worker:
             return 0
         self._started(once=False)
         self.deadlines.start_handlers()
-        for loop in (self.lease, self.housekeeping, self.watchdog, self.deadlines, self.pruner,
-                     *self.slots):
+        self.engine.store.defer_checkpoints()
+        for loop in (self.lease, self.housekeeping, self.checkpointer, self.watchdog,
+                     self.deadlines, self.pruner, *self.slots):
             self._start(loop)
         systemd.notify(f"READY=1\nSTATUS={self.status_line()}")
         failed = self._supervise()
@@ -379,7 +395,7 @@ class Worker:
     def _data_version(self) -> int | None:
         try:
             return self.engine.store.data_version()
-        except (sqlite3.Error, WfctlError):
+        except WfctlError:
             return None
 
     def _shut_down(self, *, failed: bool, drain: bool) -> int:
@@ -397,10 +413,11 @@ class Worker:
             log.event("worker_lease_left_to_lapse", logging.WARNING, worker_id=self.worker_id,
                       message="could not release what it holds; its attempts are retried by "
                               "another worker once its lease lapses")
-        for loop in (self.housekeeping, self.lease):
+        for loop in (self.housekeeping, self.lease, self.checkpointer):
             loop.stop()
         self.deadlines.close()
-        for loop in (self.housekeeping, self.lease, self.watchdog, self.deadlines, self.pruner):
+        for loop in (self.housekeeping, self.lease, self.checkpointer, self.watchdog,
+                     self.deadlines, self.pruner):
             thread = self._threads.get(loop)
             if thread is not None:
                 thread.join(1.0)

@@ -1,12 +1,13 @@
-"""Handler slots: each claims a ready task — a workflow task first — runs it and records the outcome."""
+"""Handler slots run attempts; the step path records their outcomes and claims the next ones, in batches."""
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from wfctl import clock, log
 from wfctl.context import _NOTHING
@@ -14,9 +15,10 @@ from wfctl.engine.activities import ActivityTask
 from wfctl.errors import ActivityCancelled, StoreUnavailable
 from wfctl.handlers import HandlerError, Outcome, format_traceback
 from wfctl.worker.attempts import Attempt
-from wfctl.worker.loop import Loop, until_written
+from wfctl.worker.loop import Backoff, Loop
 
 if TYPE_CHECKING:
+    from wfctl.engine import Engine
     from wfctl.worker.process import Worker
 
 # The longest an idle slot waits before it looks for work again (commits wake it sooner).
@@ -25,35 +27,53 @@ IDLE_WAIT = 1.0
 
 class Slot(Loop):
     """One handler slot. Whatever its handler raises or returns ends the attempt (as a failure
-    under the retry policy when it is not a result), and the slot goes on serving."""
+    under the retry policy when it is not a result), and the slot goes on serving.
+
+    A slot never touches the database itself: it hands each outcome to the worker's `StepPath`
+    and gets its next attempt back from the same transaction.
+    """
 
     def __init__(self, worker: Worker, name: str) -> None:
         super().__init__(worker)
         self.name = name
         self.attempt: Attempt | None = None
+        # The attempt claimed for this slot along with its last outcome, to run next.
+        self.held: Attempt | None = None
         # Set when the slot's handler outlived its attempt: the thread exits once it returns.
         self.abandoned = False
 
     def run_once(self, now: datetime) -> bool:
-        """Claim and run one task, a workflow task first; False when nothing was ready."""
-        worker = self.worker
-        engine = worker.engine
-        if engine.store.peek().next_ready_workflow_task(clock.iso(now)) is not None \
-                and decide_ready(worker, now, limit=1):
-            return True
-        queues = worker.options.queues
-        # Slots take turns at the engine (claims, decisions, results) and run handlers side by
-        # side. SQLite serializes writes anyway; taking turns here keeps the slots from racing
-        # for the same task and from holding the write lock while waiting for the interpreter.
-        with worker.engine_turn:
-            if worker.stopping or \
-                    engine.store.peek().next_ready_activity(queues, clock.iso(now)) is None:
+        """Run one attempt (claiming it, or deciding ready workflow tasks, first when none is
+        held); False when nothing was ready."""
+        attempt, self.held = self.held, None
+        if attempt is None:
+            if self.worker.stopping or not self.worker.steps.ready(now):
                 return False
-            activity = engine.claim_activity(worker.worker_id, queues, now)
-        if activity is None:
-            return False
-        self.execute(activity)
+            exchange = Exchange(claim=True)
+            self.worker.steps.exchange(exchange)
+            if exchange.unavailable is not None:
+                raise exchange.unavailable
+            attempt = exchange.next
+            if attempt is None:
+                return exchange.decided > 0
+        self.execute(attempt)
         return True
+
+    def run(self) -> None:
+        super().run()
+        # Stopped with an attempt claimed but not begun: give it back at once.
+        attempt, self.held = self.held, None
+        if attempt is not None:
+            worker = self.worker
+            try:
+                with worker.engine_turn:
+                    worker.engine.release_activity(attempt.task, worker.clock(),
+                                                   "worker_shutdown")
+            except StoreUnavailable as exc:
+                worker.outage.failed(exc)
+                worker.attempt_ended(attempt, settled=False)
+                return
+            worker.attempt_ended(attempt, settled=True)
 
     def idle_wait(self) -> float:
         worker = self.worker
@@ -63,12 +83,12 @@ class Slot(Loop):
             return IDLE_WAIT
         return max(0.0, min(IDLE_WAIT, (next_at - worker.clock()).total_seconds()))
 
-    def execute(self, task: ActivityTask) -> None:
+    def execute(self, attempt: Attempt) -> None:
         """Run a claimed attempt through the worker's executor and record how it ended."""
         worker = self.worker
-        attempt = Attempt(task, worker)
         self.attempt = attempt
-        worker.attempt_started(attempt)
+        if worker.attempt_metrics is not None:
+            worker.attempt_metrics.started(attempt.task)
         settled = False
         try:
             try:
@@ -77,106 +97,243 @@ class Slot(Loop):
                 # The executor itself failed (not the handler): the attempt fails all the same.
                 outcome = Outcome(error=HandlerError.of(exc))
             attempt.handler_running = False
+            if worker.attempt_metrics is not None:
+                worker.attempt_metrics.finished(attempt, outcome)
             settled = self._report(attempt, outcome)
         finally:
             self.attempt = None
             worker.attempt_ended(attempt, settled=settled)
 
     def _report(self, attempt: Attempt, outcome: Outcome) -> bool:
-        """Record how the attempt ended; False when it could not be, so that the worker still
-        holds it (and gives it back, or leaves it to its lease, when it stops)."""
+        """Record how the attempt ended (and take the next attempt with it); False when it
+        could not be, so that the worker still holds it (and gives it back, or leaves it to
+        its lease, when it stops)."""
         task = attempt.task
         if outcome.cancelled and attempt.abandon.is_set():
             _discarded(task, attempt.reason or "the attempt is no longer current")
             return True
-        error = outcome.error
         if outcome.cancelled:
             # Raised by the handler itself while its attempt was current: a failure like any.
-            error = HandlerError.of(ActivityCancelled("the handler raised ActivityCancelled"),
-                                    with_traceback=False)
+            outcome = Outcome(error=HandlerError.of(
+                ActivityCancelled("the handler raised ActivityCancelled"), with_traceback=False))
         pending = attempt.heartbeats.take_pending()
         details = {} if pending is _NOTHING else {"heartbeat_details": pending}
-        engine, worker = self.worker.engine, self.worker
-
-        def record() -> str | None:
-            if error is None:
-                return engine.complete_activity(task, outcome.result, worker.clock(),
-                                                decide=True, **details)
-            return engine.fail_activity(task, error.exception_class, error.message,
-                                        worker.clock(), exception_classes=error.classes,
-                                        traceback=error.traceback, decide=True, **details)
-
-        recorded, rejected = self._record(task, record)
-        if rejected:
-            _discarded(task, rejected)
-        return recorded
-
-    def _record(self, task: ActivityTask,
-                record: Callable[[], str | None]) -> tuple[bool, str | None]:
-        """Record an outcome, waiting out a database outage: the outcome is kept until it is
-        written (the engine rejects it then if the attempt is no longer current). Returns
-        whether the attempt is settled, and why the engine rejected the outcome, if it did."""
-        try:
-            recorded, rejected = until_written(self.worker, record)
-        except Exception as exc:
-            log.failure("activity_result_not_recorded", exc,
-                        instance=task.workflow_instance_id, step=task.step,
-                        attempt=task.attempt)
-            return self._fail_unrecorded(task, exc), None
-        if not recorded:
-            log.event("activity_result_not_recorded", logging.WARNING,
-                      instance=task.workflow_instance_id, step=task.step, attempt=task.attempt,
-                      reason="stopped while the database was unavailable")
-        return recorded, rejected
-
-    def _fail_unrecorded(self, task: ActivityTask, error: Exception) -> bool:
-        """An outcome the engine could not take fails the attempt instead, so that it never
-        stays `started` for good; failing that, it is given back."""
-        worker, engine = self.worker, self.worker.engine
-        try:
-            with worker.engine_turn:
-                engine.fail_activity(task, type(error).__name__,
-                                     f"the worker could not record the outcome: {error}",
-                                     worker.clock(),
-                                     exception_classes=[c.__name__ for c in type(error).__mro__],
-                                     traceback=format_traceback(error), decide=True)
-        except Exception:
-            try:
-                with worker.engine_turn:
-                    engine.release_activity(task, worker.clock(), "worker_error")
-            except Exception as exc:
-                log.failure("activity_release_failed", exc, instance=task.workflow_instance_id,
-                            step=task.step, attempt=task.attempt)
+        exchange = Exchange(attempt=attempt, outcome=outcome, details=details, claim=True)
+        backoff = Backoff()
+        while True:
+            exchange.claim = not self.worker.stopping
+            self.worker.steps.exchange(exchange)
+            if exchange.unavailable is None:
+                break
+            # Waited out: the outcome is kept until it is written (the engine rejects it then
+            # if the attempt is no longer current).
+            if self.worker.forced.wait(backoff.next()):
+                log.event("activity_result_not_recorded", logging.WARNING,
+                          instance=task.workflow_instance_id, step=task.step,
+                          attempt=task.attempt,
+                          reason="stopped while the database was unavailable")
                 return False
-        return True
+            exchange = Exchange(attempt=attempt, outcome=outcome, details=details)
+        self.held = exchange.next
+        if exchange.rejected:
+            _discarded(task, exchange.rejected)
+        return exchange.recorded
+
+
+@dataclass(eq=False)
+class Exchange:
+    """A slot's turn at the step path: the outcome of the attempt it ran, if any, and whether
+    it takes a next attempt; the step path fills in the rest."""
+
+    attempt: Attempt | None = None
+    outcome: Outcome | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+    claim: bool = False
+    done: bool = False
+    recorded: bool = False
+    rejected: str | None = None
+    unavailable: StoreUnavailable | None = None
+    next: Attempt | None = None
+    decided: int = 0
+
+
+class StepPath:
+    """Group commit for the slots of one process.
+
+    Slots hand their outcomes in; whichever slot gets the engine turn first records every
+    outcome waiting, decides what each one makes ready, decides ready workflow tasks and claims
+    the next attempts for the slots that asked — all in one transaction — and hands out the
+    claims. A claim is made only for a slot that is free, since an attempt's start_to_close
+    counts from its claim. A batch the engine cannot take (an unexpected error) is rolled back
+    and done again one outcome per transaction.
+    """
+
+    # Ready workflow tasks decided in one batch, at most.
+    DECISIONS = 64
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self._queue: list[Exchange] = []
+        self._queue_lock = threading.Lock()
+
+    def ready(self, now: datetime) -> bool:
+        """Whether a workflow task or an activity is ready (a read, no write lock)."""
+        tx = self.worker.engine.store.peek()
+        at = clock.iso(now)
+        return tx.next_ready_workflow_task(at) is not None or \
+            tx.next_ready_activity(self.worker.options.queues, at) is not None
+
+    def exchange(self, exchange: Exchange) -> None:
+        """Hand `exchange` in and return once a batch took it."""
+        with self._queue_lock:
+            self._queue.append(exchange)
+        with self.worker.engine_turn:
+            if exchange.done:
+                return
+            with self._queue_lock:
+                batch, self._queue = self._queue, []
+            self._combine(batch)
+
+    def _combine(self, batch: list[Exchange]) -> None:
+        worker, engine = self.worker, self.worker.engine
+        now = worker.clock()
+        wanting = [exchange for exchange in batch if exchange.claim]
+        budget = worker.claim_budget(len(wanting))
+        tasks: list[ActivityTask] = []
+        decided = 0
+        try:
+            with engine.batch():
+                for exchange in batch:
+                    if exchange.attempt is not None:
+                        exchange.rejected = _record(engine, exchange, now)
+                decided = _decide(worker, now, self.DECISIONS)
+                while len(tasks) < budget:
+                    claimed = engine.claim_activity(worker.worker_id, worker.options.queues, now)
+                    if claimed is None:
+                        break
+                    tasks.append(claimed)
+        except StoreUnavailable as exc:
+            worker.outage.failed(exc)
+            for exchange in batch:
+                exchange.unavailable, exchange.done = exc, True
+            return
+        except Exception:
+            self._one_by_one(batch, now)
+            return
+        worker.outage.recovered()
+        for exchange in batch:
+            exchange.recorded = exchange.attempt is not None
+        for exchange, task in zip(wanting, tasks, strict=False):
+            exchange.next = Attempt(task, worker)
+            worker.attempt_started(exchange.next)
+        for exchange in batch:
+            exchange.decided, exchange.done = decided, True
+
+    def _one_by_one(self, batch: list[Exchange], now: datetime) -> None:
+        """Record each outcome in a transaction of its own: one the engine cannot take fails
+        the attempt instead, so that it never stays `started` for good."""
+        engine = self.worker.engine
+        for exchange in batch:
+            if exchange.attempt is not None:
+                try:
+                    exchange.rejected = _record(engine, exchange, now)
+                    exchange.recorded = True
+                except StoreUnavailable as exc:
+                    self.worker.outage.failed(exc)
+                    exchange.unavailable = exc
+                except Exception as exc:
+                    task = exchange.attempt.task
+                    log.failure("activity_result_not_recorded", exc,
+                                instance=task.workflow_instance_id, step=task.step,
+                                attempt=task.attempt)
+                    exchange.recorded = _fail_unrecorded(engine, task, exc, now)
+            exchange.done = True
+
+
+def _record(engine: Engine, exchange: Exchange, now: datetime) -> str | None:
+    """Apply an attempt's outcome and decide what it makes ready; why it was rejected, if so."""
+    assert exchange.attempt is not None and exchange.outcome is not None
+    task, outcome = exchange.attempt.task, exchange.outcome
+    error = outcome.error
+    if error is None:
+        return engine.complete_activity(task, outcome.result, now, decide=True,
+                                        **exchange.details)
+    return engine.fail_activity(task, error.exception_class, error.message, now,
+                                exception_classes=error.classes, traceback=error.traceback,
+                                decide=True, **exchange.details)
+
+
+def _fail_unrecorded(engine: Engine, task: ActivityTask, error: Exception,
+                     now: datetime) -> bool:
+    """An outcome the engine could not take fails the attempt instead; failing that, it is
+    given back. False when neither could be written."""
+    try:
+        engine.fail_activity(task, type(error).__name__,
+                             f"the worker could not record the outcome: {error}", now,
+                             exception_classes=[c.__name__ for c in type(error).__mro__],
+                             traceback=format_traceback(error), decide=True)
+    except Exception:
+        try:
+            engine.release_activity(task, now, "worker_error")
+        except Exception as exc:
+            log.failure("activity_release_failed", exc, instance=task.workflow_instance_id,
+                        step=task.step, attempt=task.attempt)
+            return False
+    return True
 
 
 def decide_ready(worker: Worker, now: datetime, limit: int) -> int:
     """Claim and complete up to `limit` ready workflow tasks at `now`; how many.
 
-    The batch holds the engine turn, so that it runs on one connection while its cache is
-    warm. A completion the database refuses is waited out with the turn released: a task left
-    `started` would hold its workflow until its workflow_task_timeout (which may be none).
+    Up to `StepPath.DECISIONS` of them go in one transaction, claims and completions together,
+    so that a failed write leaves no task claimed. A batch the engine cannot take (an
+    unexpected error) is done again one transaction per step, so that one bad task does not
+    hold up the others.
     """
     engine = worker.engine
     decided = 0
     while decided < limit:
-        refused = None
+        size = min(StepPath.DECISIONS, limit - decided)
         with worker.engine_turn:
-            while decided < limit:
-                task = engine.claim_workflow_task(worker.worker_id, now)
-                if task is None:
-                    return decided
-                decided += 1
-                try:
-                    engine.complete_workflow_task(task, now)
-                except StoreUnavailable as exc:
-                    worker.outage.failed(exc)
-                    refused = task
-                    break
-        if refused is not None:
-            until_written(worker, lambda task=refused: engine.complete_workflow_task(
-                task, worker.clock()))
+            try:
+                with engine.batch():
+                    done = _decide(worker, now, size)
+            except StoreUnavailable:
+                raise
+            except Exception:
+                done = _decide_one_by_one(worker, now, size)
+        decided += done
+        if done < size:
+            break
+    return decided
+
+
+def _decide(worker: Worker, now: datetime, limit: int) -> int:
+    engine, decided = worker.engine, 0
+    while decided < limit:
+        task = engine.claim_workflow_task(worker.worker_id, now)
+        if task is None:
+            break
+        engine.complete_workflow_task(task, now)
+        decided += 1
+    return decided
+
+
+def _decide_one_by_one(worker: Worker, now: datetime, limit: int) -> int:
+    """Claim and complete in transactions of their own; a completion that fails leaves its
+    task to its workflow_task_timeout, and the next task is taken."""
+    engine, decided = worker.engine, 0
+    while decided < limit:
+        task = engine.claim_workflow_task(worker.worker_id, now)
+        if task is None:
+            break
+        decided += 1
+        try:
+            engine.complete_workflow_task(task, now)
+        except StoreUnavailable:
+            raise
+        except Exception as exc:
+            log.failure("workflow_task_failed", exc, instance=task["workflow_instance_id"])
     return decided
 
 

@@ -1,0 +1,180 @@
+"""The store contract: what the engine relies on from any backend (`wfctl/store/base.py`).
+
+Every backend runs these; a backend joins by adding itself to the `store` fixture's params.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from wfctl import clock
+from wfctl.store import SQLiteStore, Store
+from wfctl.vocabulary import EVENT_TYPES, TIMEOUT_EVENTS
+
+T0 = datetime(2026, 4, 12, 12, 0, tzinfo=UTC)
+
+
+def _sqlite(folder: Path) -> Store:
+    return SQLiteStore(folder / "contract.db")
+
+
+@pytest.fixture(params=[_sqlite], ids=["sqlite"])
+def opener(request, tmp_path):
+    """Opens a fresh connection to one database of the backend under test."""
+    stores: list[Store] = []
+
+    def open_one() -> Store:
+        store = request.param(tmp_path)
+        stores.append(store)
+        return store
+
+    yield open_one
+    for store in stores:
+        store.close()
+
+
+@pytest.fixture
+def store(opener):
+    return opener()
+
+
+def add_instance(tx, instance_id: str, *, created: datetime = T0, **fields) -> None:
+    tx.put_definitions("d", "workflows.yaml", "version: 1", clock.iso(T0))
+    run_id = f"{instance_id}-r1"
+    tx.insert_instance({
+        "workflow_instance_id": instance_id, "workflow_type": "t", "definitions_digest": "d",
+        "status": "running", "current_run_id": run_id, "run_count": 1,
+        "child_policy": "abandon", "created_at": clock.iso(created),
+        "updated_at": clock.iso(created), **fields,
+    })
+    tx.insert_run({
+        "workflow_run_id": run_id, "workflow_instance_id": instance_id, "run_number": 1,
+        "status": "running", "state": '{"k": "v"}', "first_seq": 1,
+        "started_at": clock.iso(created),
+    })
+
+
+def add_activity(tx, activity_id: str, run_id: str, *, status: str = "scheduled") -> None:
+    tx.insert_activity({
+        "activity_id": activity_id, "workflow_run_id": run_id,
+        "workflow_instance_id": run_id.removesuffix("-r1"), "step_index": 0,
+        "branch_index": 0, "step": "s", "handler": "h:f", "queue": "default",
+        "status": status, "attempt": 1, "max_attempts": 3, "retry_policy": "{}",
+        "available_at": clock.iso(T0), "scheduled_at": clock.iso(T0), "scheduled_event_id": 1,
+    })
+
+
+def test_nulls_come_back_as_none(store):
+    with store.write() as tx:
+        add_instance(tx, "i1", deadline_at=None, on_deadline=None)
+    with store.read() as tx:
+        instance = tx.get_instance("i1")
+    assert instance["deadline_at"] is None and instance["closed_at"] is None
+    assert instance["execution_timeout_seconds"] is None
+
+
+def test_lists_come_newest_first_and_history_in_seq_order(store):
+    with store.write() as tx:
+        for n in range(3):
+            add_instance(tx, f"i{n}", created=T0.replace(minute=n))
+    with store.write() as tx:
+        run = tx.get_run("i1-r1")
+        for n in range(5):
+            tx.append_event(run, "WorkflowTaskScheduled", T0, {"reason": f"r{n}"})
+    with store.read() as tx:
+        listed = [row["workflow_instance_id"] for row in tx.list_instances(
+            status=None, workflow_type=None, since=None, limit=10)]
+        events = tx.events("i1")
+    assert listed == ["i2", "i1", "i0"]
+    assert [e["seq"] for e in events] == [1, 2, 3, 4, 5]
+    assert [e["attributes"]["reason"] for e in events] == ["r0", "r1", "r2", "r3", "r4"]
+
+
+def test_a_conditional_change_says_whether_it_won(store):
+    with store.write() as tx:
+        add_instance(tx, "i1")
+        add_activity(tx, "a1", "i1-r1")
+    with store.write() as tx:
+        first = tx.update_activity("a1", expect_attempt=1,
+                                   expect_status=("scheduled", "retry_scheduled"),
+                                   status="started", owner="w1")
+        second = tx.update_activity("a1", expect_attempt=1,
+                                    expect_status=("scheduled", "retry_scheduled"),
+                                    status="started", owner="w2")
+    with store.read() as tx:
+        assert tx.get_activity("a1")["owner"] == "w1"
+    assert (first, second) == (True, False)
+
+
+def test_a_deadline_claim_is_won_once(store):
+    with store.write() as tx:
+        add_instance(tx, "i1")
+    with store.write() as tx:
+        assert tx.claim_deadline("i1-r1", "w1", clock.iso(T0), None) is True
+        assert tx.claim_deadline("i1-r1", "w2", clock.iso(T0), None) is False
+        assert tx.claim_deadline("i1-r1", "w2", clock.iso(T0), "w1") is True
+
+
+def test_event_instants_and_attributes_round_trip(store):
+    at = datetime(2026, 4, 12, 12, 0, 1, 234000, tzinfo=UTC)
+    attributes = {"activity_id": "a", "result": {"ünïcode": "✓", "n": [1, 2.5, None, True]},
+                  "close_deadline_at": clock.iso(at.replace(minute=5)), "extra": None}
+    with store.write() as tx:
+        add_instance(tx, "i1")
+        seq = tx.append_event(tx.get_run("i1-r1"), "ActivityCompleted", at, attributes)
+    with store.read() as tx:
+        (event,) = tx.events("i1")
+    assert event["seq"] == seq == 1
+    assert event["event_type"] == "ActivityCompleted"
+    assert event["at"] == clock.iso(at)
+    assert event["attributes"] == attributes and list(event["attributes"]) == list(attributes)
+
+
+def test_json_text_round_trips_unchanged(store):
+    state = '{"emoji":"😀","nested":{"a":[1,{"b":null}]},"big":12345678901234567890}'
+    with store.write() as tx:
+        add_instance(tx, "i1")
+        tx.update_run("i1-r1", state=state)
+    with store.read() as tx:
+        assert tx.get_run("i1-r1")["state"] == state
+
+
+def test_an_uncommitted_write_is_invisible_to_another_connection(opener):
+    writer, reader = opener(), opener()
+    with writer.write() as tx:
+        add_instance(tx, "i0")
+    with reader.read() as before:
+        with writer.write() as tx:
+            add_instance(tx, "i1")
+            assert reader.peek().get_instance("i1") is None
+        # A read transaction keeps its snapshot while another commits.
+        assert before.get_instance("i1") is None
+    assert reader.peek().get_instance("i1") is not None
+
+
+def test_a_failed_transaction_leaves_nothing(store):
+    with pytest.raises(RuntimeError), store.write() as tx:
+        add_instance(tx, "i1")
+        tx.append_event(tx.get_run("i1-r1"), "WorkflowStarted", T0, {})
+        raise RuntimeError("boom")
+    with store.read() as tx:
+        assert tx.get_instance("i1") is None
+        assert tx.events("i1") == []
+
+
+def test_timeout_and_deadline_events_are_counted_as_they_are_appended(store):
+    with store.write() as tx:
+        add_instance(tx, "i1")
+        run = tx.get_run("i1-r1")
+        for event_type in EVENT_TYPES:
+            tx.append_event(run, event_type, T0,
+                            {"timeout_kind": "heartbeat", "failure_category": "x"})
+        tx.append_event(run, "WorkflowFailed", T0, {})
+    with store.read() as tx:
+        counted = {(row["event_type"], row["timeout_kind"], row["failure_category"]): row["count"]
+                   for row in tx.timeout_event_counts()}
+    assert counted == {**{(t, "heartbeat", "x"): 1 for t in TIMEOUT_EVENTS},
+                       ("WorkflowFailed", None, None): 1}

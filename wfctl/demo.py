@@ -1,0 +1,120 @@
+"""`wfctl demo`: the ETL example run by a worker in this process, with limits of seconds, so that
+an attempt's start-to-close timeout and a workflow's deadline fire while the user watches."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+
+from wfctl import clock, render, timeline
+from wfctl.client import Client
+from wfctl.errors import InvalidInput
+from wfctl.worker import WorkerOptions
+
+DEFINITIONS = Path(__file__).parent / "examples" / "demo.yaml"
+# The demo's two workflows take about three seconds; past this something is wrong.
+PATIENCE = 30.0
+# demo-late must complete within this, and its extract step takes longer (60 rows, 50 ms each).
+LATE_DEADLINE = 2
+LATE_ROWS = 60
+# The events of each workflow that tell its story.
+SHOWN = {
+    "demo-etl": ("ActivityRetryScheduled", "WorkflowCompleted"),
+    "demo-late": ("WorkflowDeadlineExceeded", "WorkflowFailed"),
+}
+
+
+def run(folder: Path, out: Console) -> None:
+    """Run the demo on a new database in `folder`, which is kept; print what happened, the
+    timeline of one workflow, and what to try next."""
+    db, workflows = folder / "wfctl.db", folder / "workflows.yaml"
+    if db.exists():
+        raise InvalidInput(f"{db} exists already; the demo starts on a new database "
+                           "(pass --folder with a new or empty folder)")
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(DEFINITIONS, workflows)
+    with Client(db, workflows) as client:
+        client.start("etl", "demo-etl", input={"source": "demo://orders.csv", "stall": True})
+        client.start("etl", "demo-late", input={"source": "demo://archive.csv",
+                                                "rows": LATE_ROWS}, deadline=LATE_DEADLINE)
+        _introduce(out)
+        _run_worker(client)
+        for instance_id in SHOWN:
+            _story(out, client, instance_id)
+        out.print()
+        doc = client.describe("demo-etl")
+        out.print(timeline.draw(doc, client.history("demo-etl"), now=clock.now(),
+                                width=out.width), soft_wrap=True)
+    _what_next(out, folder)
+
+
+def _introduce(out: Console) -> None:
+    render.emit(out, Text.assemble(
+        ("wfctl demo", "bold"), ": the ETL example (extract → transform → load) with limits of "
+        "seconds, so that a timeout and a deadline fire while you watch.\n"
+        "  demo-etl   transform's first attempt hangs past its start-to-close (1s)\n"
+        f"  demo-late  started with --deadline {LATE_DEADLINE}s; its extract takes about "
+        f"{LATE_ROWS * 0.05:.0f}s\n"
+        "A worker runs them now, for a few seconds..."))
+
+
+def _run_worker(client: Client) -> None:
+    """Run a worker until both workflows have closed."""
+    worker = client.worker(WorkerOptions(concurrency=4, worker_lease=5))
+    thread = threading.Thread(target=worker.run, name="demo-worker", daemon=True)
+    # The worker's log lines (a result discarded after the deadline) are not the demo's story;
+    # without a handler of its own, Python would print the warnings bare on stderr.
+    quiet = logging.NullHandler()
+    logging.getLogger("wfctl").addHandler(quiet)
+    thread.start()
+    try:
+        end = time.monotonic() + PATIENCE
+        while any(client.describe(instance_id)["closed_at"] is None for instance_id in SHOWN):
+            if time.monotonic() > end:
+                raise InvalidInput(f"the demo's workflows did not close within {PATIENCE:.0f}s")
+            time.sleep(0.1)
+    finally:
+        worker.request_stop()
+        thread.join(10)
+        logging.getLogger("wfctl").removeHandler(quiet)
+
+
+def _story(out: Console, client: Client, instance_id: str) -> None:
+    doc = client.describe(instance_id)
+    run = doc["run"]
+    took = (clock.parse(run["closed_at"]) - clock.parse(run["started_at"])).total_seconds()
+    out.print()
+    render.emit(out, Text.assemble((instance_id, "bold"), " ", render.status_text(doc["status"]),
+                                   f" after {render.span(took)}: ", _outcome(doc)))
+    events = [event for event in client.history(instance_id)
+              if event["event_type"] in SHOWN[instance_id]]
+    render.history(out, events, start_at=doc["created_at"])
+
+
+def _outcome(doc: dict[str, Any]) -> str:
+    if doc["status"] == "completed":
+        return "the attempt that timed out was retried"
+    failure = doc["failure"] or {}
+    if failure.get("failure_category") == "deadline":
+        return f"its deadline passed, so {doc['on_deadline']} ran"
+    return str(failure.get("message"))
+
+
+def _what_next(out: Console, folder: Path) -> None:
+    render.emit(out, Text.assemble(("\nWhat next", "bold"),
+                                   " (the database and its workflows.yaml are kept):"))
+    # The folder is never broken over two lines: it is to be copied.
+    out.print(f"  cd {folder}", soft_wrap=True, markup=False, highlight=False)
+    render.emit(out, Text.assemble(
+        "  wfctl describe demo-late      every deadline, and the one that passed\n",
+        "  wfctl history demo-etl        each event; the timeout stands out\n",
+        "  wfctl timeline demo-late      the run against its deadline\n",
+        "  wfctl retry demo-late --extend-deadline 1h && wfctl work --once\n",
+        "  wfctl start etl --input '{\"flaky\": true}' --wait   (with wfctl work running)"))

@@ -1,0 +1,229 @@
+"""How history is stored compactly: event types as codes, instants as integers, attribute names as codes.
+
+History is most of a database (over twenty events per three-step workflow), and most of an
+event's bytes were its attribute names, its ISO instants and the retry policy repeated in every
+ActivityScheduled. Here an event's attributes are a JSON array of alternating names and values
+(`[name, value, name, value, …]`): a known name is its small integer code, an unknown one stays
+a string; attributes with one of the usual key sequences (`SHAPES`) are `[-shape number,
+value, value, …]`, their names implied. A top-level `*_at` instant in wfctl's ISO form is
+`[microseconds after the event's own instant]` (a deadline five minutes on is `[300000000]`); a
+retry policy with the standard keys is the list of its values. Decoding gives back the very
+same dict, keys in the same order, so `history --json` does not change.
+
+The code tables are append-only: a code, once written to a database, means that name forever.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from wfctl import jsonvalue
+
+# Event type codes: the position in this tuple, from 1. Append only.
+EVENT_CODES = (
+    "WorkflowStarted", "WorkflowTaskScheduled", "WorkflowTaskStarted", "WorkflowTaskCompleted",
+    "WorkflowTaskTimedOut", "ActivityScheduled", "ActivityStarted", "ActivityHeartbeatRecorded",
+    "ActivityCompleted", "ActivityFailed", "ActivityRetryScheduled", "ActivityTimedOut",
+    "ActivityCancelled", "TimerScheduled", "TimerFired", "TimerCancelled", "SignalWaitOpened",
+    "SignalReceived", "ChildWorkflowStarted", "ChildWorkflowCompleted", "ChildWorkflowFailed",
+    "ChildWorkflowTimedOut", "ParentClosePolicyApplied", "WorkflowPaused", "WorkflowResumed",
+    "WorkflowDeadlineExceeded", "WorkflowRetried", "WorkflowContinuedAsNew", "WorkflowCompleted",
+    "WorkflowFailed", "WorkflowTimedOut", "WorkflowCancelRequested", "WorkflowCancelled",
+    "WorkflowTerminated", "StartRejected", "WorkflowRetryScheduled",
+)
+# Attribute name codes: the position in this tuple, from 1. Append only.
+ATTRIBUTE_CODES = (
+    "activity_id", "step", "attempt", "scheduled_event_id", "started_event_id", "worker_id",
+    "reason", "result", "handler", "queue", "max_attempts", "retry_policy",
+    "schedule_deadline_at", "schedule_to_close_deadline_at", "close_deadline_at",
+    "heartbeat_deadline_at", "timeout_at", "state_keys", "workflow_type", "input",
+    "execution_timeout_seconds", "deadline_seconds", "on_deadline", "child_policy",
+    "parent_instance_id", "run_number", "workflow_run_id", "run_timeout_seconds",
+    "workflow_task_timeout_seconds", "execution_deadline_at", "run_deadline_at", "deadline_at",
+    "timeout_kind", "message", "exception_class", "failure_category", "failure", "retryable",
+    "traceback", "next_attempt", "retry_available_at", "backoff_seconds", "timer_id", "kind",
+    "fire_at", "details", "last_heartbeat_at", "last_heartbeat_details", "signal", "name",
+    "data", "child_instance_id", "child_run_id", "status", "policy", "child_status",
+    "initiated_event_id", "previous_status", "deadline_change", "previous_deadline_at",
+    "existing_status", "requested_type", "seconds", "duration_seconds",
+)
+# The key sequences events are written with, most frequent first: attributes of one of these
+# shapes are stored as `[-shape number, value, value, …]`, their names implied. Append only.
+SHAPES: tuple[tuple[str, ...], ...] = tuple(tuple(shape.split()) for shape in (
+    "reason",
+    "scheduled_event_id worker_id timeout_at",
+    "scheduled_event_id started_event_id",
+    "workflow_type input execution_timeout_seconds deadline_seconds on_deadline child_policy "
+    "parent_instance_id run_number workflow_run_id run_timeout_seconds workflow_task_timeout_seconds "
+    "execution_deadline_at run_deadline_at deadline_at",
+    "activity_id step handler queue attempt max_attempts retry_policy schedule_deadline_at "
+    "schedule_to_close_deadline_at",
+    "activity_id step attempt worker_id scheduled_event_id close_deadline_at heartbeat_deadline_at",
+    "activity_id step attempt scheduled_event_id started_event_id result",
+    "state_keys",
+    "timer_id step kind duration_seconds fire_at",
+    "failure_category message exception_class timeout_kind step",
+    "child_instance_id child_run_id workflow_type step",
+    "timer_id step kind fire_at scheduled_event_id",
+    "signal step timeout_seconds timeout_at",
+    "new_run_id new_run_number execution_deadline_at run_deadline_at deadline_at",
+    "workflow_type input execution_timeout_seconds deadline_seconds on_deadline child_policy "
+    "continued_from_run_id run_number workflow_run_id run_timeout_seconds "
+    "workflow_task_timeout_seconds execution_deadline_at run_deadline_at deadline_at",
+    "activity_id step attempt details scheduled_event_id started_event_id heartbeat_deadline_at",
+    "child_instance_id child_run_id step status initiated_event_id",
+    "child_instance_id child_run_id step status initiated_event_id failure",
+    "activity_id step attempt reason scheduled_event_id started_event_id",
+    "timeout_kind deadline_at execution_deadline_at run_deadline_at child_policy message",
+    "timer_id step kind fire_at reason scheduled_event_id",
+    "deadline_at handler handler_error claimed_at",
+    "failure_category message deadline_at exception_class timeout_kind step",
+    "activity_id step attempt scheduled_event_id started_event_id reason next_attempt "
+    "retry_available_at backoff_seconds max_attempts failure",
+    "activity_id step attempt scheduled_event_id started_event_id reason exception_class message "
+    "retryable max_attempts traceback",
+    "signal data buffered",
+    "activity_id step attempt scheduled_event_id started_event_id timeout_kind deadline_at "
+    "schedule_deadline_at close_deadline_at schedule_to_close_deadline_at heartbeat_deadline_at "
+    "last_heartbeat_at last_heartbeat_details",
+    "activity_id step attempt scheduled_event_id started_event_id reason exception_class message "
+    "retryable max_attempts",
+    "activity_id step attempt scheduled_event_id started_event_id reason next_attempt "
+    "retry_available_at backoff_seconds max_attempts timeout_kind deadline_at",
+    "status",
+    "step step_index previous_status deadline_at previous_deadline_at deadline_change run_deadline_at "
+    "execution_deadline_at",
+    "child_instance_id policy child_status",
+    "reason cancel_reason",
+    "reason requested_type existing_status",
+    "reason child_policy",
+    "timeout_kind scheduled_event_id started_event_id deadline_at worker_id",
+    "child_instance_id child_run_id step status initiated_event_id failure timeout_kind deadline_at",
+))
+# The keys of a retry policy, in the order wfctl writes them.
+POLICY_KEYS = (
+    "max_attempts", "backoff_seconds", "schedule_to_start_timeout", "start_to_close_timeout",
+    "schedule_to_close_timeout", "heartbeat_timeout", "non_retryable",
+)
+
+_SHAPE_NUMBER = {shape: number for number, shape in enumerate(SHAPES, 1)}
+_TYPE_CODE = {name: code for code, name in enumerate(EVENT_CODES, 1)}
+_NAME_CODE = {name: code for code, name in enumerate(ATTRIBUTE_CODES, 1)}
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_ISO_LENGTH = len("2026-01-01T00:00:00.000+00:00")
+
+
+def type_code(event_type: str) -> int | str:
+    """The stored form of an event type: its code, or the name for a type without one."""
+    return _TYPE_CODE.get(event_type, event_type)
+
+
+def type_name(stored: int | str) -> str:
+    return EVENT_CODES[stored - 1] if isinstance(stored, int) else stored
+
+
+def micros(instant: datetime) -> int:
+    """An aware instant as integer microseconds since the epoch (exact)."""
+    delta = instant - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def instant(stored: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=stored)
+
+
+def micros_of_iso(text: str) -> int | None:
+    """Microseconds for an instant in wfctl's ISO form; None when `text` is not exactly that
+    form (so that it is kept as it is)."""
+    if len(text) != _ISO_LENGTH or not text.endswith("+00:00"):
+        return None
+    try:
+        value = micros(datetime.fromisoformat(text))
+    except ValueError:
+        return None
+    return value if iso_of_micros(value) == text else None
+
+
+def iso_of_micros(stored: int) -> str:
+    return instant(stored).isoformat(timespec="milliseconds")
+
+
+def encode_attributes(attributes: dict[str, Any], at: int) -> str:
+    """An event's attributes in their stored form (see the module's text); `at` is the event's
+    instant in microseconds."""
+    shape = _SHAPE_NUMBER.get(tuple(attributes))
+    items: list[Any] = [] if shape is None else [-shape]
+    for key, value in attributes.items():
+        if shape is None:
+            code = _NAME_CODE.get(key)
+            items.append(key if code is None else code)
+        if key.endswith("_at"):
+            value = _encode_instant(value, at)
+        elif key == "retry_policy":
+            value = encode_policy_value(value)
+        items.append(value)
+    return jsonvalue.dumps(items)
+
+
+def decode_attributes(text: str, at: int) -> dict[str, Any]:
+    """The attributes dict `encode_attributes` was given (with the same `at`); a JSON object is
+    returned as it is."""
+    items = json.loads(text)
+    if isinstance(items, dict):
+        return items
+    if items and isinstance(items[0], int) and items[0] < 0:
+        pairs: Any = zip(SHAPES[-items[0] - 1], items[1:], strict=True)
+    else:
+        pairs = ((ATTRIBUTE_CODES[key - 1] if isinstance(key, int) else key, value)
+                 for key, value in zip(items[::2], items[1::2], strict=True))
+    attributes: dict[str, Any] = {}
+    for key, value in pairs:
+        if key == "retry_policy":
+            value = decode_policy_value(value)
+        elif key.endswith("_at") and isinstance(value, list):
+            value = _decode_instant(value, at)
+        attributes[key] = value
+    return attributes
+
+
+def _encode_instant(value: Any, at: int) -> Any:
+    """An `*_at` value: an instant in wfctl's ISO form becomes `[offset]`; any other list is
+    wrapped as `[list]`, so that it is never taken for one; everything else stays as it is."""
+    if isinstance(value, str):
+        stored = micros_of_iso(value)
+        return value if stored is None else [stored - at]
+    if isinstance(value, list):
+        return [value]
+    return value
+
+
+def _decode_instant(stored: list[Any], at: int) -> Any:
+    (inner,) = stored
+    if type(inner) is int:
+        return iso_of_micros(at + inner)
+    return inner
+
+
+def encode_policy_value(policy: Any) -> Any:
+    """A retry policy with the standard keys in order as the list of its values."""
+    if isinstance(policy, dict) and tuple(policy) == POLICY_KEYS:
+        return list(policy.values())
+    return policy
+
+
+def decode_policy_value(stored: Any) -> Any:
+    if isinstance(stored, list) and len(stored) == len(POLICY_KEYS):
+        return dict(zip(POLICY_KEYS, stored, strict=True))
+    return stored
+
+
+def encode_policy(policy: dict[str, Any]) -> str:
+    """An activity row's retry policy, stored compactly."""
+    return jsonvalue.dumps(encode_policy_value(policy))
+
+
+def decode_policy(text: str) -> dict[str, Any]:
+    """An activity row's retry policy, whichever form it was stored in."""
+    return decode_policy_value(json.loads(text))
