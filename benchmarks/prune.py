@@ -106,17 +106,19 @@ def build(scratch: Scratch, total: int, template: int) -> None:
     conn = sqlite3.connect(scratch.db, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
-    # Each copy reads the template's rows alone: by rowid, or (events, keyed by instance) by id.
-    conn.execute("CREATE TEMP TABLE template AS SELECT workflow_instance_id FROM instances")
+    # Each copy reads the template's rows alone: by rowid, or (events, keyed by instance key) by
+    # key; a copy's instance keys follow on from the template's.
+    (keys,) = conn.execute("SELECT max(instance_key) FROM instances").fetchone()
     statements = []
     for table in TABLES:
         columns = [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
         values = ["NULL" if c in ROWID_COLUMNS else f"{c} || :suffix" if c in ID_COLUMNS
+                  else "instance_key + :keys" if c == "instance_key"
                   else f"strftime('%Y-%m-%dT%H:%M:%f', {c}, :shift) || '+00:00'"
                   if table == "instances" and c in SHIFTED_COLUMNS else c
                   for c in columns]
         if table == "events":
-            where = "workflow_instance_id IN (SELECT workflow_instance_id FROM temp.template)"
+            where = f"instance_key <= {keys}"
         else:
             (last,) = conn.execute(f"SELECT coalesce(max(rowid), 0) FROM {table}").fetchone()
             where = f"rowid <= {last}"
@@ -127,7 +129,7 @@ def build(scratch: Scratch, total: int, template: int) -> None:
         if copy % 20 == 1:
             conn.execute("BEGIN")
         for statement in statements:
-            conn.execute(statement, {"suffix": f"~{copy:05d}",
+            conn.execute(statement, {"suffix": f"~{copy:05d}", "keys": copy * keys,
                                      "shift": f"-{copies + 1 - copy} hours"})
         if copy % 20 == 0 or copy == copies:
             conn.execute("COMMIT")
@@ -142,10 +144,11 @@ def lengthen(db: Path, runs: int) -> tuple[str, int]:
     """Give the first instance due `runs` runs in all, copies of its own (as a loop of
     continue-as-new would leave it): (its id, its events)."""
     conn = sqlite3.connect(db, isolation_level=None)
-    (instance_id,) = conn.execute(
-        "SELECT workflow_instance_id FROM instances ORDER BY retain_until LIMIT 1").fetchone()
-    (span,) = conn.execute("SELECT max(seq) FROM events WHERE workflow_instance_id = ?",
-                           (instance_id,)).fetchone()
+    (instance_id, key) = conn.execute(
+        "SELECT workflow_instance_id, instance_key FROM instances ORDER BY retain_until LIMIT 1"
+    ).fetchone()
+    (span,) = conn.execute("SELECT max(seq) FROM events WHERE instance_key = ?",
+                           (key,)).fetchone()
     renamed = {"workflow_run_id": "workflow_run_id || :suffix",
                "activity_id": "activity_id || :suffix", "timer_id": "timer_id || :suffix",
                "run_number": "run_number + :copy", "first_seq": "first_seq + :offset",
@@ -162,15 +165,16 @@ def lengthen(db: Path, runs: int) -> tuple[str, int]:
         statements.append(
             f"INSERT INTO {table} ({', '.join(columns)}) "
             f"SELECT {', '.join(renamed.get(c, c) for c in columns)} FROM {table} "
-            f"WHERE workflow_instance_id = :instance AND {first}")
+            f"WHERE {'instance_key = :key' if table == 'events' else 'workflow_instance_id = :instance'} "
+            f"AND {first}")
     conn.execute("BEGIN")
     for copy in range(1, runs):
         for statement in statements:
             conn.execute(statement, {"suffix": f"~r{copy:05d}", "copy": copy,
-                                     "offset": copy * span, "instance": instance_id})
+                                     "offset": copy * span, "instance": instance_id, "key": key})
     conn.execute("COMMIT")
-    (events,) = conn.execute("SELECT count(*) FROM events WHERE workflow_instance_id = ?",
-                             (instance_id,)).fetchone()
+    (events,) = conn.execute("SELECT count(*) FROM events WHERE instance_key = ?",
+                             (key,)).fetchone()
     conn.close()
     return instance_id, events
 
