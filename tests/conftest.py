@@ -1,7 +1,9 @@
-"""Shared fixtures: a database in tmp_path, definitions from text, and a hand-driven clock."""
+"""Shared fixtures: a database in tmp_path (or on PostgreSQL), definitions from text, and a
+hand-driven clock."""
 
 from __future__ import annotations
 
+import os
 import sys
 import textwrap
 from collections.abc import Callable
@@ -22,6 +24,37 @@ if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
 T0 = datetime(2026, 4, 12, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """A PostgreSQL server for the session: `WFCTL_TEST_PG` (a server URL whose user may create
+    databases), else a throwaway cluster. One that cannot start fails the tests that need it."""
+    import pg
+
+    cluster = None
+    try:
+        url = os.environ.get("WFCTL_TEST_PG")
+        if not url:
+            cluster = pg.Cluster()
+            url = cluster.url
+        server = pg.Server(url)
+    except pg.ServerUnavailable as exc:
+        if cluster is not None:
+            cluster.stop()
+        pytest.fail(f"no PostgreSQL server for the tests: {exc}", pytrace=False)
+    yield server
+    server.close()
+    if cluster is not None:
+        cluster.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server):
+    """The URL of a fresh database with wfctl's schema, dropped after the test."""
+    url = pg_server.create()
+    yield url
+    pg_server.drop(url)
 
 
 def at(seconds: float) -> datetime:
