@@ -38,7 +38,7 @@ def sleepy(execution: str = "NONE", run: str = "NONE") -> str:
 
 def cli(env: Any, *args: str) -> Result:
     """`wfctl --db … -w … ARGS` on the test's database, as a user would type it."""
-    return CliRunner().invoke(app, ["--db", str(env.folder / "wfctl.db"),
+    return CliRunner().invoke(app, ["--db", env.db,
                                     "-w", str(env.folder / "workflows.yaml"), *args])
 
 

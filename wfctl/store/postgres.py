@@ -32,8 +32,10 @@ from wfctl.errors import (
     DatabaseError,
     DatabaseNotFound,
     DatabaseTooNew,
+    InvalidInput,
     StoreUnavailable,
     TransientConflict,
+    WfctlError,
 )
 from wfctl.store import codec
 from wfctl.store import postgres_schema as schema
@@ -106,17 +108,20 @@ def redact(url: str) -> str:
 
 
 def _secrets(url: str) -> list[str]:
-    """The password as it may appear in a message: as written in the URL, and decoded."""
-    found = []
+    """The password as it may appear in a message: as written in the URL and decoded, as
+    libpq reads it, and (for a malformed URL with a raw `@` in it) each part of it."""
+    found = [match.group(1) for match in
+             re.finditer(r"(?i)(?:^|[?&])password=([^&]*)", url.partition("?")[2])]
     try:
-        password = urlsplit(url).password
-    except ValueError:
-        password = None
-    for match in re.finditer(r"(?i)(?:^|[?&])password=([^&]*)", url.partition("?")[2]):
-        found.append(match.group(1))
-    if password:
-        found.append(password)
-    return [text for secret in found if secret for text in {secret, unquote(secret)}]
+        found.append(urlsplit(url).password or "")
+        found.append(conninfo_to_dict(url).get("password") or "")
+    except (ValueError, psycopg.Error):
+        pass
+    for secret in list(found):
+        found.extend(secret.split("@"))
+    texts = {text for secret in found if secret for text in (secret, unquote(secret))}
+    # The longest first, so that no part of one is left behind a shorter one's replacement.
+    return sorted(texts, key=len, reverse=True)
 
 
 # SQLSTATEs that mean "not now": the same operation may succeed later.
@@ -143,12 +148,15 @@ def _one_line(exc: BaseException, secrets: Sequence[str]) -> str:
     return text.removeprefix("connection failed: ")
 
 
-def translate(exc: psycopg.Error, path: str, secrets: Sequence[str] = ()) -> DatabaseError:
+def translate(exc: psycopg.Error, path: str, secrets: Sequence[str] = ()) -> WfctlError:
     """A psycopg error as wfctl's own: `StoreUnavailable` when a later try may succeed,
-    `TransientConflict` when the operation should run again at once. The password of the URL
-    never appears in the message."""
+    `TransientConflict` when the operation should run again at once, `InvalidInput` for text
+    PostgreSQL cannot hold. The password of the URL never appears in the message."""
     message = _one_line(exc, secrets)
     state = exc.sqlstate
+    if isinstance(exc, psycopg.DataError) and "NUL (0x00)" in message:
+        # psycopg refuses it before sending: an id with a NUL can be neither stored nor found.
+        return InvalidInput("PostgreSQL cannot store text with a NUL character (\\x00) in it")
     if state in _TRANSIENT:
         return TransientConflict(f"{path}: {message}")
     if isinstance(exc, PoolTimeout):
@@ -229,8 +237,15 @@ class PostgresStore:
             self._connect_options["application_name"] = "wfctl"
         self._migrate(create)
 
-    def _error(self, exc: psycopg.Error) -> DatabaseError:
-        return translate(exc, self.path, self._secrets)
+    def _error(self, exc: psycopg.Error) -> WfctlError:
+        error = translate(exc, self.path, self._secrets)
+        pool = self._pool
+        if isinstance(error, StoreUnavailable) and error.reason == "unreachable" and \
+                pool is not None and not isinstance(exc, PoolTimeout):
+            # The other idle connections were most likely lost with this one (a server restart,
+            # a terminated session): test them now, so that the next transaction gets a live one.
+            pool.check()
+        return error
 
     # opening and migrating
 
