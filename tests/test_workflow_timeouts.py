@@ -19,6 +19,9 @@ from wfctl.context import ActivityContext, HeartbeatBuffer
 from wfctl.errors import ActivityCancelled, Conflict
 from wfctl.watchdog import worker_alive
 
+# The engine on both backends: PostgreSQL gives the same outcomes and histories as SQLite.
+pytestmark = pytest.mark.both_backends
+
 # A run whose only pending work is a timer: nothing but a timeout can end it early.
 SLEEPY = """
 version: 1
