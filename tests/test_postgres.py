@@ -8,6 +8,7 @@ import socket
 import sys
 import textwrap
 import threading
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -246,3 +247,20 @@ def test_history_on_postgresql_is_append_only(pg_url):
                 conn.execute(statement)
             conn.rollback()
         assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 1
+
+
+def test_deadlines_on_postgresql_follow_the_servers_clock_not_this_hosts(tmp_path, pg_url,
+                                                                         monkeypatch):
+    (tmp_path / "workflows.yaml").write_text(textwrap.dedent(ETL))
+    from wfctl import clock
+
+    host_now = clock.now
+    monkeypatch.setattr(clock, "now", lambda: host_now() + timedelta(minutes=2))
+
+    with Client(pg_url, tmp_path / "workflows.yaml") as client:
+        started = client.start("etl", "s1", execution_timeout="1h")
+        with psycopg.connect(pg_url) as conn:
+            server = conn.execute("SELECT clock_timestamp()").fetchone()[0]
+
+    deadline = datetime.fromisoformat(started["execution_deadline_at"])
+    assert abs(deadline - timedelta(hours=1) - server) < timedelta(seconds=5)

@@ -148,5 +148,9 @@ class Store(Protocol):
     def data_version(self) -> int:
         """A number that changes whenever another connection commits."""
 
+    def now(self) -> datetime:
+        """The clock every deadline is compared with (SPEC §2): this host's on SQLite, the
+        database server's on PostgreSQL, so that hosts whose clocks disagree still agree."""
+
     def close(self) -> None:
         """Close this thread's connection (and those of threads that ended)."""

@@ -225,6 +225,7 @@ class PostgresStore:
         self._pool_size = pool_size
         self._pool: ConnectionPool | None = None
         self._pool_lock = threading.Lock()
+        self._clock = clock.ServerClock(self._server_time)
         try:
             given = conninfo_to_dict(url)
         except psycopg.Error as exc:
@@ -365,6 +366,17 @@ class PostgresStore:
     def peek(self) -> PostgresTx:
         """Queries outside a transaction: each one statement on a connection of the pool."""
         return PostgresTx(_PerStatement(self), locking=False)
+
+    def now(self) -> datetime:
+        """The database server's clock (SPEC §2), which every deadline is compared with: workers
+        on hosts whose clocks disagree still agree on every timeout."""
+        return self._clock.now()
+
+    def _server_time(self) -> datetime:
+        # Microseconds since the epoch, exact (the ISO text this store reads is in milliseconds).
+        row = self.peek()._one(
+            "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint AS micros")
+        return codec.instant(row["micros"])
 
     def data_version(self) -> int:
         """Changes whenever a transaction that wrote ends, in this database or another of the

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from wfctl import jsonvalue
+from wfctl import clock, jsonvalue
 from wfctl.errors import (
     DatabaseError,
     DatabaseNotFound,
@@ -339,6 +339,10 @@ class SQLiteStore:
     def peek(self) -> SQLiteTx:
         """Queries outside a transaction: each one statement, for cheap single reads."""
         return SQLiteTx(_Translating(self.conn, self.path))
+
+    def now(self) -> datetime:
+        """The clock deadlines are compared with: this host's, the only one using the file."""
+        return clock.now()
 
     def data_version(self) -> int:
         """Changes whenever another connection commits: a cheap way to notice new work."""
