@@ -338,9 +338,9 @@ class PostgresStore:
         text); the events appended are written at its end, then it commits."""
         try:
             with self._connections().connection() as conn:
-                conn.execute(_BEGIN_WRITE)
-                tx = PostgresTx(conn, locking=True)
                 try:
+                    conn.execute(_BEGIN_WRITE)
+                    tx = PostgresTx(conn, locking=True)
                     yield tx
                     tx.flush()
                     conn.execute("COMMIT")
@@ -355,8 +355,8 @@ class PostgresStore:
         """A read transaction: one consistent snapshot across several queries."""
         try:
             with self._connections().connection() as conn:
-                conn.execute(_BEGIN_READ)
                 try:
+                    conn.execute(_BEGIN_READ)
                     yield PostgresTx(conn, locking=False)
                 finally:
                     _roll_back(conn)
