@@ -141,10 +141,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "both_backends: run the module's make_env tests on "
                                        "SQLite and on PostgreSQL")
+    config.addinivalue_line("markers", "sqlite_only: the test looks into SQLite itself")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "backend" not in metafunc.fixturenames:
+    if "backend" not in metafunc.fixturenames or \
+            metafunc.definition.get_closest_marker("sqlite_only") is not None:
         return
     chosen = metafunc.config.getoption("backend")
     if chosen is None:

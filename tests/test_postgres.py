@@ -93,7 +93,9 @@ def test_a_workflow_on_postgresql_has_the_describe_and_history_sqlite_gives(tmp_
     assert _without_ids((described, history)) == _without_ids(expected)
 
 
-def test_the_command_line_reaches_postgresql_by_db_and_by_wfctl_db(tmp_path, pg_url):
+def test_the_command_line_reaches_postgresql_by_db_and_by_wfctl_db(tmp_path, pg_url,
+                                                                    monkeypatch):
+    monkeypatch.chdir(tmp_path)
     workflows = tmp_path / "workflows.yaml"
     workflows.write_text(textwrap.dedent(ETL))
     runner = CliRunner()
@@ -106,7 +108,7 @@ def test_the_command_line_reaches_postgresql_by_db_and_by_wfctl_db(tmp_path, pg_
     assert (started.exit_code, worked.exit_code, described.exit_code) == (0, 0, 0), \
         started.stderr + worked.stderr + described.stderr
     assert '"status": "completed"' in described.stdout
-    assert not (tmp_path / "wfctl.db").exists() and not Path("wfctl.db").exists()
+    assert list(tmp_path.iterdir()) == [workflows]
 
 
 def test_a_password_in_the_url_never_appears_in_an_error(pg_url):

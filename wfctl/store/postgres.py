@@ -89,11 +89,6 @@ _COUNTS_UPSERT = (
 _OWN_TABLES = ("instances", "runs", "events", "activities", "workflow_tasks")
 
 
-def is_url(location: str) -> bool:
-    """Whether `location` names a PostgreSQL database (a `postgresql://` or `postgres://` URL)."""
-    return location.startswith(("postgresql://", "postgres://"))
-
-
 def redact(url: str) -> str:
     """The URL as messages show it: a password, in the authority or the query, becomes ***."""
     try:
