@@ -39,9 +39,11 @@ def pg_server():
             cluster = pg.Cluster()
             url = cluster.url
         server = pg.Server(url)
-    except pg.ServerUnavailable as exc:
+    except BaseException as exc:
         if cluster is not None:
             cluster.stop()
+        if not isinstance(exc, pg.ServerUnavailable):
+            raise
         pytest.fail(f"no PostgreSQL server for the tests: {exc}", pytrace=False)
     yield server
     server.close()
