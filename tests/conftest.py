@@ -1,7 +1,9 @@
-"""Shared fixtures: a database in tmp_path, definitions from text, and a hand-driven clock."""
+"""Shared fixtures: a database in tmp_path (or on PostgreSQL), definitions from text, and a
+hand-driven clock."""
 
 from __future__ import annotations
 
+import os
 import sys
 import textwrap
 from collections.abc import Callable
@@ -22,6 +24,39 @@ if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
 T0 = datetime(2026, 4, 12, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """A PostgreSQL server for the session: `WFCTL_TEST_PG` (a server URL whose user may create
+    databases), else a throwaway cluster. One that cannot start fails the tests that need it."""
+    import pg
+
+    cluster = None
+    try:
+        url = os.environ.get("WFCTL_TEST_PG")
+        if not url:
+            cluster = pg.Cluster()
+            url = cluster.url
+        server = pg.Server(url)
+    except BaseException as exc:
+        if cluster is not None:
+            cluster.stop()
+        if not isinstance(exc, pg.ServerUnavailable):
+            raise
+        pytest.fail(f"no PostgreSQL server for the tests: {exc}", pytrace=False)
+    yield server
+    server.close()
+    if cluster is not None:
+        cluster.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server):
+    """The URL of a fresh database with wfctl's schema, dropped after the test."""
+    url = pg_server.create()
+    yield url
+    pg_server.drop(url)
 
 
 def at(seconds: float) -> datetime:
@@ -49,6 +84,8 @@ class Env:
     def __init__(self, folder: Path, client: Client, clock: Clock) -> None:
         self.folder = folder
         self.client = client
+        # The database as --db names it: a file path, or a PostgreSQL URL.
+        self.db = client.db_path
         self.clock = clock
         # The worker's own clock: each pass happens at the instant the test gives it. One slot,
         # so that a pass runs its tasks one after another in the test's thread.
@@ -94,16 +131,52 @@ class Env:
                 if event["event_type"] == event_type]
 
 
+BACKENDS = ("sqlite", "postgres")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--backend", choices=(*BACKENDS, "both"), default=None,
+                     help="Run the engine tests (those on make_env) on this database backend; "
+                          "by default SQLite, and both for modules marked both_backends.")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "both_backends: run the module's make_env tests on "
+                                       "SQLite and on PostgreSQL")
+    config.addinivalue_line("markers", "sqlite_only: the test looks into SQLite itself")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" not in metafunc.fixturenames or \
+            metafunc.definition.get_closest_marker("sqlite_only") is not None:
+        return
+    chosen = metafunc.config.getoption("backend")
+    if chosen is None:
+        both = metafunc.definition.get_closest_marker("both_backends") is not None
+        chosen = "both" if both else "sqlite"
+    if chosen != "sqlite":
+        metafunc.parametrize("backend", BACKENDS if chosen == "both" else (chosen,),
+                             indirect=True)
+
+
 @pytest.fixture
-def make_env(tmp_path: Path) -> Callable[[str], Env]:
-    """make_env(yaml_text) -> Env; handlers come from tests/wfh.py as `wfh:function`."""
+def backend(request: pytest.FixtureRequest) -> str:
+    """The database backend of the test's Env: SQLite unless parametrized (see --backend)."""
+    return getattr(request, "param", "sqlite")
+
+
+@pytest.fixture
+def make_env(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> Callable[[str], Env]:
+    """make_env(yaml_text) -> Env; handlers come from tests/wfh.py as `wfh:function`. The
+    database is a file in tmp_path, or a fresh PostgreSQL database (`backend`)."""
     created: list[Env] = []
+    db = request.getfixturevalue("pg_url") if backend == "postgres" else tmp_path / "wfctl.db"
 
     def make(definitions: str) -> Env:
         workflows = tmp_path / "workflows.yaml"
         workflows.write_text(textwrap.dedent(definitions))
         clock = Clock()
-        env = Env(tmp_path, Client(tmp_path / "wfctl.db", workflows, clock_now=clock), clock)
+        env = Env(tmp_path, Client(db, workflows, clock_now=clock), clock)
         created.append(env)
         return env
 

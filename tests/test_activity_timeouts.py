@@ -5,11 +5,15 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 from conftest import at
 
 from wfctl import clock
 from wfctl.watchdog import HOSTNAME
 from wfctl.worker import Worker, WorkerOptions
+
+# The engine on both backends: PostgreSQL gives the same outcomes and histories as SQLite.
+pytestmark = pytest.mark.both_backends
 
 
 def iso(seconds: float) -> str:

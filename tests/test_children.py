@@ -7,6 +7,9 @@ from typing import Any
 
 import pytest
 
+# The engine on both backends: PostgreSQL gives the same outcomes and histories as SQLite.
+pytestmark = pytest.mark.both_backends
+
 
 def family(child_steps: str, *, child_timeouts: str = "", parent_timeouts: str = "",
            child_policy: str = "abandon") -> str:

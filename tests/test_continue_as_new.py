@@ -12,6 +12,9 @@ from typer.testing import CliRunner, Result
 from wfctl.cli import app
 from wfctl.errors import NotFound
 
+# The engine on both backends: PostgreSQL gives the same outcomes and histories as SQLite.
+pytestmark = pytest.mark.both_backends
+
 LOOP = """
 version: 1
 workflows:
@@ -31,7 +34,7 @@ def loop(execution: str = "1h", run: str = "5m") -> str:
 
 
 def cli(env: Any, *args: str) -> Result:
-    return CliRunner().invoke(app, ["--db", str(env.folder / "wfctl.db"),
+    return CliRunner().invoke(app, ["--db", env.db,
                                     "-w", str(env.folder / "workflows.yaml"), *args])
 
 

@@ -93,7 +93,7 @@ def wfctl(make_env, monkeypatch, capsys) -> Callable[..., tuple[int, str, str]]:
 
     def run(env, *args: str) -> tuple[int, str, str]:
         capsys.readouterr()
-        monkeypatch.setattr(sys, "argv", ["wfctl", "--db", str(env.folder / "wfctl.db"),
+        monkeypatch.setattr(sys, "argv", ["wfctl", "--db", env.db,
                                           "-w", str(env.folder / "workflows.yaml"), *args])
         with pytest.raises(SystemExit) as exited:
             main()

@@ -136,7 +136,7 @@ def test_start_deadline_none_removes_the_types_deadline(make_env):
 def test_cli_start_takes_a_deadline_mapping(make_env):
     env = make_env(GUARDED)
     runner = CliRunner()
-    base = ["--db", str(env.folder / "wfctl.db"), "-w", str(env.folder / "workflows.yaml")]
+    base = ["--db", env.db, "-w", str(env.folder / "workflows.yaml")]
 
     before = clock.now()
     result = runner.invoke(app, [*base, "start", "plain", "p1",
@@ -455,7 +455,7 @@ def test_two_workers_sweeping_at_once_fire_each_deadline_once_and_call_the_handl
     for instance_id in ids:
         env.start("guarded", instance_id, now=0, input={"id": instance_id})
     env.run(0)
-    db, workflows = env.folder / "wfctl.db", env.folder / "workflows.yaml"
+    db, workflows = env.db, env.folder / "workflows.yaml"
     clients = [Client(db, workflows), Client(db, workflows)]
     workers = [live_worker(client.engine, 80) for client in clients]
     barrier = threading.Barrier(2)

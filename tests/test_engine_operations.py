@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
+import pytest
 from conftest import at
 
 from wfctl.errors import TransientConflict
@@ -62,6 +63,8 @@ def test_a_step_path_batch_that_conflicts_is_recorded_once(make_env):
     assert types[-1] == "WorkflowCompleted"
 
 
+# It reads with SQLite's own transaction class and text-ordered instants.
+@pytest.mark.sqlite_only
 def test_a_claim_lost_to_another_writer_is_not_acted_on(make_env):
     env = make_env(ONE_STEP)
     env.start("one", "o1")

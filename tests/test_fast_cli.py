@@ -62,7 +62,7 @@ def both(env, monkeypatch, capsys):
     application; each gives (exit code, stdout, stderr)."""
     # Rendered views say how long ago things were: both look from the same instant.
     monkeypatch.setattr("wfctl.clock.now", lambda: at(3600))
-    paths = ["--db", str(env.folder / "wfctl.db"), "-w", str(env.folder / "workflows.yaml")]
+    paths = ["--db", env.db, "-w", str(env.folder / "workflows.yaml")]
 
     def outcome(call) -> tuple[int, str, str]:
         capsys.readouterr()
@@ -124,7 +124,7 @@ def test_a_plain_read_command_line_gives_what_typer_gives(both, args):
 
 
 def test_the_environment_names_the_files_as_with_typer(both, env, monkeypatch):
-    monkeypatch.setenv("WFCTL_DB", str(env.folder / "wfctl.db"))
+    monkeypatch.setenv("WFCTL_DB", env.db)
     monkeypatch.setenv("WFCTL_WORKFLOWS", "")
     fast_outcome, typer_outcome = both("describe", "l1", "--json", global_options=False)
     assert fast_outcome == typer_outcome
@@ -246,14 +246,14 @@ def loaded(modules: set[str], names: tuple[str, ...]) -> list[str]:
 ])
 def test_a_json_read_imports_neither_typer_rich_yaml_nor_the_engine(env, args):
     modules = imported(env.folder, "from wfctl.cli import main\nmain()",
-                       "--db", "wfctl.db", *args)
+                       "--db", env.db, *args)
     assert loaded(modules, NOT_FOR_READS) == []
 
 
 @pytest.mark.process
 def test_describing_an_open_run_reads_its_definitions_and_nothing_more(env):
     modules = imported(env.folder, "from wfctl.cli import main\nmain()",
-                       "--db", "wfctl.db", "describe", "r1", "--json")
+                       "--db", env.db, "describe", "r1", "--json")
     assert "yaml" in modules
     assert loaded(modules, NOT_FOR_READS) == loaded(modules, ("wfctl.definitions", "yaml"))
 
@@ -261,7 +261,7 @@ def test_describing_an_open_run_reads_its_definitions_and_nothing_more(env):
 @pytest.mark.process
 def test_the_python_api_reads_without_the_engine_or_the_worker(env):
     code = ("import wfctl\n"
-            "with wfctl.Client('wfctl.db', create=False) as client:\n"
+            f"with wfctl.Client({env.db!r}, create=False) as client:\n"
             "    client.describe('l1'); client.history('l1', all_runs=True); client.list()\n"
             "    client.instance_ids('l')\n")
     assert loaded(imported(env.folder, code), NOT_FOR_READS) == []
@@ -271,7 +271,7 @@ def test_the_python_api_reads_without_the_engine_or_the_worker(env):
 def test_a_read_through_typer_imports_neither_yaml_nor_the_engine(env):
     # --run 03 is for typer to read; it still needs no definitions, engine or worker.
     modules = imported(env.folder, "from wfctl.cli import main\nmain()",
-                       "--db", "wfctl.db", "describe", "l1", "--run", "03", "--json")
+                       "--db", env.db, "describe", "l1", "--run", "03", "--json")
     assert "typer" in modules
     assert loaded(modules, ("yaml", "sqlite_utils", "wfctl.engine", "wfctl.worker",
                             "wfctl.watchdog", "wfctl.definitions", "wfctl.render")) == []
@@ -292,7 +292,7 @@ def test_a_reader_that_goes_away_ends_both_paths_alike(make_env):
     # --limit 0300 is the same number, read by typer.
     for limit in ("300", "0300"):
         child = subprocess.Popen(
-            [sys.executable, "-m", "wfctl", "--db", "wfctl.db", "list", "--json",
+            [sys.executable, "-m", "wfctl", "--db", env.db, "list", "--json",
              "--limit", limit], cwd=env.folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             env=child_env)
         assert child.stdout.read(10) == b"[\n  {\n    "

@@ -11,6 +11,9 @@ from conftest import at
 from wfctl import ActivityCancelled, ActivityContext, clock
 from wfctl.context import HeartbeatBuffer
 
+# The engine on both backends: PostgreSQL gives the same outcomes and histories as SQLite.
+pytestmark = pytest.mark.both_backends
+
 
 def iso(seconds: float) -> str:
     return clock.iso(at(seconds))

@@ -384,7 +384,7 @@ def test_describe_shows_the_limit_that_failed_a_workflow(make_env):
     env.start("fan_out", "f1")
     env.run(1)
 
-    result = CliRunner().invoke(app, ["--db", str(env.folder / "wfctl.db"), "-w",
+    result = CliRunner().invoke(app, ["--db", env.db, "-w",
                                       str(env.folder / "workflows.yaml"), "describe", "f1"])
 
     text = result.stdout

@@ -281,7 +281,7 @@ def invoke(db: Path, *args: str):
 
 
 def test_wfctl_metrics_prints_the_exposition_of_the_database(busy):
-    result = invoke(busy.folder / "wfctl.db", "metrics")
+    result = invoke(busy.db, "metrics")
 
     assert result.exit_code == 0, result.stderr
     found = samples(result.stdout)

@@ -268,7 +268,7 @@ def test_in_a_tmux_pane_60_columns_wide_describe_and_history_split_nothing(world
            "TERM": "xterm-256color"}
     if no_color:
         env["NO_COLOR"] = "1"
-    base = [sys.executable, "-m", "wfctl", "--db", str(world.folder / "wfctl.db"),
+    base = [sys.executable, "-m", "wfctl", "--db", world.db,
             "-w", str(world.folder / "workflows.yaml")]
 
     for command in (["describe", "late-import"], ["history", "order-2026-000123"]):

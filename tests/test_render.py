@@ -316,7 +316,7 @@ def test_history_piped_has_seq_relative_and_absolute_time_and_details(make_env):
 def test_history_from_the_cli_on_a_terminal_and_piped(make_env):
     env = make_env(DEFINITIONS)
     timed_out_on_heartbeat(env)
-    args = ["--db", str(env.folder / "wfctl.db"), "-w", str(env.folder / "workflows.yaml"),
+    args = ["--db", env.db, "-w", str(env.folder / "workflows.yaml"),
             "history", "order-1"]
 
     on_terminal = CliRunner().invoke(app, args, env={"FORCE_COLOR": "1", "COLUMNS": "200"})
@@ -331,7 +331,7 @@ def test_history_from_the_cli_on_a_terminal_and_piped(make_env):
 def test_history_event_type_filters_and_rejects_unknown_names(make_env):
     env = make_env(DEFINITIONS)
     timed_out_on_heartbeat(env)
-    args = ["--db", str(env.folder / "wfctl.db"), "-w", str(env.folder / "workflows.yaml"),
+    args = ["--db", env.db, "-w", str(env.folder / "workflows.yaml"),
             "history", "order-1"]
 
     result = CliRunner().invoke(app, [*args, "--event-type", "ActivityTimedOut",

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 import wfh
 from conftest import T0
+
+# The engine on both backends: PostgreSQL gives the same outcomes and histories as SQLite.
+pytestmark = pytest.mark.both_backends
 
 ETL = """
 version: 1

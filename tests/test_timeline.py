@@ -413,7 +413,7 @@ def test_a_run_that_closed_as_it_started_still_gets_an_axis(env):
 
 
 def cli(env: Any, *args: str, environment: dict[str, str] | None = None) -> Any:
-    return CliRunner().invoke(app, ["--db", str(env.folder / "wfctl.db"),
+    return CliRunner().invoke(app, ["--db", env.db,
                                     "-w", str(env.folder / "workflows.yaml"), *args],
                               env=environment)
 

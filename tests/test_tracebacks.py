@@ -150,7 +150,7 @@ def test_history_shows_where_each_attempt_failed_on_one_line(failed):
 
 def test_json_has_the_whole_traceback(failed):
     env, traceback = failed
-    base = ["--db", str(env.folder / "wfctl.db"), "-w", str(env.folder / "workflows.yaml")]
+    base = ["--db", env.db, "-w", str(env.folder / "workflows.yaml")]
 
     described = json.loads(CliRunner().invoke(app, [*base, "describe", "b1", "--json"]).stdout)
     history = json.loads(CliRunner().invoke(app, [*base, "history", "b1", "--json"]).stdout)

@@ -31,7 +31,7 @@ def test_a_signal_is_acted_on_while_the_only_slot_runs_a_long_handler(make_env):
             steps:
               - wait_for_signal: approved
     """)
-    client = Client(env.folder / "wfctl.db", env.folder / "workflows.yaml")  # the real clock
+    client = Client(env.db, env.folder / "workflows.yaml")  # the real clock
     client.start("busy", "b1")
     client.start("approval", "a1")
     worker = client.worker(WorkerOptions(concurrency=1, poll_interval=0.02))

@@ -480,6 +480,8 @@ def test_an_attempt_past_its_heartbeat_deadline_is_given_up_and_abandoned_after_
     assert len(events.named("abandoned_handler_returned")) == 1
 
 
+# It counts statements with SQLite's trace callback.
+@pytest.mark.sqlite_only
 def test_one_query_finds_every_running_attempt_that_is_no_longer_current(make_env):
     env = make_env(MISBEHAVING)
     for n in range(3):

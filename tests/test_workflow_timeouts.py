@@ -19,6 +19,9 @@ from wfctl.context import ActivityContext, HeartbeatBuffer
 from wfctl.errors import ActivityCancelled, Conflict
 from wfctl.watchdog import worker_alive
 
+# The engine on both backends: PostgreSQL gives the same outcomes and histories as SQLite.
+pytestmark = pytest.mark.both_backends
+
 # A run whose only pending work is a timer: nothing but a timeout can end it early.
 SLEEPY = """
 version: 1
@@ -38,7 +41,7 @@ def sleepy(execution: str = "NONE", run: str = "NONE") -> str:
 
 def cli(env: Any, *args: str) -> Result:
     """`wfctl --db … -w … ARGS` on the test's database, as a user would type it."""
-    return CliRunner().invoke(app, ["--db", str(env.folder / "wfctl.db"),
+    return CliRunner().invoke(app, ["--db", env.db,
                                     "-w", str(env.folder / "workflows.yaml"), *args])
 
 

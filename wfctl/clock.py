@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 
@@ -30,3 +33,48 @@ def after(instant: datetime, seconds: float | None) -> datetime | None:
     if seconds is None:
         return None
     return instant + timedelta(seconds=seconds)
+
+
+class ServerClock:
+    """Another host's clock (a database server's), read here without a round trip each time.
+
+    `sample()` asks the other host for its time; the answer is taken as of the middle of the
+    round trip and carried forward on this host's monotonic clock, so that a step of this host's
+    wall clock changes nothing. It is sampled again every `every` seconds; an instant it gives is
+    never before one it gave earlier. When a sample fails, the last one is carried on (and tried
+    again `every` seconds later); only the very first failure is raised.
+    """
+
+    def __init__(self, sample: Callable[[], datetime], *, every: float = 60.0,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
+        self._sample = sample
+        self._every = every
+        self._monotonic = monotonic
+        self._base: tuple[datetime, float] | None = None
+        self._next_sample = 0.0
+        self._last: datetime | None = None
+        self._lock = threading.Lock()
+
+    def now(self) -> datetime:
+        """The other host's current instant in UTC, truncated to milliseconds."""
+        with self._lock:
+            tick = self._monotonic()
+            if self._base is None or tick >= self._next_sample:
+                self._next_sample = tick + self._every
+                try:
+                    server = self._sample()
+                except Exception:
+                    if self._base is None:
+                        self._next_sample = tick
+                        raise
+                else:
+                    after = self._monotonic()
+                    self._base = (server, (tick + after) / 2)
+                    tick = after
+            server, sampled_at = self._base
+            current = server + timedelta(seconds=tick - sampled_at)
+            current = current.replace(microsecond=current.microsecond // 1000 * 1000)
+            if self._last is not None and current < self._last:
+                current = self._last
+            self._last = current
+            return current

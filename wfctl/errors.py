@@ -65,7 +65,8 @@ class StoreUnavailable(DatabaseError):
     """The database refused a write for now: busy past the busy timeout, disk full, read-only,
     or an I/O error. A worker logs it once, backs off and tries again; nothing is lost.
 
-    `reason` is one of "busy", "full", "readonly", "io".
+    `reason` is one of "busy", "full", "readonly", "io", and "unreachable" (a PostgreSQL
+    server that cannot be reached or dropped the connection).
     """
 
     def __init__(self, reason: str, message: str) -> None:

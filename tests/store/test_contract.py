@@ -1,33 +1,32 @@
 """The store contract: what the engine relies on from any backend (`wfctl/store/base.py`).
 
-Every backend runs these; a backend joins by adding itself to the `store` fixture's params.
+Every backend runs these; a backend joins by adding itself to the `opener` fixture's params.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
 from wfctl import clock
-from wfctl.store import SQLiteStore, Store
+from wfctl.store import Store, open_store
 from wfctl.vocabulary import EVENT_TYPES, TIMEOUT_EVENTS
 
 T0 = datetime(2026, 4, 12, 12, 0, tzinfo=UTC)
 
 
-def _sqlite(folder: Path) -> Store:
-    return SQLiteStore(folder / "contract.db")
-
-
-@pytest.fixture(params=[_sqlite], ids=["sqlite"])
+@pytest.fixture(params=["sqlite", "postgres"])
 def opener(request, tmp_path):
     """Opens a fresh connection to one database of the backend under test."""
     stores: list[Store] = []
+    if request.param == "postgres":
+        location = request.getfixturevalue("pg_url")
+    else:
+        location = str(tmp_path / "contract.db")
 
     def open_one() -> Store:
-        store = request.param(tmp_path)
+        store = open_store(location)
         stores.append(store)
         return store
 

@@ -183,5 +183,9 @@ class Store(Protocol):
     def vacuum(self) -> None:
         """Give the space of deleted rows back to the file system."""
 
+    def now(self) -> datetime:
+        """The clock every deadline is compared with (SPEC §2): this host's on SQLite, the
+        database server's on PostgreSQL, so that hosts whose clocks disagree still agree."""
+
     def close(self) -> None:
         """Close this thread's connection (and those of threads that ended)."""

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from wfctl import jsonvalue
+from wfctl import clock, jsonvalue
 from wfctl.errors import (
     DatabaseError,
     DatabaseNotFound,
@@ -438,6 +438,9 @@ class SQLiteStore:
                 self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             except sqlite3.Error as exc:
                 raise translate(exc, self.path) from exc
+    def now(self) -> datetime:
+        """The clock deadlines are compared with: this host's, the only one using the file."""
+        return clock.now()
 
     def data_version(self) -> int:
         """Changes whenever anything is committed, by this process or another, since this

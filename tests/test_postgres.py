@@ -1,0 +1,268 @@
+"""wfctl on PostgreSQL: opening and migrating a database, errors said once and without the
+password, and a workflow whose describe and history are the ones SQLite gives."""
+
+from __future__ import annotations
+
+import re
+import socket
+import sys
+import textwrap
+import threading
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from conftest import Clock, Env
+from typer.testing import CliRunner
+
+from wfctl import Client
+from wfctl.cli import app
+from wfctl.errors import (
+    DatabaseError,
+    DatabaseNotFound,
+    DatabaseTooNew,
+    StoreUnavailable,
+    TransientConflict,
+)
+from wfctl.store import open_store, postgres
+from wfctl.store import postgres_schema as schema
+
+ETL = """
+version: 1
+workflows:
+  etl:
+    steps:
+      - activity: wfh:mark
+        name: extract
+      - activity: wfh:mark
+        name: transform
+      - activity: wfh:mark
+        name: load
+"""
+
+
+def _unreachable(url: str) -> str:
+    """The URL with the port of no server."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return re.sub(r"127\.0\.0\.1:\d+", f"127.0.0.1:{port}", url)
+
+
+def _with_password(url: str, password: str) -> str:
+    scheme, _, rest = url.partition("://")
+    user, _, host = rest.partition("@")
+    return f"{scheme}://{user}:{password}@{host}"
+
+
+def _without_ids(document: Any, seen: dict[str, str] | None = None) -> Any:
+    """The document with each generated id (run, activity, worker) replaced by its rank of first
+    appearance: two runs of one workflow compare equal when their structure is the same."""
+    seen = {} if seen is None else seen
+    if isinstance(document, dict):
+        return {key: seen.setdefault(value, f"<id {len(seen)}>")
+                if key.endswith("_id") and key != "workflow_instance_id" and isinstance(value, str)
+                else _without_ids(value, seen) for key, value in document.items()}
+    if isinstance(document, list | tuple):
+        return [_without_ids(value, seen) for value in document]
+    return document
+
+
+def _run_etl(folder: Path, db: str | Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    clock = Clock()
+    env = Env(folder, Client(db, folder / "workflows.yaml", clock_now=clock), clock)
+    try:
+        env.start("etl", "e1", input={"source": "s3://x"})
+        assert env.run(1) is True
+        return env.describe("e1"), env.history("e1")
+    finally:
+        env.client.close()
+
+
+def test_a_workflow_on_postgresql_has_the_describe_and_history_sqlite_gives(tmp_path, pg_url):
+    (tmp_path / "workflows.yaml").write_text(textwrap.dedent(ETL))
+
+    described, history = _run_etl(tmp_path, pg_url)
+    expected = _run_etl(tmp_path, tmp_path / "wfctl.db")
+
+    assert described["status"] == "completed"
+    assert [a["status"] for a in described["activities"]] == ["completed"] * 3
+    assert history[-1]["event_type"] == "WorkflowCompleted"
+    assert _without_ids((described, history)) == _without_ids(expected)
+
+
+def test_the_command_line_reaches_postgresql_by_db_and_by_wfctl_db(tmp_path, pg_url,
+                                                                    monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    workflows = tmp_path / "workflows.yaml"
+    workflows.write_text(textwrap.dedent(ETL))
+    runner = CliRunner()
+
+    started = runner.invoke(app, ["--db", pg_url, "-w", str(workflows), "start", "etl", "o1"])
+    worked = runner.invoke(app, ["-w", str(workflows), "work", "--once"],
+                           env={"WFCTL_DB": pg_url})
+    described = runner.invoke(app, ["describe", "o1", "--json"], env={"WFCTL_DB": pg_url})
+
+    assert (started.exit_code, worked.exit_code, described.exit_code) == (0, 0, 0), \
+        started.stderr + worked.stderr + described.stderr
+    assert '"status": "completed"' in described.stdout
+    assert list(tmp_path.iterdir()) == [workflows]
+
+
+def test_a_password_in_the_url_never_appears_in_an_error(pg_url):
+    wrong_port = _unreachable(_with_password(pg_url, "s3cr%40t"))
+    missing_db = _with_password(pg_url, "s3cr3t-2").rpartition("/")[0] + "/no_such_db"
+    bad_option = _with_password(pg_url, "s3cr3t-3") + "?sslmode=sometimes&password=s3cr3t-4"
+    raw_at = _unreachable(_with_password(pg_url, "s3cr@t-5"))
+
+    errors = []
+    for url in (wrong_port, missing_db, bad_option, raw_at):
+        with pytest.raises(DatabaseError) as caught:
+            open_store(url)
+        errors.append(str(caught.value))
+
+    assert errors[0].startswith("postgresql://postgres:***@127.0.0.1:")
+    assert "cannot reach the database server" in errors[0]
+    assert 'database "no_such_db" does not exist' in errors[1]
+    assert "sslmode" in errors[2]
+    assert all("s3cr" not in message and "t-5" not in message for message in errors), errors
+    result = CliRunner().invoke(app, ["--db", missing_db, "describe", "x"])
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Error: ") and result.stderr.count("\n") == 1
+    assert "s3cr" not in result.stderr
+
+
+def test_an_unreachable_server_is_unavailable_not_broken(pg_url):
+    with pytest.raises(StoreUnavailable) as caught:
+        open_store(_unreachable(pg_url))
+    assert caught.value.reason == "unreachable"
+
+
+def test_a_missing_driver_says_how_to_install_it(monkeypatch, pg_url):
+    monkeypatch.delitem(sys.modules, "wfctl.store.postgres")
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+
+    with pytest.raises(DatabaseError) as caught:
+        open_store(pg_url)
+
+    assert str(caught.value) == ("PostgreSQL needs its driver (psycopg is missing): "
+                                 "pip install 'wfctl[postgres]'")
+
+
+def test_errors_that_ask_for_the_operation_again_are_transient():
+    for error in (psycopg.errors.SerializationFailure("could not serialize access"),
+                  psycopg.errors.DeadlockDetected("deadlock detected")):
+        assert isinstance(postgres.translate(error, "db"), TransientConflict)
+    shutdown = postgres.translate(psycopg.errors.AdminShutdown("terminating connection"), "db")
+    assert isinstance(shutdown, StoreUnavailable) and shutdown.reason == "unreachable"
+    other = postgres.translate(psycopg.errors.UndefinedTable('relation "x" does not exist'), "db")
+    assert type(other) is DatabaseError
+
+
+def test_a_lost_connection_is_unavailable_once_and_the_next_write_reconnects(pg_server, pg_url):
+    store = open_store(pg_url)
+    try:
+        with store.write() as tx:
+            tx.put_definitions("d1", "workflows.yaml", "version: 1", "2026-04-12T12:00:00.000+00:00")
+        with psycopg.connect(pg_server.url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                          "WHERE datname = %s AND pid <> pg_backend_pid()",
+                          (pg_url.rpartition("/")[2],))
+
+        with pytest.raises(StoreUnavailable), store.write() as tx:
+            tx.put_definitions("d2", "workflows.yaml", "version: 1",
+                               "2026-04-12T12:00:00.000+00:00")
+        with store.write() as tx:
+            tx.put_definitions("d2", "workflows.yaml", "version: 1",
+                               "2026-04-12T12:00:00.000+00:00")
+        assert store.peek().get_definitions("d2") is not None
+    finally:
+        store.close()
+
+
+def _applied(url: str) -> list[tuple[int, str]]:
+    with psycopg.connect(url) as conn:
+        return conn.execute(f"SELECT version, name FROM {schema.MIGRATIONS_TABLE} "
+                            "ORDER BY version").fetchall()
+
+
+def test_processes_opening_a_fresh_database_at_once_apply_each_migration_once(pg_server):
+    url = pg_server.create(migrated=False)
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(4)
+
+    def open_one() -> None:
+        barrier.wait()
+        try:
+            open_store(url).close()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_one) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert errors == []
+    assert _applied(url) == [(n, name) for n, (name, _) in enumerate(schema.MIGRATIONS, 1)]
+    pg_server.drop(url)
+
+
+def test_reading_an_empty_database_creates_nothing(pg_server):
+    url = pg_server.create(migrated=False)
+    with pytest.raises(DatabaseNotFound, match="no wfctl database at postgresql://"):
+        open_store(url, create=False)
+    with psycopg.connect(url) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"
+                            ).fetchone()[0] == 0
+    pg_server.drop(url)
+
+
+def test_a_database_with_tables_of_another_application_is_refused(pg_server):
+    url = pg_server.create(migrated=False)
+    with psycopg.connect(url) as conn:
+        conn.execute("CREATE TABLE instances (id integer)")
+    with pytest.raises(DatabaseError, match=r"is not a wfctl database \(it has a table instances"):
+        open_store(url)
+    pg_server.drop(url)
+
+
+def test_a_database_of_a_newer_wfctl_is_refused(pg_url):
+    with psycopg.connect(pg_url) as conn:
+        conn.execute(f"INSERT INTO {schema.MIGRATIONS_TABLE} (version, name) "
+                     "VALUES (99, 'p099_from_the_future')")
+    with pytest.raises(DatabaseTooNew) as caught:
+        open_store(pg_url)
+    assert (caught.value.schema, caught.value.known) == (len(schema.MIGRATIONS) + 1,
+                                                          len(schema.MIGRATIONS))
+
+
+def test_history_on_postgresql_is_append_only(pg_url):
+    with psycopg.connect(pg_url) as conn:
+        conn.execute("INSERT INTO events VALUES (1, 1, 1, 1, 0, '[]')")
+        conn.commit()
+        for statement in ("UPDATE events SET seq = 2", "DELETE FROM events", "TRUNCATE events"):
+            with pytest.raises(psycopg.errors.RaiseException, match="history is append-only"):
+                conn.execute(statement)
+            conn.rollback()
+        assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 1
+
+
+def test_deadlines_on_postgresql_follow_the_servers_clock_not_this_hosts(tmp_path, pg_url,
+                                                                         monkeypatch):
+    (tmp_path / "workflows.yaml").write_text(textwrap.dedent(ETL))
+    from wfctl import clock
+
+    host_now = clock.now
+    monkeypatch.setattr(clock, "now", lambda: host_now() + timedelta(minutes=2))
+
+    with Client(pg_url, tmp_path / "workflows.yaml") as client:
+        started = client.start("etl", "s1", execution_timeout="1h")
+        with psycopg.connect(pg_url) as conn:
+            server = conn.execute("SELECT clock_timestamp()").fetchone()[0]
+
+    deadline = datetime.fromisoformat(started["execution_deadline_at"])
+    assert abs(deadline - timedelta(hours=1) - server) < timedelta(seconds=5)

@@ -1,0 +1,1092 @@
+"""The PostgreSQL store: a connection pool, transactions and every query wfctl runs there.
+
+It implements the interface of base.py with the meaning sqlite.py gives it, and passes the same
+contract suite. Rows cross it as sqlite.py's do: instants (`timestamptz` here) are read back as
+wfctl's ISO text, JSON columns are text, history is encoded with store/codec.py.
+
+Write transactions are READ COMMITTED and take one advisory lock per database first, so that
+writers take turns as they do on SQLite (BEGIN IMMEDIATE) and every decision sees the rows the
+previous writer committed. Claims still lock the row they take (FOR UPDATE SKIP LOCKED) and
+change it with a conditional update whose row count says whether they won.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from datetime import datetime
+from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+import psycopg
+from psycopg import pq
+from psycopg.adapt import Loader
+from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from wfctl import clock
+from wfctl.errors import (
+    DatabaseError,
+    DatabaseNotFound,
+    DatabaseTooNew,
+    InvalidInput,
+    StoreUnavailable,
+    TransientConflict,
+    WfctlError,
+)
+from wfctl.store import codec
+from wfctl.store import postgres_schema as schema
+from wfctl.store.sqlite import _prefix_upper_bound, _sql_list
+from wfctl.vocabulary import (
+    OPEN_ACTIVITY,
+    OPEN_WORKFLOW_TASK,
+    PENDING_ACTIVITY,
+    TIMEOUT_EVENTS,
+    UNSUCCESSFUL_RUN,
+)
+
+Row = dict[str, Any]
+
+_OPEN_WORKFLOW_TASK = _sql_list(OPEN_WORKFLOW_TASK)
+_PENDING_ACTIVITY = _sql_list(PENDING_ACTIVITY)
+_OPEN_ACTIVITY = _sql_list(OPEN_ACTIVITY)
+_UNSUCCESSFUL_RUN = _sql_list(UNSUCCESSFUL_RUN)
+_TIMEOUT_EVENTS = frozenset(TIMEOUT_EVENTS)
+_RUN_NEEDS_WAKING = (
+    "AND runs.deadline_claimed_at IS NULL AND NOT EXISTS (SELECT 1 FROM workflow_tasks t "
+    f"WHERE t.workflow_run_id = runs.workflow_run_id AND t.status IN {_OPEN_WORKFLOW_TASK})"
+)
+
+# The pg_advisory_xact_lock key every write transaction takes (any bigint: "wfctwrit").
+_WRITE_LOCK = 0x77666374_77726974
+_BEGIN_WRITE = f"BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({_WRITE_LOCK})"
+# A read transaction's snapshot is taken by its first statement: `SELECT 1` takes it at once, so
+# that it holds from the moment `read()` begins, as a caller expects.
+_BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT 1"
+# How long a writer waits for another's locks before it gives up (StoreUnavailable "busy"), as
+# SQLite's busy timeout; a transaction left idle this long belongs to a stuck process.
+_SESSION = ("SET TIME ZONE 'UTC'; SET DateStyle = 'ISO'; SET lock_timeout = '30s'; "
+            "SET idle_in_transaction_session_timeout = '60s'")
+_CONNECT_TIMEOUT_S = 10
+# How long a thread waits for a connection of the pool before the server counts as unreachable.
+_POOL_TIMEOUT_S = 15.0
+_POOL_SIZE = 16
+_EVENTS_INSERT = (
+    "INSERT INTO events (instance_key, seq, run_number, event_type, at, attributes) "
+    "SELECT * FROM unnest(%s::bigint[], %s::integer[], %s::integer[], %s::smallint[], "
+    "%s::bigint[], %s::text[])"
+)
+_COUNTS_UPSERT = (
+    "INSERT INTO timeout_event_counts (event_type, timeout_kind, failure_category, count) "
+    "SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::bigint[]) "
+    "ON CONFLICT (event_type, timeout_kind, failure_category) "
+    "DO UPDATE SET count = timeout_event_counts.count + excluded.count"
+)
+# Tables whose presence without wfctl's migrations table means the database is another's.
+_OWN_TABLES = ("instances", "runs", "events", "activities", "workflow_tasks")
+
+
+def redact(url: str) -> str:
+    """The URL as messages show it: a password, in the authority or the query, becomes ***."""
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        if parts.password is not None:
+            netloc = f"{parts.username or ''}:***@{netloc.rpartition('@')[2]}"
+    except ValueError:
+        return re.sub(r"(://[^/@]*?:)[^/]*@", r"\1***@", url)
+    query = re.sub(r"(?i)(^|&)(password=)[^&]*", r"\1\2***", parts.query)
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def _secrets(url: str) -> list[str]:
+    """The password as it may appear in a message: as written in the URL and decoded, as
+    libpq reads it, and (for a malformed URL with a raw `@` in it) each part of it."""
+    found = [match.group(1) for match in
+             re.finditer(r"(?i)(?:^|[?&])password=([^&]*)", url.partition("?")[2])]
+    try:
+        found.append(urlsplit(url).password or "")
+        found.append(conninfo_to_dict(url).get("password") or "")
+    except (ValueError, psycopg.Error):
+        pass
+    for secret in list(found):
+        found.extend(secret.split("@"))
+    texts = {text for secret in found if secret for text in (secret, unquote(secret))}
+    # The longest first, so that no part of one is left behind a shorter one's replacement.
+    return sorted(texts, key=len, reverse=True)
+
+
+# SQLSTATEs that mean "not now": the same operation may succeed later.
+_UNAVAILABLE = {
+    "53100": ("full", "the database server's disk is full"),
+    "25006": ("readonly", "the database is read-only"),
+    "58030": ("io", "I/O error on the database server"),
+    "55P03": ("busy", "another writer held a lock for too long (lock_timeout)"),
+    "53300": ("unreachable", "the database server has too many connections"),
+    "57P01": ("unreachable", "the database server is shutting down"),
+    "57P02": ("unreachable", "the database server crashed"),
+    "57P03": ("unreachable", "the database server is starting up"),
+}
+_TRANSIENT = {"40001", "40P01"}     # serialization_failure, deadlock_detected
+# What the server or libpq says when the URL itself is wrong: no later try will do better.
+_REFUSED = ("password authentication failed", "does not exist", "no pg_hba.conf entry",
+            "role", "invalid", "missing", "SSL", "certificate")
+
+
+def _one_line(exc: BaseException, secrets: Sequence[str]) -> str:
+    text = " ".join(str(exc).split())
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return text.removeprefix("connection failed: ")
+
+
+def translate(exc: psycopg.Error, path: str, secrets: Sequence[str] = ()) -> WfctlError:
+    """A psycopg error as wfctl's own: `StoreUnavailable` when a later try may succeed,
+    `TransientConflict` when the operation should run again at once, `InvalidInput` for text
+    PostgreSQL cannot hold. The password of the URL never appears in the message."""
+    message = _one_line(exc, secrets)
+    state = exc.sqlstate
+    if isinstance(exc, psycopg.DataError) and "NUL (0x00)" in message:
+        # psycopg refuses it before sending: an id with a NUL can be neither stored nor found.
+        return InvalidInput("PostgreSQL cannot store text with a NUL character (\\x00) in it")
+    if state in _TRANSIENT:
+        return TransientConflict(f"{path}: {message}")
+    if isinstance(exc, PoolTimeout):
+        return StoreUnavailable("unreachable", f"{path}: no connection to the database server "
+                                               f"within {_POOL_TIMEOUT_S:g} s")
+    if state in _UNAVAILABLE:
+        reason, text = _UNAVAILABLE[state]
+        return StoreUnavailable(reason, f"{path}: {text}")
+    connection_lost = (state is not None and state.startswith("08")) or (
+        state is None and isinstance(exc, psycopg.OperationalError))
+    if connection_lost and not any(word in message for word in _REFUSED):
+        return StoreUnavailable("unreachable", f"{path}: cannot reach the database server: "
+                                               f"{message}")
+    if connection_lost:
+        return DatabaseError(f"cannot connect to {path}: {message}")
+    return DatabaseError(f"database {path}: {message}")
+
+
+class _IsoInstant(Loader):
+    """A `timestamptz` as wfctl's ISO text (`clock.iso`): the server writes it in ISO style in
+    UTC (set for every session), `2026-04-12 12:00:00.123+00`, its fraction left out when zero."""
+
+    def load(self, data: Any) -> str:
+        text = bytes(data).decode()
+        if text.endswith("+00") and len(text) >= 22 and text[10] == " ":
+            seconds, _, fraction = text[11:-3].partition(".")
+            return f"{text[:10]}T{seconds}.{fraction[:3]:0<3}+00:00"
+        return clock.iso(datetime.fromisoformat(text))
+
+
+def _rows_as_dicts(cursor: psycopg.Cursor) -> Any:
+    """Rows as dicts of their columns, less the `rowid` some tables keep for insertion order."""
+    description = cursor.description
+    if description is None:
+        return dict
+    names = [column.name for column in description]
+    if "rowid" not in names:
+        return lambda values: dict(zip(names, values, strict=True))
+    kept = [(index, name) for index, name in enumerate(names) if name != "rowid"]
+    return lambda values: {name: values[index] for index, name in kept}
+
+
+def _configure(conn: psycopg.Connection) -> None:
+    conn.adapters.register_loader("timestamptz", _IsoInstant)
+    conn.row_factory = _rows_as_dicts
+    conn.execute(_SESSION)
+
+
+class PostgresStore:
+    """One PostgreSQL database, shared by every thread and process (and host) of wfctl.
+
+    Threads take connections from one pool per process; a transaction holds its connection
+    until it ends, and a read outside one (`peek`) holds it for one statement.
+    """
+
+    def __init__(self, url: str, *, create: bool = True, pool_size: int = _POOL_SIZE) -> None:
+        """Open the database at `url`, applying pending migrations.
+
+        Raises DatabaseNotFound when it holds no wfctl schema and `create` is false, DatabaseTooNew
+        for a database of a newer wfctl, StoreUnavailable when the server cannot be reached and
+        DatabaseError for anything else; nothing is written in any of these cases.
+        """
+        self.path = redact(url)
+        self._url = url
+        self._secrets = _secrets(url)
+        self._pool_size = pool_size
+        self._pool: ConnectionPool | None = None
+        self._pool_lock = threading.Lock()
+        self._clock = clock.ServerClock(self._server_time)
+        try:
+            given = conninfo_to_dict(url)
+        except psycopg.Error as exc:
+            raise DatabaseError(f"{self.path} is not a valid PostgreSQL URL: "
+                                f"{_one_line(exc, self._secrets)}") from None
+        self._connect_options: dict[str, Any] = {"autocommit": True}
+        if "connect_timeout" not in given:
+            self._connect_options["connect_timeout"] = _CONNECT_TIMEOUT_S
+        if "application_name" not in given:
+            self._connect_options["application_name"] = "wfctl"
+        self._migrate(create)
+
+    def _error(self, exc: psycopg.Error) -> WfctlError:
+        error = translate(exc, self.path, self._secrets)
+        pool = self._pool
+        if isinstance(error, StoreUnavailable) and error.reason == "unreachable" and \
+                pool is not None and not isinstance(exc, PoolTimeout):
+            # The other idle connections were most likely lost with this one (a server restart,
+            # a terminated session): test them now, so that the next transaction gets a live one.
+            pool.check()
+        return error
+
+    # opening and migrating
+
+    def _migrate(self, create: bool) -> None:
+        """Apply pending migrations; an up-to-date database costs two reads. Several processes
+        opening a fresh database at once take turns on an advisory lock, so each migration is
+        applied once."""
+        try:
+            conn = psycopg.connect(self._url, **self._connect_options)
+        except psycopg.Error as exc:
+            raise self._error(exc) from None
+        try:
+            with conn:
+                applied = self._applied(conn)
+                if applied is None:
+                    self._check_empty(conn, create)
+                elif applied == [name for name, _ in schema.MIGRATIONS]:
+                    return
+                with conn.transaction():
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (schema.MIGRATION_LOCK,))
+                    conn.execute(
+                        f"CREATE TABLE IF NOT EXISTS {schema.MIGRATIONS_TABLE} ("
+                        "version integer PRIMARY KEY, name text NOT NULL UNIQUE, "
+                        "applied_at timestamptz NOT NULL DEFAULT clock_timestamp())"
+                    )
+                    applied = self._applied(conn) or []
+                    for version, (name, function) in enumerate(schema.MIGRATIONS, 1):
+                        if name in applied:
+                            continue
+                        function(conn)
+                        conn.execute(f"INSERT INTO {schema.MIGRATIONS_TABLE} (version, name) "
+                                     "VALUES (%s, %s)", (version, name))
+        except psycopg.Error as exc:
+            raise self._error(exc) from None
+
+    def _applied(self, conn: psycopg.Connection) -> list[str] | None:
+        """The migrations the database records, in order; None when it has no record at all.
+        Raises DatabaseTooNew when it records one this wfctl does not know."""
+        found = conn.execute("SELECT to_regclass(%s) IS NOT NULL",
+                             (schema.MIGRATIONS_TABLE,)).fetchone()[0]
+        if not found:
+            return None
+        names = [row[0] for row in conn.execute(
+            f"SELECT name FROM {schema.MIGRATIONS_TABLE} ORDER BY version")]
+        known = [name for name, _ in schema.MIGRATIONS]
+        if any(name not in known for name in names):
+            raise DatabaseTooNew(self.path, len(names), len(known))
+        return names
+
+    def _check_empty(self, conn: psycopg.Connection, create: bool) -> None:
+        """A database without wfctl's migrations table: wfctl's to create, unless it holds
+        tables of the same names (another application's) or the caller only reads."""
+        taken = [name for name in _OWN_TABLES if conn.execute(
+            "SELECT to_regclass(%s) IS NOT NULL", (name,)).fetchone()[0]]
+        if taken:
+            raise DatabaseError(f"{self.path} is not a wfctl database (it has a table "
+                                f"{taken[0]} of its own and no {schema.MIGRATIONS_TABLE})")
+        if not create:
+            raise DatabaseNotFound(f"no wfctl database at {self.path}")
+
+    def _connections(self) -> ConnectionPool:
+        pool = self._pool
+        if pool is None:
+            with self._pool_lock:
+                pool = self._pool
+                if pool is None:
+                    pool = ConnectionPool(
+                        self._url, min_size=1, max_size=self._pool_size, open=False,
+                        kwargs=self._connect_options, configure=_configure,
+                        timeout=_POOL_TIMEOUT_S, name="wfctl",
+                    )
+                    pool.open(wait=False)
+                    self._pool = pool
+        return pool
+
+    def close(self) -> None:
+        """Close the pool; a connection still in use closes when its transaction ends. The
+        store opens a new pool if it is used again."""
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+
+    # transactions
+
+    @contextmanager
+    def write(self) -> Iterator[PostgresTx]:
+        """A READ COMMITTED write transaction, after the writers before it (see the module's
+        text); the events appended are written at its end, then it commits."""
+        try:
+            with self._connections().connection() as conn:
+                try:
+                    conn.execute(_BEGIN_WRITE)
+                    tx = PostgresTx(conn, locking=True)
+                    yield tx
+                    tx.flush()
+                    conn.execute("COMMIT")
+                except BaseException:
+                    _roll_back(conn)
+                    raise
+        except psycopg.Error as exc:
+            raise self._error(exc) from None
+
+    @contextmanager
+    def read(self) -> Iterator[PostgresTx]:
+        """A read transaction: one consistent snapshot across several queries."""
+        try:
+            with self._connections().connection() as conn:
+                try:
+                    conn.execute(_BEGIN_READ)
+                    yield PostgresTx(conn, locking=False)
+                finally:
+                    _roll_back(conn)
+        except psycopg.Error as exc:
+            raise self._error(exc) from None
+
+    def peek(self) -> PostgresTx:
+        """Queries outside a transaction: each one statement on a connection of the pool."""
+        return PostgresTx(_PerStatement(self), locking=False)
+
+    def now(self) -> datetime:
+        """The database server's clock (SPEC §2), which every deadline is compared with: workers
+        on hosts whose clocks disagree still agree on every timeout."""
+        return self._clock.now()
+
+    def _server_time(self) -> datetime:
+        # Microseconds since the epoch, exact (the ISO text this store reads is in milliseconds).
+        row = self.peek()._one(
+            "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint AS micros")
+        return codec.instant(row["micros"])
+
+    def defer_checkpoints(self) -> None:
+        """The server keeps its own log: nothing to defer."""
+
+    def checkpoint(self) -> int:
+        """The server keeps its own log: nothing to copy."""
+        return 0
+
+    @contextmanager
+    def bulk_write(self) -> Iterator[PostgresTx]:
+        """A write transaction for a large change (the same as `write` here)."""
+        with self.write() as tx:
+            yield tx
+
+    def file_size(self) -> int:
+        """Bytes the database takes on the server."""
+        with self.read() as tx:
+            return tx._one("SELECT pg_database_size(current_database()) AS size")["size"]
+
+    def vacuum(self) -> None:
+        """The server reclaims space itself (autovacuum): nothing to do here."""
+
+    def data_version(self) -> int:
+        """Changes whenever a transaction that wrote ends, in this database or another of the
+        server (a hint to look again, never a promise of news): the server's snapshot, whose
+        bounds and list of running transactions move with each."""
+        row = self.peek()._one("SELECT pg_current_snapshot()::text AS snapshot")
+        return zlib.crc32(row["snapshot"].encode())
+
+
+def _roll_back(conn: psycopg.Connection) -> None:
+    """End the connection's transaction, if it still has one (a read, or a failed write)."""
+    if conn.closed or conn.info.transaction_status == pq.TransactionStatus.IDLE:
+        return
+    # When the connection broke, the server dropped the transaction with it, and the pool
+    # discards the connection.
+    with suppress(psycopg.Error):
+        conn.execute("ROLLBACK")
+
+
+class _Result:
+    """A statement's rows and row count, fetched before its connection went back to the pool."""
+
+    def __init__(self, rows: list[Row], rowcount: int) -> None:
+        self._rows = rows
+        self.rowcount = rowcount
+
+    def fetchone(self) -> Row | None:
+        return self._rows[0] if self._rows else None
+
+    def fetchall(self) -> list[Row]:
+        return self._rows
+
+
+class _PerStatement:
+    """Runs each statement on a connection of the pool, outside any transaction; its errors
+    leave as wfctl's (what `write` and `read` do for a whole transaction)."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+
+    def execute(self, sql: str, params: Sequence[Any] | None = None) -> _Result:
+        try:
+            with self._store._connections().connection() as conn:
+                cursor = conn.execute(sql, params)
+                rows = cursor.fetchall() if cursor.description is not None else []
+                return _Result(rows, cursor.rowcount)
+        except psycopg.Error as exc:
+            raise self._store._error(exc) from None
+
+
+class PostgresTx:
+    """The queries of one transaction (or, from `peek`, of none). `locking`: claims lock the
+    rows they return (FOR UPDATE SKIP LOCKED), which only a write transaction may."""
+
+    def __init__(self, conn: psycopg.Connection | _PerStatement, *, locking: bool) -> None:
+        self.conn = conn
+        self._lock = " FOR UPDATE SKIP LOCKED" if locking else ""
+        self._seq: dict[str, int] = {}
+        self._keys: dict[str, int] = {}
+        # Events appended in this transaction, written in one statement before any read of the
+        # history and at commit.
+        self._events: list[tuple[Any, ...]] = []
+        self._timeout_counts: dict[tuple[str, str, str], int] = {}
+
+    def _execute(self, sql: str, params: Sequence[Any] | None = None) -> Any:
+        return self.conn.execute(sql, params)
+
+    def _one(self, sql: str, params: Sequence[Any] | None = None) -> Row | None:
+        return self._execute(sql, params).fetchone()
+
+    def _all(self, sql: str, params: Sequence[Any] | None = None) -> list[Row]:
+        return self._execute(sql, params).fetchall()
+
+    def _insert(self, table: str, row: Row, returning: str | None = None) -> int:
+        columns = ", ".join(row)
+        marks = ", ".join("%s" for _ in row)
+        sql = f"INSERT INTO {table} ({columns}) VALUES ({marks})"
+        if returning is None:
+            self._execute(sql, tuple(row.values()))
+            return 0
+        return self._one(f"{sql} RETURNING {returning}", tuple(row.values()))[returning]
+
+    def _update(self, table: str, key: str, value: Any, fields: Row,
+                where: str = "", params: Sequence[Any] = ()) -> int:
+        sets = ", ".join(f"{name} = %s" for name in fields)
+        return self._execute(
+            f"UPDATE {table} SET {sets} WHERE {key} = %s{where}",
+            (*fields.values(), value, *params),
+        ).rowcount
+
+    # definitions
+
+    def put_definitions(self, digest: str, path: str, source: str, now: str) -> None:
+        self._execute(
+            "INSERT INTO definitions (digest, path, source, created_at) "
+            "VALUES (%s, %s, %s, %s) ON CONFLICT (digest) DO NOTHING", (digest, path, source, now),
+        )
+
+    def get_definitions(self, digest: str) -> Row | None:
+        return self._one("SELECT * FROM definitions WHERE digest = %s", (digest,))
+
+    # instances and runs
+
+    def get_instance(self, instance_id: str) -> Row | None:
+        return self._one(
+            "SELECT * FROM instances WHERE workflow_instance_id = %s", (instance_id,)
+        )
+
+    def insert_instance(self, row: Row) -> None:
+        self._keys[row["workflow_instance_id"]] = self._insert("instances", row, "instance_key")
+
+    def update_instance(self, instance_id: str, **fields: Any) -> None:
+        self._update("instances", "workflow_instance_id", instance_id, fields)
+
+    def list_instances(self, *, status: str | None, workflow_type: str | None,
+                       since: str | None, limit: int) -> list[Row]:
+        clauses, params = [], []
+        if status:
+            clauses.append("i.status = %s")
+            params.append(status)
+        if workflow_type:
+            clauses.append("i.workflow_type = %s")
+            params.append(workflow_type)
+        if since:
+            clauses.append("i.created_at >= %s")
+            params.append(since)
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        return self._all(
+            "SELECT i.*, r.run_number, r.execution_deadline_at, r.run_deadline_at, "
+            "r.step_index, r.wait_kind FROM instances i "
+            f"JOIN runs r ON r.workflow_run_id = i.current_run_id {where} "
+            "ORDER BY i.created_at DESC, i.instance_key DESC LIMIT %s", (*params, limit),
+        )
+
+    def instance_ids(self, prefix: str, limit: int) -> list[str]:
+        # Instance ids sort byte-wise (COLLATE "C"), so a prefix is a range of the primary key.
+        upper = _prefix_upper_bound(prefix)
+        where, params = "workflow_instance_id >= %s", [prefix]
+        if upper is not None:
+            where += " AND workflow_instance_id < %s"
+            params.append(upper)
+        rows = self._all(
+            f"SELECT workflow_instance_id FROM instances WHERE {where} "
+            "ORDER BY workflow_instance_id LIMIT %s", (*params, limit),
+        )
+        return [row["workflow_instance_id"] for row in rows]
+
+    def get_run(self, run_id: str) -> Row | None:
+        return self._one("SELECT * FROM runs WHERE workflow_run_id = %s", (run_id,))
+
+    def get_run_by_number(self, instance_id: str, run_number: int) -> Row | None:
+        return self._one(
+            "SELECT * FROM runs WHERE workflow_instance_id = %s AND run_number = %s",
+            (instance_id, run_number),
+        )
+
+    def insert_run(self, row: Row) -> None:
+        self._insert("runs", row)
+
+    def update_run(self, run_id: str, **fields: Any) -> None:
+        self._update("runs", "workflow_run_id", run_id, fields)
+
+    # history
+
+    def instance_key(self, instance_id: str) -> int | None:
+        """The integer key history is stored under (read once per transaction)."""
+        key = self._keys.get(instance_id)
+        if key is None:
+            row = self._one(
+                "SELECT instance_key FROM instances WHERE workflow_instance_id = %s",
+                (instance_id,),
+            )
+            if row is None:
+                return None
+            key = self._keys[instance_id] = row["instance_key"]
+        return key
+
+    def last_seq(self, instance_id: str) -> int:
+        seq = self._seq.get(instance_id)
+        if seq is None:
+            key = self._keys.get(instance_id)
+            if key is None:
+                # The key and the last seq in one statement: both are read once per transaction.
+                row = self._one(
+                    "SELECT i.instance_key, (SELECT coalesce(max(seq), 0) FROM events "
+                    "WHERE instance_key = i.instance_key) AS seq FROM instances i "
+                    "WHERE i.workflow_instance_id = %s", (instance_id,),
+                )
+                if row is None:
+                    return 0
+                self._keys[instance_id] = row["instance_key"]
+                seq = row["seq"]
+            else:
+                seq = self._one(
+                    "SELECT coalesce(max(seq), 0) AS seq FROM events WHERE instance_key = %s",
+                    (key,),
+                )["seq"]
+            self._seq[instance_id] = seq
+        return seq
+
+    def append_event(self, run: Row, event_type: str, at: datetime, attributes: Row) -> int:
+        """Append one event to the instance's history; returns its seq (the event id)."""
+        code = codec.type_code(event_type)
+        if not isinstance(code, int):
+            # The column holds codes only: a new event type gets its code in codec.EVENT_CODES.
+            raise ValueError(f"event type {event_type!r} has no code in codec.EVENT_CODES")
+        instance_id = run["workflow_instance_id"]
+        seq = self._seq[instance_id] = self.last_seq(instance_id) + 1
+        stored_at = codec.micros(at)
+        self._events.append((self._keys[instance_id], seq, run["run_number"], code, stored_at,
+                             codec.encode_attributes(attributes, stored_at)))
+        if event_type in _TIMEOUT_EVENTS:
+            key = (event_type, attributes.get("timeout_kind") or "",
+                   attributes.get("failure_category") or "")
+            self._timeout_counts[key] = self._timeout_counts.get(key, 0) + 1
+        return seq
+
+    def flush(self) -> None:
+        """Write the events appended so far (one statement for all of them)."""
+        if self._events:
+            events, self._events = self._events, []
+            self._execute(_EVENTS_INSERT, [list(column) for column in zip(*events, strict=True)])
+        if self._timeout_counts:
+            counts, self._timeout_counts = self._timeout_counts, {}
+            rows = [(*key, count) for key, count in counts.items()]
+            self._execute(_COUNTS_UPSERT, [list(column) for column in zip(*rows, strict=True)])
+
+    def history_count(self, run: Row) -> int:
+        """Events of a run that count toward history_size, without a scan: a run's events are
+        contiguous from its first_seq to the last, less the refused starts it recorded."""
+        return self.last_seq(run["workflow_instance_id"]) - run["first_seq"] + 1 \
+            - run["rejected_starts"]
+
+    def event(self, instance_id: str, seq: int) -> Row | None:
+        """One event of an instance's history, as `events` gives it."""
+        found = self.events(instance_id, after_seq=seq - 1, until_seq=seq)
+        return found[0] if found else None
+
+    def events(self, instance_id: str, *, run_number: int | None = None,
+               after_seq: int = 0, until_seq: int | None = None,
+               event_types: Sequence[str] = ()) -> list[Row]:
+        """An instance's events in order (after `after_seq`, up to `until_seq`), each with its
+        type's name, its instant in ISO form and its attributes as a dict."""
+        self.flush()
+        sql = ("SELECT seq, run_number, event_type, at, attributes FROM events "
+               "WHERE instance_key = %s AND seq > %s")
+        params: list[Any] = [self.instance_key(instance_id), after_seq]
+        if until_seq is not None:
+            sql += " AND seq <= %s"
+            params.append(until_seq)
+        if run_number is not None:
+            sql += " AND run_number = %s"
+            params.append(run_number)
+        if event_types:
+            sql += " AND event_type = ANY(%s::smallint[])"
+            params.append([codec.type_code(name) for name in event_types])
+        return [
+            {
+                "workflow_instance_id": instance_id,
+                "seq": row["seq"],
+                "run_number": row["run_number"],
+                "event_type": codec.type_name(row["event_type"]),
+                "at": codec.iso_of_micros(row["at"]),
+                "attributes": codec.decode_attributes(row["attributes"], row["at"]),
+            }
+            for row in self._all(sql + " ORDER BY seq", params)
+        ]
+
+    # workflow tasks
+
+    def open_workflow_task(self, run_id: str) -> Row | None:
+        return self._one(
+            "SELECT * FROM workflow_tasks WHERE workflow_run_id = %s "
+            f"AND status IN {_OPEN_WORKFLOW_TASK} LIMIT 1", (run_id,),
+        )
+
+    def insert_workflow_task(self, row: Row) -> int:
+        return self._insert("workflow_tasks", row, "task_id")
+
+    def get_workflow_task(self, task_id: int) -> Row | None:
+        return self._one("SELECT * FROM workflow_tasks WHERE task_id = %s", (task_id,))
+
+    def update_workflow_task(self, task_id: int, *, expect_status: str | None = None,
+                             **fields: Any) -> bool:
+        where, params = ("", ()) if expect_status is None else (" AND status = %s",
+                                                                (expect_status,))
+        return self._update("workflow_tasks", "task_id", task_id, fields, where, params) == 1
+
+    def next_ready_workflow_task(self, now: str) -> Row | None:
+        """The oldest ready workflow task; in a write transaction it is locked for the claim that
+        follows, and one another writer has locked is passed over."""
+        return self._one(
+            "SELECT * FROM workflow_tasks WHERE status = 'scheduled' AND available_at <= %s "
+            f"ORDER BY available_at, task_id LIMIT 1{self._lock}", (now,),
+        )
+
+    def close_workflow_task(self, task_id: int) -> None:
+        """A workflow task ended (completed, timed out or cancelled): its row goes, its story
+        stays in history."""
+        self._execute("DELETE FROM workflow_tasks WHERE task_id = %s", (task_id,))
+
+    def close_workflow_tasks(self, run_id: str, keep: int | None) -> None:
+        """End every open workflow task of the run but `keep`."""
+        self._execute(
+            f"DELETE FROM workflow_tasks WHERE workflow_run_id = %s AND status IN "
+            f"{_OPEN_WORKFLOW_TASK} AND task_id IS DISTINCT FROM %s", (run_id, keep),
+        )
+
+    def timed_out_workflow_tasks(self, now: str, limit: int) -> list[Row]:
+        return self._all(
+            "SELECT * FROM workflow_tasks WHERE status = 'started' AND timeout_at IS NOT NULL "
+            "AND timeout_at <= %s ORDER BY timeout_at LIMIT %s", (now, limit),
+        )
+
+    def workflow_tasks_owned_by(self, worker_ids: Sequence[str]) -> list[Row]:
+        return self._all(
+            "SELECT * FROM workflow_tasks WHERE status = 'started' AND owner = ANY(%s)",
+            (list(worker_ids),),
+        )
+
+    # activities
+
+    def insert_activity(self, row: Row) -> None:
+        self._insert("activities", row)
+
+    def get_activity(self, activity_id: str) -> Row | None:
+        return self._one("SELECT * FROM activities WHERE activity_id = %s", (activity_id,))
+
+    def update_activity(self, activity_id: str, *, expect_attempt: int | None = None,
+                        expect_status: Iterable[str] = (), **fields: Any) -> bool:
+        where, params = "", []
+        if expect_attempt is not None:
+            where += " AND attempt = %s"
+            params.append(expect_attempt)
+        statuses = list(expect_status)
+        if statuses:
+            where += " AND status = ANY(%s)"
+            params.append(statuses)
+        return self._update("activities", "activity_id", activity_id, fields, where,
+                            params) == 1
+
+    def step_activities(self, run_id: str, step_index: int) -> list[Row]:
+        return self._all(
+            "SELECT * FROM activities WHERE workflow_run_id = %s AND step_index = %s "
+            "AND superseded = 0 ORDER BY branch_index", (run_id, step_index),
+        )
+
+    def run_activities(self, run_id: str) -> list[Row]:
+        return self._all(
+            "SELECT * FROM activities WHERE workflow_run_id = %s ORDER BY scheduled_at, rowid",
+            (run_id,),
+        )
+
+    def open_activities(self, run_id: str) -> list[Row]:
+        return self._all(
+            "SELECT * FROM activities WHERE workflow_run_id = %s "
+            f"AND status IN {_OPEN_ACTIVITY} ORDER BY rowid", (run_id,),
+        )
+
+    def count_open_activities(self, run_id: str) -> int:
+        return self._one(
+            "SELECT count(*) AS n FROM activities WHERE workflow_run_id = %s "
+            f"AND status IN {_OPEN_ACTIVITY}", (run_id,),
+        )["n"]
+
+    def next_ready_activity(self, queues: Sequence[str], now: str) -> Row | None:
+        """The oldest activity ready on these queues whose schedule deadlines still hold; in a
+        write transaction it is locked for the claim that follows, and one another writer has
+        locked is passed over. Each queue is read through its own index range (the head of
+        each is locked until the transaction ends)."""
+        return self._one(
+            "SELECT a.* FROM unnest(%(queues)s::text[]) AS q(queue) CROSS JOIN LATERAL ("
+            "SELECT * FROM activities WHERE queue = q.queue "
+            f"AND status IN {_PENDING_ACTIVITY} AND available_at <= %(now)s "
+            "AND (schedule_deadline_at IS NULL OR schedule_deadline_at > %(now)s) "
+            "AND (schedule_to_close_deadline_at IS NULL "
+            "OR schedule_to_close_deadline_at > %(now)s) "
+            f"ORDER BY available_at, rowid LIMIT 1{self._lock}) a "
+            "ORDER BY a.available_at, a.rowid LIMIT 1", {"queues": list(queues), "now": now},
+        )
+
+    def next_activity_available_at(self, queues: Sequence[str]) -> str | None:
+        return self._one(
+            "SELECT min(available_at) AS at FROM activities WHERE queue = ANY(%s) "
+            f"AND status IN {_PENDING_ACTIVITY}", (list(queues),),
+        )["at"]
+
+    def expired_activities(self, now: str, limit: int) -> list[Row]:
+        """Open activities past any of their four deadlines, found through the partial indexes."""
+        return self._all(
+            "SELECT * FROM activities WHERE activity_id IN ("
+            f"SELECT activity_id FROM activities WHERE status IN {_PENDING_ACTIVITY}"
+            " AND schedule_deadline_at IS NOT NULL AND schedule_deadline_at <= %(now)s"
+            " UNION SELECT activity_id FROM activities WHERE status = 'started'"
+            " AND close_deadline_at IS NOT NULL AND close_deadline_at <= %(now)s"
+            " UNION SELECT activity_id FROM activities WHERE status = 'started'"
+            " AND heartbeat_deadline_at IS NOT NULL AND heartbeat_deadline_at <= %(now)s"
+            " UNION SELECT activity_id FROM activities"
+            f" WHERE status IN {_OPEN_ACTIVITY}"
+            " AND schedule_to_close_deadline_at IS NOT NULL"
+            " AND schedule_to_close_deadline_at <= %(now)s) LIMIT %(limit)s",
+            {"now": now, "limit": limit},
+        )
+
+    def activities_owned_by(self, worker_ids: Sequence[str]) -> list[Row]:
+        return self._all(
+            "SELECT * FROM activities WHERE status = 'started' AND owner = ANY(%s)",
+            (list(worker_ids),),
+        )
+
+    # timers
+
+    def insert_timer(self, row: Row) -> None:
+        self._insert("timers", row)
+
+    def update_timer(self, timer_id: str, *, expect_status: str | None = None,
+                     **fields: Any) -> bool:
+        where, params = ("", ()) if expect_status is None else (" AND status = %s",
+                                                                (expect_status,))
+        return self._update("timers", "timer_id", timer_id, fields, where, params) == 1
+
+    def step_timers(self, run_id: str, step_index: int) -> list[Row]:
+        return self._all(
+            "SELECT * FROM timers WHERE workflow_run_id = %s AND step_index = %s "
+            "AND superseded = 0 ORDER BY rowid", (run_id, step_index),
+        )
+
+    def run_timers(self, run_id: str) -> list[Row]:
+        return self._all(
+            "SELECT * FROM timers WHERE workflow_run_id = %s ORDER BY rowid", (run_id,)
+        )
+
+    def open_timers(self, run_id: str) -> list[Row]:
+        return self._all(
+            "SELECT * FROM timers WHERE workflow_run_id = %s AND status = 'scheduled' "
+            "ORDER BY rowid", (run_id,)
+        )
+
+    def due_timers(self, now: str, limit: int) -> list[Row]:
+        return self._all(
+            "SELECT * FROM timers WHERE status = 'scheduled' AND fire_at <= %s "
+            "ORDER BY fire_at, rowid LIMIT %s", (now, limit),
+        )
+
+    # signals
+
+    def insert_signal(self, row: Row) -> None:
+        self._insert("signals", row)
+
+    def first_pending_signal(self, instance_id: str, name: str) -> Row | None:
+        return self._one(
+            "SELECT * FROM signals WHERE workflow_instance_id = %s AND name = %s "
+            "AND consumed_at IS NULL ORDER BY signal_id LIMIT 1", (instance_id, name),
+        )
+
+    def count_pending_signals(self, instance_id: str) -> int:
+        return self._one(
+            "SELECT count(*) AS n FROM signals WHERE workflow_instance_id = %s "
+            "AND consumed_at IS NULL", (instance_id,),
+        )["n"]
+
+    def consume_signal(self, signal_id: int, run_id: str, step_index: int, now: str) -> None:
+        self._execute(
+            "UPDATE signals SET consumed_run_id = %s, consumed_step_index = %s, "
+            "consumed_at = %s WHERE signal_id = %s", (run_id, step_index, now, signal_id),
+        )
+
+    def consumed_signal(self, run_id: str, step_index: int) -> Row | None:
+        return self._one(
+            "SELECT * FROM signals WHERE consumed_run_id = %s AND consumed_step_index = %s "
+            "ORDER BY signal_id DESC LIMIT 1", (run_id, step_index),
+        )
+
+    # children
+
+    def insert_child(self, row: Row) -> None:
+        self._insert("children", row)
+
+    def child_link(self, child_instance_id: str) -> Row | None:
+        return self._one(
+            "SELECT * FROM children WHERE child_instance_id = %s", (child_instance_id,)
+        )
+
+    def step_children(self, run_id: str, step_index: int) -> list[Row]:
+        return self._all(
+            "SELECT c.*, i.status FROM children c JOIN instances i "
+            "ON i.workflow_instance_id = c.child_instance_id "
+            "WHERE c.parent_run_id = %s AND c.step_index = %s AND c.superseded = 0 "
+            "ORDER BY c.branch_index", (run_id, step_index),
+        )
+
+    def run_children(self, run_id: str) -> list[Row]:
+        return self._all(
+            "SELECT c.*, i.status, i.closed_at FROM children c JOIN instances i "
+            "ON i.workflow_instance_id = c.child_instance_id WHERE c.parent_run_id = %s "
+            "ORDER BY c.created_at, c.rowid", (run_id,),
+        )
+
+    def supersede_children(self, run_id: str, step_index: int) -> None:
+        self._execute(
+            "UPDATE children SET superseded = 1 WHERE parent_run_id = %s AND step_index = %s "
+            "AND child_instance_id IN (SELECT workflow_instance_id FROM instances "
+            f"WHERE status IN {_UNSUCCESSFUL_RUN})",
+            (run_id, step_index),
+        )
+
+    # failures
+
+    def insert_failure(self, row: Row) -> int:
+        return self._insert("failures", row, "failure_id")
+
+    def get_failure(self, failure_id: int) -> Row | None:
+        return self._one("SELECT * FROM failures WHERE failure_id = %s", (failure_id,))
+
+    def activity_failure(self, activity_id: str) -> Row | None:
+        return self._one(
+            "SELECT * FROM failures WHERE activity_id = %s ORDER BY failure_id DESC LIMIT 1",
+            (activity_id,),
+        )
+
+    # deadlines (must complete within)
+
+    def expired_deadlines(self, now: str, limit: int) -> list[Row]:
+        return self._all(
+            "SELECT * FROM runs WHERE status = 'running' AND deadline_at IS NOT NULL "
+            "AND deadline_claimed_at IS NULL AND deadline_at <= %s ORDER BY deadline_at "
+            "LIMIT %s", (now, limit),
+        )
+
+    def earliest_deadline(self) -> str | None:
+        return self._one(
+            "SELECT min(deadline_at) AS at FROM runs WHERE status = 'running' "
+            "AND deadline_at IS NOT NULL AND deadline_claimed_at IS NULL"
+        )["at"]
+
+    def claimed_deadlines(self) -> list[Row]:
+        return self._all(
+            "SELECT * FROM runs WHERE deadline_claimed_at IS NOT NULL AND closed_at IS NULL"
+        )
+
+    def claim_deadline(self, run_id: str, worker_id: str, now: str,
+                       previous_owner: str | None) -> bool:
+        return self._execute(
+            "UPDATE runs SET deadline_claimed_by = %s, deadline_claimed_at = %s "
+            "WHERE workflow_run_id = %s AND closed_at IS NULL "
+            "AND deadline_claimed_by IS NOT DISTINCT FROM %s",
+            (worker_id, now, run_id, previous_owner),
+        ).rowcount == 1
+
+    # workflow timeouts
+
+    def runs_past_deadline_without_task(self, now: str, limit: int) -> list[Row]:
+        return self._all(
+            "SELECT * FROM runs WHERE workflow_run_id IN ("
+            "SELECT workflow_run_id FROM runs WHERE closed_at IS NULL"
+            " AND execution_deadline_at IS NOT NULL AND execution_deadline_at <= %(now)s"
+            " UNION SELECT workflow_run_id FROM runs WHERE closed_at IS NULL"
+            " AND run_deadline_at IS NOT NULL AND run_deadline_at <= %(now)s) "
+            f"{_RUN_NEEDS_WAKING} LIMIT %(limit)s", {"now": now, "limit": limit},
+        )
+
+    def next_due(self, now: str) -> str | None:
+        """The earliest instant at which the watchdog has something to do.
+
+        A run past its deadline counts only while the watchdog can act on it (no open workflow
+        task, no claimed deadline); otherwise the watchdog would wake again at once, forever.
+        """
+        return self._one(
+            "SELECT min(at) AS at FROM ("
+            "SELECT min(execution_deadline_at) AS at FROM runs WHERE closed_at IS NULL"
+            " AND execution_deadline_at IS NOT NULL AND execution_deadline_at > %(now)s"
+            " UNION ALL SELECT min(run_deadline_at) FROM runs WHERE closed_at IS NULL"
+            " AND run_deadline_at IS NOT NULL AND run_deadline_at > %(now)s"
+            " UNION ALL SELECT min(execution_deadline_at) FROM runs WHERE closed_at IS NULL"
+            " AND execution_deadline_at IS NOT NULL AND execution_deadline_at <= %(now)s"
+            f" {_RUN_NEEDS_WAKING}"
+            " UNION ALL SELECT min(run_deadline_at) FROM runs WHERE closed_at IS NULL"
+            f" AND run_deadline_at IS NOT NULL AND run_deadline_at <= %(now)s {_RUN_NEEDS_WAKING}"
+            " UNION ALL SELECT min(timeout_at) FROM workflow_tasks WHERE status = 'started'"
+            " AND timeout_at IS NOT NULL"
+            " UNION ALL SELECT min(fire_at) FROM timers WHERE status = 'scheduled'"
+            " UNION ALL SELECT min(schedule_deadline_at) FROM activities"
+            f" WHERE status IN {_PENDING_ACTIVITY} AND schedule_deadline_at IS NOT NULL"
+            " UNION ALL SELECT min(close_deadline_at) FROM activities WHERE status = 'started'"
+            " AND close_deadline_at IS NOT NULL"
+            " UNION ALL SELECT min(heartbeat_deadline_at) FROM activities WHERE status = 'started'"
+            " AND heartbeat_deadline_at IS NOT NULL"
+            " UNION ALL SELECT min(schedule_to_close_deadline_at) FROM activities"
+            f" WHERE status IN {_OPEN_ACTIVITY}"
+            " AND schedule_to_close_deadline_at IS NOT NULL) AS due", {"now": now},
+        )["at"]
+
+    # workers
+
+    def register_worker(self, row: Row) -> None:
+        self._insert("workers", row)
+
+    def renew_worker(self, worker_id: str, now: str, lease_expires_at: str) -> bool:
+        return self._execute(
+            "UPDATE workers SET heartbeat_at = %s, lease_expires_at = %s "
+            "WHERE worker_id = %s AND stopped_at IS NULL", (now, lease_expires_at, worker_id),
+        ).rowcount == 1
+
+    def revive_worker(self, worker_id: str, now: str, lease_expires_at: str) -> None:
+        self._execute(
+            "UPDATE workers SET heartbeat_at = %s, lease_expires_at = %s, stopped_at = NULL "
+            "WHERE worker_id = %s", (now, lease_expires_at, worker_id),
+        )
+
+    def stop_worker(self, worker_id: str, now: str) -> None:
+        self._execute(
+            "UPDATE workers SET stopped_at = %s WHERE worker_id = %s AND stopped_at IS NULL",
+            (now, worker_id),
+        )
+
+    def live_workers(self) -> list[Row]:
+        return self._all("SELECT * FROM workers WHERE stopped_at IS NULL")
+
+    def get_worker(self, worker_id: str) -> Row | None:
+        return self._one("SELECT * FROM workers WHERE worker_id = %s", (worker_id,))
+
+    # metrics (SPEC §10): each read is a count the trigger or the store keeps, an index range
+    # or an index's minimum
+
+    def instance_counts(self) -> list[Row]:
+        """Instances by type and status, as the trigger on `instances` keeps them."""
+        return self._all("SELECT workflow_type, status, count FROM instance_counts "
+                         "ORDER BY workflow_type, status")
+
+    def open_activity_counts(self) -> list[Row]:
+        return self._all(
+            f"SELECT queue, status, count(*) AS count FROM activities WHERE status IN "
+            f"{_OPEN_ACTIVITY} GROUP BY queue, status"
+        )
+
+    # retention: pruning runs on SQLite only so far; on PostgreSQL nothing is found to prune
+
+    def pruning_instance(self) -> str | None:
+        return None
+
+    def is_pruning(self, instance_id: str) -> bool:
+        return False
+
+    def prunable_instances(self, now: str, *, closed_before: str | None,
+                           limit: int) -> list[Row]:
+        return []
+
+    def next_retain_until(self, now: str) -> str | None:
+        return None
+
+    def ready_activity_counts(self, now: str) -> list[Row]:
+        """Per queue, the activities a worker may claim at `now` and the oldest available_at."""
+        return self._all(
+            "SELECT queue, count(*) AS count, min(available_at) AS oldest FROM activities "
+            f"WHERE status IN {_PENDING_ACTIVITY} AND available_at <= %s GROUP BY queue", (now,),
+        )
+
+    def ready_workflow_task_count(self, now: str) -> Row:
+        return self._one(
+            "SELECT count(*) AS count, min(available_at) AS oldest FROM workflow_tasks "
+            "WHERE status = 'scheduled' AND available_at <= %s", (now,),
+        )
+
+    def timeout_event_counts(self) -> list[Row]:
+        """The history events that may record a timeout or a deadline expiry (TIMEOUT_EVENTS),
+        by type, timeout kind and failure category (None where the event has none), as the
+        store counts them when it appends them."""
+        return self._all(
+            "SELECT event_type, nullif(timeout_kind, '') AS timeout_kind, "
+            "nullif(failure_category, '') AS failure_category, count FROM timeout_event_counts"
+        )
+
+    def next_deadlines(self) -> Row:
+        """The earliest pending deadline of each kind (None where none is pending): what the
+        watchdog and the deadline runner act on next."""
+        return self._one(
+            "SELECT (SELECT min(execution_deadline_at) FROM runs WHERE closed_at IS NULL"
+            " AND execution_deadline_at IS NOT NULL) AS execution_timeout,"
+            " (SELECT min(run_deadline_at) FROM runs WHERE closed_at IS NULL"
+            " AND run_deadline_at IS NOT NULL) AS run_timeout,"
+            " (SELECT min(deadline_at) FROM runs WHERE status = 'running'"
+            " AND deadline_at IS NOT NULL AND deadline_claimed_at IS NULL) AS deadline,"
+            " (SELECT min(timeout_at) FROM workflow_tasks WHERE status = 'started'"
+            " AND timeout_at IS NOT NULL) AS workflow_task_timeout,"
+            " (SELECT min(schedule_deadline_at) FROM activities"
+            f" WHERE status IN {_PENDING_ACTIVITY} AND schedule_deadline_at IS NOT NULL)"
+            " AS schedule_to_start,"
+            " (SELECT min(close_deadline_at) FROM activities WHERE status = 'started'"
+            " AND close_deadline_at IS NOT NULL) AS start_to_close,"
+            " (SELECT min(heartbeat_deadline_at) FROM activities WHERE status = 'started'"
+            " AND heartbeat_deadline_at IS NOT NULL) AS heartbeat,"
+            " (SELECT min(schedule_to_close_deadline_at) FROM activities"
+            f" WHERE status IN {_OPEN_ACTIVITY} AND schedule_to_close_deadline_at IS NOT NULL)"
+            " AS schedule_to_close,"
+            " (SELECT min(fire_at) FROM timers WHERE status = 'scheduled'"
+            " AND kind = 'signal_timeout') AS signal_wait"
+        )
