@@ -17,10 +17,11 @@ if TYPE_CHECKING:
 
 # A batch deletes whole instances until their histories add up to this many events (an
 # instance's other rows follow its history's length). Measured with benchmarks/prune.py: about
-# 20 three-step workflows, holding the write lock some 8 ms on an idle 2-core machine and under
-# 50 ms with it loaded three times over; larger batches prune hardly faster. An instance with a
+# 10 three-step workflows, holding the write lock some 4 ms on an idle 2-core machine; with it
+# loaded four times over, 500 events a batch held it 15 ms at the median and up to 140 ms, so
+# the batch is kept at half that. Larger batches prune hardly faster. An instance with a
 # longer history is marked and deleted this many rows a batch.
-BATCH_EVENTS = 500
+BATCH_EVENTS = 250
 # At most this many instances are looked at per batch.
 BATCH_INSTANCES = 200
 # `prune` reports this many of the ids it deleted.
