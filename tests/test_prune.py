@@ -560,3 +560,23 @@ def test_a_prune_checkpoints_the_log_after_its_batches_not_inside_them(env, monk
 
     # After the second and the fourth batch, then once the last is done.
     assert checkpoints == [3, 1, 0]
+
+
+def test_a_batch_commit_leaves_the_log_for_the_checkpoint_after_it(env):
+    for n in range(3):
+        completed(env, f"q{n}", n)
+    db = env.folder / "wfctl.db"
+    # Another connection leaves a long log behind (more than the 1,000 pages at which a commit
+    # would copy it into the database file itself).
+    other = sqlite3.connect(db, isolation_level=None)
+    other.execute("PRAGMA wal_autocheckpoint=0")
+    other.execute("INSERT INTO definitions VALUES ('padding', 'p', ?, 't')", ("x" * 5_000_000,))
+    other.close()
+    written = db.stat().st_mtime_ns
+
+    batch = prune_batch(env.engine, at(10**6))
+
+    assert batch.instance_ids == ["q0", "q1", "q2"]
+    assert db.stat().st_mtime_ns == written, "the batch's commit copied the log"
+    env.client.store.checkpoint()
+    assert db.stat().st_mtime_ns != written

@@ -379,14 +379,23 @@ class SQLiteStore:
         """A write transaction for a large change (a prune batch) whose commit does not copy the
         write-ahead log into the file: call `checkpoint` once the write lock is let go, so that
         the lock is held for the change alone."""
-        with self.write() as tx:
-            if not self._checkpoints_deferred:
-                tx.conn.execute("PRAGMA wal_autocheckpoint=0")
-            try:
+        deferred = self._checkpoints_deferred
+        try:
+            with self.write() as tx:
+                if not deferred:
+                    tx.conn.execute("PRAGMA wal_autocheckpoint=0")
                 yield tx
-            finally:
-                if not self._checkpoints_deferred:
-                    tx.conn.execute(f"PRAGMA wal_autocheckpoint={_WAL_AUTOCHECKPOINT}")
+        finally:
+            # Only once the commit is done: a commit copies the log as the setting is when it
+            # runs, so this transaction's own must not see it restored.
+            if not deferred:
+                with self._write_lock:
+                    if self._writer is not None:
+                        try:
+                            self._writer.execute(
+                                f"PRAGMA wal_autocheckpoint={_WAL_AUTOCHECKPOINT}")
+                        except sqlite3.Error as exc:
+                            raise translate(exc, self.path) from exc
 
     def defer_checkpoints(self) -> None:
         """Leave copying the WAL into the database to `checkpoint`, called off the write path.
