@@ -17,6 +17,9 @@ from wfctl.errors import Conflict, InvalidInput, NotFound
 from wfctl.worker import housekeeping
 from wfctl.worker.housekeeping import PRUNE_IDLE, Pruner
 
+# Pruning is the SQLite store's so far: on PostgreSQL nothing is found to delete.
+pytestmark = pytest.mark.sqlite_only
+
 DEFINITIONS = """
 version: 1
 defaults:
