@@ -17,6 +17,13 @@ from wfctl.store import Store, Tx
 Listener = Callable[[list[dict[str, Any]]], None]
 
 
+class BatchDone:
+    """What the owner of a batch learnt inside it: `nothing_left_ready` when it claimed every
+    task that was ready, so that waking idle slots after the commit would find them nothing."""
+
+    nothing_left_ready = False
+
+
 class Engine:
     """Engine operations over one store. Every method takes `now`; none reads the clock."""
 
@@ -60,27 +67,28 @@ class Engine:
         return getattr(self._batch, "ctxs", None) is not None
 
     @contextmanager
-    def batch(self) -> Iterator[None]:
+    def batch(self) -> Iterator[BatchDone]:
         """One write transaction for every engine operation this thread runs inside it (group
         commit). All of them commit, or none: a failure rolls the whole batch back, and the
         caller may run the operations again one by one."""
         if getattr(self._batch, "ctxs", None) is not None:
             raise RuntimeError("engine batches do not nest")
         ctxs: list[Ctx] = []
+        done = BatchDone()
         with self.store.write() as tx:
             self._batch.tx, self._batch.ctxs, self._batch.rows = tx, ctxs, ({}, {})
             try:
-                yield
+                yield done
             finally:
                 self._batch.tx = self._batch.ctxs = self._batch.rows = None
-        self._committed(ctxs)
+        self._committed(ctxs, wake=not done.nothing_left_ready)
 
-    def _committed(self, ctxs: list[Ctx]) -> None:
+    def _committed(self, ctxs: list[Ctx], *, wake: bool = True) -> None:
         """What waits for a commit: caches, wake-ups of slots and deadline runners, listeners."""
         for c in ctxs:
             for action in c.after_commit:
                 action()
-        if any(c.woke for c in ctxs):
+        if wake and any(c.woke for c in ctxs):
             for wake in self._wakers:
                 wake()
         if any(c.deadline_claimed for c in ctxs):

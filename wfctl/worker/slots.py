@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 # The longest an idle slot waits before it looks for work again (commits wake it sooner).
 IDLE_WAIT = 1.0
+# How often a slot whose outcome waits for a batch looks whether the engine turn is free.
+COMBINER_LOOK = 0.002
 
 
 class Slot(Loop):
@@ -149,7 +151,7 @@ class Exchange:
     outcome: Outcome | None = None
     details: dict[str, Any] = field(default_factory=dict)
     claim: bool = False
-    done: bool = False
+    done: threading.Event = field(default_factory=threading.Event)
     recorded: bool = False
     rejected: str | None = None
     unavailable: StoreUnavailable | None = None
@@ -184,15 +186,29 @@ class StepPath:
             tx.next_ready_activity(self.worker.options.queues, at) is not None
 
     def exchange(self, exchange: Exchange) -> None:
-        """Hand `exchange` in and return once a batch took it."""
+        """Hand `exchange` in and return once a batch took it.
+
+        The slot that gets the engine turn combines what is waiting, and goes on while more
+        comes in; the others wait for their own exchange to be done instead of queueing for
+        the turn (which would hand it from thread to thread with nothing left to do). One
+        that came in just as the combiner let go finds the turn free on its next look.
+        """
         with self._queue_lock:
             self._queue.append(exchange)
-        with self.worker.engine_turn:
-            if exchange.done:
-                return
-            with self._queue_lock:
-                batch, self._queue = self._queue, []
-            self._combine(batch)
+        turn = self.worker.engine_turn
+        while not exchange.done.is_set():
+            if not turn.acquire(blocking=False):
+                exchange.done.wait(COMBINER_LOOK)
+                continue
+            try:
+                while True:
+                    with self._queue_lock:
+                        batch, self._queue = self._queue, []
+                    if not batch:
+                        break
+                    self._combine(batch)
+            finally:
+                turn.release()
 
     def _combine(self, batch: list[Exchange]) -> None:
         worker, engine = self.worker, self.worker.engine
@@ -202,7 +218,7 @@ class StepPath:
         tasks: list[ActivityTask] = []
         decided = 0
         try:
-            with engine.batch():
+            with engine.batch() as done:
                 for exchange in batch:
                     if exchange.attempt is not None:
                         exchange.rejected = _record(engine, exchange, now)
@@ -210,12 +226,15 @@ class StepPath:
                 while len(tasks) < budget:
                     claimed = engine.claim_activity(worker.worker_id, worker.options.queues, now)
                     if claimed is None:
+                        # Everything ready went to these slots: the others need no wake-up.
+                        done.nothing_left_ready = decided < self.DECISIONS
                         break
                     tasks.append(claimed)
         except StoreUnavailable as exc:
             worker.outage.failed(exc)
             for exchange in batch:
-                exchange.unavailable, exchange.done = exc, True
+                exchange.unavailable = exc
+                exchange.done.set()
             return
         except Exception:
             self._one_by_one(batch, now)
@@ -227,7 +246,8 @@ class StepPath:
             exchange.next = Attempt(task, worker)
             worker.attempt_started(exchange.next)
         for exchange in batch:
-            exchange.decided, exchange.done = decided, True
+            exchange.decided = decided
+            exchange.done.set()
 
     def _one_by_one(self, batch: list[Exchange], now: datetime) -> None:
         """Record each outcome in a transaction of its own: one the engine cannot take fails
@@ -247,7 +267,7 @@ class StepPath:
                                 instance=task.workflow_instance_id, step=task.step,
                                 attempt=task.attempt)
                     exchange.recorded = _fail_unrecorded(engine, task, exc, now)
-            exchange.done = True
+            exchange.done.set()
 
 
 def _record(engine: Engine, exchange: Exchange, now: datetime) -> str | None:
