@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import random
 import time
-import uuid
 from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -55,7 +55,8 @@ def operation(function: Op) -> Op:
 
 
 def new_id() -> str:
-    return uuid.uuid4().hex[:16]
+    """16 random hex digits (64 bits): activity, timer and run ids."""
+    return os.urandom(8).hex()
 
 
 class Ctx:
