@@ -20,7 +20,7 @@ from wfctl import log, systemd
 from wfctl.context import _NOTHING
 from wfctl.engine import Engine
 from wfctl.errors import StoreUnavailable, WfctlError
-from wfctl.watchdog import HOSTNAME, process_started
+from wfctl.watchdog import HOSTNAME, host_id, process_started
 from wfctl.worker.attempts import Attempt
 from wfctl.worker.checkpoint import Checkpointer
 from wfctl.worker.deadlines import DeadlineRunner
@@ -104,6 +104,7 @@ class Worker:
                 "worker_id": self.worker_id,
                 "kind": kind,
                 "hostname": HOSTNAME,
+                "host_id": host_id(),
                 "pid": os.getpid(),
                 "pid_started": process_started(os.getpid()),
                 "queues": ",".join(self.options.queues),
