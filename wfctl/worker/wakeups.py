@@ -46,6 +46,9 @@ class Wakeups(Loop):
 
     def failed(self, error: Exception) -> float:
         self.listening = False
+        if self.stopped.is_set():
+            # Stopping, its connection ended with the process's: nothing to report.
+            return 0.0
         return super().failed(error)
 
     def run(self) -> None:
