@@ -77,8 +77,8 @@ def stop(workers: list[subprocess.Popen]) -> None:
 
 
 def start_latency(project: Project, instance_id: str) -> float:
-    """Seconds from the start of a one-step workflow to its step starting, as the history
-    records them (both at the database server's clock... or this host's: the same one)."""
+    """Seconds from the start of a one-step workflow to its step starting, as its history
+    records them (the client and the worker both read the database server's clock)."""
     project.start("one", instance_id)
     wait_until(lambda: project.events(instance_id, "ActivityStarted"), f"{instance_id} started")
     started = project.events(instance_id, "WorkflowStarted")[0]["at"]
