@@ -1,6 +1,6 @@
-"""Wake-ups on PostgreSQL: each transaction that leaves work ready notifies the workers that
-listen, in any process on any host; one that leaves nothing ready, or a process's own commits,
-wake no listener."""
+"""Several hosts on one PostgreSQL database: each transaction that leaves work ready notifies the
+workers that listen, in any process on any host (one that leaves nothing ready, or a process's
+own commits, wake no listener); workers record their host."""
 
 from __future__ import annotations
 
@@ -14,7 +14,10 @@ import pytest
 
 from wfctl import Client, clock
 from wfctl.errors import StoreUnavailable
+from wfctl.store import open_store
+from wfctl.store import postgres_schema as schema
 from wfctl.store.postgres import PostgresStore, ReadyListener
+from wfctl.watchdog import HOSTNAME, worker_alive
 
 ETL = """
 version: 1
@@ -102,3 +105,32 @@ def test_a_terminated_listening_session_is_unavailable_then_listens_again(client
     assert listener.wait(5) is True, "listening again asks for a look"
     client.start("etl", "e1")
     assert listener.wait(5) is True
+
+
+def test_workers_of_a_database_from_before_hosts_keep_their_rows_and_are_known_by_hostname(
+        pg_server):
+    url = pg_server.create(migrated=False)
+    before = [name for name, _ in schema.MIGRATIONS].index("p003_worker_host_id")
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {schema.MIGRATIONS_TABLE} (version integer PRIMARY KEY, "
+                     "name text NOT NULL UNIQUE, applied_at timestamptz NOT NULL "
+                     "DEFAULT clock_timestamp())")
+        for version, (name, function) in enumerate(schema.MIGRATIONS[:before], 1):
+            function(conn)
+            conn.execute(f"INSERT INTO {schema.MIGRATIONS_TABLE} (version, name) "
+                         "VALUES (%s, %s)", (version, name))
+        conn.execute(
+            "INSERT INTO workers (worker_id, kind, hostname, pid, queues, started_at, "
+            "heartbeat_at, lease_expires_at) VALUES ('old', 'worker', %s, 2147483646, "
+            "'default', now(), now(), now() + interval '1 hour')", (HOSTNAME,))
+
+    store = open_store(url)
+    try:
+        [old] = store.peek().live_workers()
+        at = clock.iso(clock.now())
+        assert old["host_id"] is None
+        assert worker_alive(old, at) is False, "this hostname's: its pid is looked at"
+        assert worker_alive({**old, "hostname": "elsewhere"}, at) is True
+    finally:
+        store.close()
+    pg_server.drop(url)
