@@ -8,6 +8,10 @@ Write transactions are READ COMMITTED and take one advisory lock per database fi
 writers take turns as they do on SQLite (BEGIN IMMEDIATE) and every decision sees the rows the
 previous writer committed. Claims still lock the row they take (FOR UPDATE SKIP LOCKED) and
 change it with a conditional update whose row count says whether they won.
+
+A write transaction that leaves an activity or a workflow task ready sends one payload-free
+NOTIFY at its commit; each worker process hears it on a connection of its own (`ReadyListener`),
+so that work made ready on one host is picked up at once on the others.
 """
 
 from __future__ import annotations
