@@ -148,6 +148,17 @@ class Tx(Protocol):
     def get_worker(self, worker_id: str) -> Row | None: ...
 
 
+class ReadyListener(Protocol):
+    """Hears commits of other processes, on any host, that left work ready."""
+
+    def wait(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds: True when such a commit was heard, or when listening
+        (re)started and whatever was made ready meanwhile calls for a look. Raises
+        StoreUnavailable when the server cannot be reached; the next call tries again."""
+
+    def close(self) -> None: ...
+
+
 class Store(Protocol):
     """A database: transactions for this thread, and what tells a process of others' commits."""
 
@@ -166,6 +177,10 @@ class Store(Protocol):
 
     def data_version(self) -> int:
         """A number that changes whenever another connection commits."""
+
+    def listen(self) -> ReadyListener | None:
+        """A listener for commits that left work ready, where the backend can deliver them
+        (PostgreSQL's LISTEN/NOTIFY); None where `data_version` is the only way to notice."""
 
     def defer_checkpoints(self) -> None:
         """Commits leave their log's upkeep to `checkpoint` (a backend with none ignores it)."""

@@ -8,12 +8,18 @@ Write transactions are READ COMMITTED and take one advisory lock per database fi
 writers take turns as they do on SQLite (BEGIN IMMEDIATE) and every decision sees the rows the
 previous writer committed. Claims still lock the row they take (FOR UPDATE SKIP LOCKED) and
 change it with a conditional update whose row count says whether they won.
+
+A write transaction that leaves an activity or a workflow task ready sends one payload-free
+NOTIFY at its commit; each worker process hears it on a connection of its own (`ReadyListener`),
+so that work made ready on one host is picked up at once on the others.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
+import time
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -85,8 +91,17 @@ _COUNTS_UPSERT = (
     "ON CONFLICT (event_type, timeout_kind, failure_category) "
     "DO UPDATE SET count = timeout_event_counts.count + excluded.count"
 )
+# The channel write transactions notify when they leave work ready (payload-free: a listener
+# only learns that it should look again), and workers LISTEN on, one connection per process.
+READY_CHANNEL = "wfctl_ready"
+_NOTIFY_READY = f"NOTIFY {READY_CHANNEL}"
 # Tables whose presence without wfctl's migrations table means the database is another's.
 _OWN_TABLES = ("instances", "runs", "events", "activities", "workflow_tasks")
+
+
+# The pool would log each connection it discards and each failed reconnection, many lines per
+# outage; wfctl reports an outage itself, once when it starts and once when it ends.
+logging.getLogger("psycopg.pool").setLevel(logging.CRITICAL)
 
 
 def redact(url: str) -> str:
@@ -221,6 +236,9 @@ class PostgresStore:
         self._pool: ConnectionPool | None = None
         self._pool_lock = threading.Lock()
         self._clock = clock.ServerClock(self._server_time)
+        # The server processes of this pool's connections: the listener passes over what they
+        # notify, since this process wakes its own slots when it commits.
+        self.own_sessions: set[int] = set()
         try:
             given = conninfo_to_dict(url)
         except psycopg.Error as exc:
@@ -310,12 +328,16 @@ class PostgresStore:
                 if pool is None:
                     pool = ConnectionPool(
                         self._url, min_size=1, max_size=self._pool_size, open=False,
-                        kwargs=self._connect_options, configure=_configure,
+                        kwargs=self._connect_options, configure=self._configure,
                         timeout=_POOL_TIMEOUT_S, name="wfctl",
                     )
                     pool.open(wait=False)
                     self._pool = pool
         return pool
+
+    def _configure(self, conn: psycopg.Connection) -> None:
+        _configure(conn)
+        self.own_sessions.add(conn.info.backend_pid)
 
     def close(self) -> None:
         """Close the pool; a connection still in use closes when its transaction ends. The
@@ -338,6 +360,10 @@ class PostgresStore:
                     tx = PostgresTx(conn, locking=True)
                     yield tx
                     tx.flush()
+                    if tx.readied:
+                        # Delivered at the commit, and only if it commits: workers on every
+                        # host look for work at once instead of at their next poll.
+                        conn.execute(_NOTIFY_READY)
                     conn.execute("COMMIT")
                 except BaseException:
                     _roll_back(conn)
@@ -373,6 +399,10 @@ class PostgresStore:
             "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint AS micros")
         return codec.instant(row["micros"])
 
+    def listen(self) -> ReadyListener:
+        """What hears, across hosts, each commit that left work ready (LISTEN/NOTIFY)."""
+        return ReadyListener(self)
+
     def defer_checkpoints(self) -> None:
         """The server keeps its own log: nothing to defer."""
 
@@ -400,6 +430,48 @@ class PostgresStore:
         bounds and list of running transactions move with each."""
         row = self.peek()._one("SELECT pg_current_snapshot()::text AS snapshot")
         return zlib.crc32(row["snapshot"].encode())
+
+
+class ReadyListener:
+    """A connection of its own, outside the pool, that LISTENs on `READY_CHANNEL`: it hears
+    each commit, by any process on any host, that left work ready."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+        self._conn: psycopg.Connection | None = None
+
+    def wait(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for a notification: True when one came, and also when
+        the connection was made (again) just now, since what was made ready while nobody
+        listened went unheard and calls for a look. Raises StoreUnavailable when the server
+        cannot be reached; the next call connects again."""
+        try:
+            if self._conn is None:
+                conn = psycopg.connect(self._store._url, **self._store._connect_options)
+                conn.execute(f"LISTEN {READY_CHANNEL}")
+                self._conn = conn
+                return True
+            end = time.monotonic() + timeout
+            own = self._store.own_sessions
+            while (left := end - time.monotonic()) > 0:
+                notes = list(self._conn.notifies(timeout=left, stop_after=1))
+                if any(note.pid not in own for note in notes):
+                    return True
+            return False
+        except psycopg.Error as exc:
+            self.close()
+            raise self._store._error(exc) from None
+
+    def backend_pid(self) -> int | None:
+        """The server process of the listening connection (None while there is none)."""
+        conn = self._conn
+        return None if conn is None or conn.closed else conn.info.backend_pid
+
+    def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with suppress(psycopg.Error):
+                conn.close()
 
 
 def _roll_back(conn: psycopg.Connection) -> None:
@@ -456,6 +528,15 @@ class PostgresTx:
         # history and at commit.
         self._events: list[tuple[Any, ...]] = []
         self._timeout_counts: dict[tuple[str, str, str], int] = {}
+        # Activities and workflow tasks this transaction left ready to claim (now or at a later
+        # available_at); one it claimed itself again (the step path's group commit) needs no
+        # other worker, so a transaction that claimed all it readied notifies no one.
+        self._readied: set[tuple[str, Any]] = set()
+
+    @property
+    def readied(self) -> bool:
+        """Whether the transaction leaves an activity or a workflow task for a worker to claim."""
+        return bool(self._readied)
 
     def _execute(self, sql: str, params: Sequence[Any] | None = None) -> Any:
         return self.conn.execute(sql, params)
@@ -670,7 +751,10 @@ class PostgresTx:
         )
 
     def insert_workflow_task(self, row: Row) -> int:
-        return self._insert("workflow_tasks", row, "task_id")
+        task_id = self._insert("workflow_tasks", row, "task_id")
+        if row.get("status") == "scheduled":
+            self._readied.add(("workflow_task", task_id))
+        return task_id
 
     def get_workflow_task(self, task_id: int) -> Row | None:
         return self._one("SELECT * FROM workflow_tasks WHERE task_id = %s", (task_id,))
@@ -679,7 +763,16 @@ class PostgresTx:
                              **fields: Any) -> bool:
         where, params = ("", ()) if expect_status is None else (" AND status = %s",
                                                                 (expect_status,))
-        return self._update("workflow_tasks", "task_id", task_id, fields, where, params) == 1
+        changed = self._update("workflow_tasks", "task_id", task_id, fields, where, params) == 1
+        if changed and "status" in fields:
+            self._ready_if(fields["status"] == "scheduled", ("workflow_task", task_id))
+        return changed
+
+    def _ready_if(self, ready: bool, row: tuple[str, Any]) -> None:
+        if ready:
+            self._readied.add(row)
+        else:
+            self._readied.discard(row)
 
     def next_ready_workflow_task(self, now: str) -> Row | None:
         """The oldest ready workflow task; in a write transaction it is locked for the claim that
@@ -693,6 +786,7 @@ class PostgresTx:
         """A workflow task ended (completed, timed out or cancelled): its row goes, its story
         stays in history."""
         self._execute("DELETE FROM workflow_tasks WHERE task_id = %s", (task_id,))
+        self._readied.discard(("workflow_task", task_id))
 
     def close_workflow_tasks(self, run_id: str, keep: int | None) -> None:
         """End every open workflow task of the run but `keep`."""
@@ -717,6 +811,8 @@ class PostgresTx:
 
     def insert_activity(self, row: Row) -> None:
         self._insert("activities", row)
+        if row.get("status") in PENDING_ACTIVITY:
+            self._readied.add(("activity", row["activity_id"]))
 
     def get_activity(self, activity_id: str) -> Row | None:
         return self._one("SELECT * FROM activities WHERE activity_id = %s", (activity_id,))
@@ -731,8 +827,11 @@ class PostgresTx:
         if statuses:
             where += " AND status = ANY(%s)"
             params.append(statuses)
-        return self._update("activities", "activity_id", activity_id, fields, where,
-                            params) == 1
+        changed = self._update("activities", "activity_id", activity_id, fields, where,
+                               params) == 1
+        if changed and "status" in fields:
+            self._ready_if(fields["status"] in PENDING_ACTIVITY, ("activity", activity_id))
+        return changed
 
     def step_activities(self, run_id: str, step_index: int) -> list[Row]:
         return self._all(

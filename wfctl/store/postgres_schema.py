@@ -309,6 +309,13 @@ def p002_workflow_retry_and_retention(conn: psycopg.Connection) -> None:
     )
 
 
+@migration
+def p003_worker_host_id(conn: psycopg.Connection) -> None:
+    """SQLite's m007: each worker records the host it runs on, so that a worker on another host
+    is judged by its lease only."""
+    conn.execute("ALTER TABLE workers ADD COLUMN host_id text")
+
+
 def version() -> int:
     """The schema version this wfctl writes: how many migrations it knows."""
     return len(MIGRATIONS)

@@ -451,6 +451,11 @@ class SQLiteStore:
         """The clock deadlines are compared with: this host's, the only one using the file."""
         return clock.now()
 
+    def listen(self) -> None:
+        """Nothing to listen to: the commits of this process wake its slots in-process, and
+        those of other processes on the host are noticed through `data_version`."""
+        return None
+
     def data_version(self) -> int:
         """Changes whenever anything is committed, by this process or another, since this
         thread last asked: a cheap way to notice new work."""
