@@ -3,11 +3,13 @@ password, and a workflow whose describe and history are the ones SQLite gives.""
 
 from __future__ import annotations
 
+import os
 import re
 import socket
+import subprocess
 import sys
 import textwrap
-import threading
+import time
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -188,25 +190,25 @@ def _applied(url: str) -> list[tuple[int, str]]:
                             "ORDER BY version").fetchall()
 
 
-def test_processes_opening_a_fresh_database_at_once_apply_each_migration_once(pg_server):
+def test_processes_opening_a_fresh_database_at_once_apply_each_migration_once(pg_server,
+                                                                               tmp_path):
     url = pg_server.create(migrated=False)
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(4)
+    go = tmp_path / "go"
+    # Each process imports wfctl first, then waits for the others: they open it together.
+    opener = ("import os, sys, time\n"
+              "from wfctl.store import open_store\n"
+              "while not os.path.exists(sys.argv[1]):\n"
+              "    time.sleep(0.005)\n"
+              "open_store(sys.argv[2]).close()\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        filter(None, [str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH")]))}
+    processes = [subprocess.Popen([sys.executable, "-c", opener, str(go), url], env=env,
+                                  stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    time.sleep(1.0)
+    go.touch()
+    errors = [process.communicate(timeout=30)[1] for process in processes]
 
-    def open_one() -> None:
-        barrier.wait()
-        try:
-            open_store(url).close()
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=open_one) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-
-    assert errors == []
+    assert [process.returncode for process in processes] == [0] * 4, errors
     assert _applied(url) == [(n, name) for n, (name, _) in enumerate(schema.MIGRATIONS, 1)]
     pg_server.drop(url)
 

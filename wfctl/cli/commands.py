@@ -14,7 +14,7 @@ from typing import Any
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from wfctl import __version__, clock, durations, jsonvalue
+from wfctl import __version__, durations, jsonvalue
 from wfctl.cli import reads
 from wfctl.cli.reads import fail as _fail
 from wfctl.cli.reads import print_json as _print_json
@@ -346,7 +346,7 @@ def start(
     else:
         from wfctl import render
 
-        render.started(render.console(), result, clock.now())
+        render.started(render.console(), result, client.now())
     if result["outcome"] == "rejected_duplicate":
         _fail(f"instance {result['workflow_instance_id']} is already open; pass "
               "--on-duplicate return-existing to get it, or choose another id")
@@ -753,5 +753,5 @@ def timeline_command(
     if width is None:
         # Piped, the chart is drawn for COLUMNS (or 100), not for the 500 columns of a table.
         width = out.width if out.is_terminal else shutil.get_terminal_size((100, 24)).columns
-    out.print(timeline.draw(doc, events, now=clock.now(), width=width), soft_wrap=True)
+    out.print(timeline.draw(doc, events, now=client.now(), width=width), soft_wrap=True)
 

@@ -314,7 +314,11 @@ class PostgresStore:
         tables of the same names (another application's) or the caller only reads."""
         taken = [name for name in _OWN_TABLES if conn.execute(
             "SELECT to_regclass(%s) IS NOT NULL", (name,)).fetchone()[0]]
+        # Another wfctl process may have committed the first migration since the caller looked
+        # (it creates its tables and its migrations table together): look again.
         if taken:
+            if self._applied(conn) is not None:
+                return
             raise DatabaseError(f"{self.path} is not a wfctl database (it has a table "
                                 f"{taken[0]} of its own and no {schema.MIGRATIONS_TABLE})")
         if not create:
