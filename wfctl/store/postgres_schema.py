@@ -309,6 +309,50 @@ def p002_workflow_retry_and_retention(conn: psycopg.Connection) -> None:
     )
 
 
+# A family is a workflow started on its own and every child below it. Each instance keeps the
+# key of its family's root (its own `instance_key` for a root), set here whenever it is written,
+# so that a write transaction can lock a whole family by one advisory lock (postgres.py).
+_P003 = """
+ALTER TABLE instances ADD COLUMN family_key bigint;
+WITH RECURSIVE family AS (
+    SELECT workflow_instance_id, instance_key AS root FROM instances
+    WHERE parent_instance_id IS NULL
+    UNION ALL
+    SELECT i.workflow_instance_id, f.root FROM instances i
+    JOIN family f ON i.parent_instance_id = f.workflow_instance_id
+)
+UPDATE instances SET family_key = family.root FROM family
+WHERE instances.workflow_instance_id = family.workflow_instance_id;
+UPDATE instances SET family_key = instance_key WHERE family_key IS NULL;
+ALTER TABLE instances ALTER COLUMN family_key SET NOT NULL;
+CREATE FUNCTION wfctl_family_key() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.family_key := coalesce((SELECT family_key FROM instances
+                                WHERE workflow_instance_id = NEW.parent_instance_id),
+                               NEW.instance_key);
+    RETURN NEW;
+END $$;
+CREATE TRIGGER instances_family BEFORE INSERT OR UPDATE OF parent_instance_id ON instances
+    FOR EACH ROW EXECUTE FUNCTION wfctl_family_key();
+CREATE FUNCTION wfctl_lock_family(family bigint, wait boolean) RETURNS boolean
+    LANGUAGE plpgsql AS $$
+BEGIN
+    IF wait THEN
+        PERFORM pg_advisory_xact_lock(family);
+        RETURN true;
+    END IF;
+    RETURN pg_try_advisory_xact_lock(family);
+END $$
+"""
+
+
+@migration
+def p003_workflow_families(conn: psycopg.Connection) -> None:
+    """The family each instance belongs to (the key of its root), which write transactions
+    lock instead of the whole database; an instance whose parent is gone is a root."""
+    conn.execute(_P003)
+
+
 def version() -> int:
     """The schema version this wfctl writes: how many migrations it knows."""
     return len(MIGRATIONS)
