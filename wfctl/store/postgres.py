@@ -48,7 +48,9 @@ from wfctl.store import codec
 from wfctl.store import postgres_schema as schema
 from wfctl.store.sqlite import _prefix_upper_bound, _sql_list
 from wfctl.vocabulary import (
+    CLOSED_INSTANCE,
     OPEN_ACTIVITY,
+    OPEN_RUN,
     OPEN_WORKFLOW_TASK,
     PENDING_ACTIVITY,
     TIMEOUT_EVENTS,
@@ -62,6 +64,27 @@ _PENDING_ACTIVITY = _sql_list(PENDING_ACTIVITY)
 _OPEN_ACTIVITY = _sql_list(OPEN_ACTIVITY)
 _UNSUCCESSFUL_RUN = _sql_list(UNSUCCESSFUL_RUN)
 _TIMEOUT_EVENTS = frozenset(TIMEOUT_EVENTS)
+# A closed instance may go once its parent (if any) is closed too.
+_PRUNABLE = (
+    f"i.status IN {_sql_list(CLOSED_INSTANCE)} AND NOT EXISTS (SELECT 1 FROM instances p "
+    f"WHERE p.workflow_instance_id = i.parent_instance_id AND p.status IN {_sql_list(OPEN_RUN)})"
+)
+# What an instance owns, table by table, in an order its rows can be deleted in with the
+# references checked: what points at a run or the instance first, the instance row, and its
+# history last (the history trigger lets it go only once the instance row is gone or marked).
+_OWNED_ROWS = (
+    ("children", "parent_run_id IN ({runs})"),
+    ("children", "child_instance_id = ANY(%(ids)s)"),
+    ("workflow_tasks", "workflow_run_id IN ({runs})"),
+    ("activities", "workflow_run_id IN ({runs})"),
+    ("timers", "workflow_run_id IN ({runs})"),
+    ("failures", "workflow_run_id IN ({runs})"),
+    ("signals", "workflow_instance_id = ANY(%(ids)s)"),
+    ("runs", "workflow_instance_id = ANY(%(ids)s)"),
+    ("instances", "workflow_instance_id = ANY(%(ids)s)"),
+    ("events", "instance_key = ANY(%(keys)s)"),
+)
+_RUNS_OF = "SELECT workflow_run_id FROM runs WHERE workflow_instance_id = ANY(%(ids)s)"
 _RUN_NEEDS_WAKING = (
     "AND runs.deadline_claimed_at IS NULL AND NOT EXISTS (SELECT 1 FROM workflow_tasks t "
     f"WHERE t.workflow_run_id = runs.workflow_run_id AND t.status IN {_OPEN_WORKFLOW_TASK})"
@@ -542,17 +565,20 @@ class PostgresTx:
             passed.append(row[key])
         return None
 
-    def _scan(self, sql: str, params: dict[str, Any], key: str) -> list[Row]:
-        """Rows found by a scan (`sql` with `{only}` where a condition on `key` may go); in a
-        write transaction their families are locked in key order, then the rows read again,
-        so that only those that still match are returned, as they are now."""
+    def _scan(self, sql: str, params: dict[str, Any], key: str,
+              column: str | None = None) -> list[Row]:
+        """Rows found by a scan (`sql` with `{only}` where a condition on `key`, the column
+        `column` in the query, may go); in a write transaction their families are locked in key
+        order, then the rows read again, so that only those that still match are returned, as
+        they are now."""
         rows = self._all(sql.format(only=""), params)
         if not rows or not self._locking:
             return rows
         if not self._lock_families({row["workflow_instance_id"] for row in rows}):
             return rows
         ids = [row[key] for row in rows]
-        return self._all(sql.format(only=f" AND {key} = ANY(%(only)s)"), {**params, "only": ids})
+        return self._all(sql.format(only=f" AND {column or key} = ANY(%(only)s)"),
+                         {**params, "only": ids})
 
     def _lock_families(self, instance_ids: set[str]) -> bool:
         """Hold the families of these instances, waiting in ascending key order (see
@@ -560,21 +586,22 @@ class PostgresTx:
         unknown = [i for i in instance_ids if self._family.get(i) not in self._held]
         if not unknown:
             return False
-        for row in self._all("SELECT workflow_instance_id, family_key FROM instances "
-                             "WHERE workflow_instance_id = ANY(%s)", (unknown,)):
-            self._family[row["workflow_instance_id"]] = row["family_key"]
-        keys = sorted({self._family[i] for i in unknown if i in self._family} - self._held)
-        if not keys:
-            return False
-        # One statement; unnest yields the keys in order, and each is locked as it comes.
-        locked = self._all(
-            "SELECT wfctl_lock_family(key, key > %s) AS locked FROM unnest(%s::bigint[]) "
-            "WITH ORDINALITY AS k(key, n) ORDER BY n", (max(self._held, default=0), keys),
+        # One statement: the subquery yields the instances in key order, and each family is
+        # locked as its first instance comes (again, at no cost, for the others).
+        rows = self._all(
+            "SELECT workflow_instance_id, family_key, "
+            "wfctl_lock_family(family_key, family_key > %(top)s) AS locked FROM ("
+            "SELECT workflow_instance_id, family_key FROM instances "
+            "WHERE workflow_instance_id = ANY(%(ids)s) ORDER BY family_key) AS f",
+            {"top": max(self._held, default=0), "ids": unknown},
         )
-        if not all(row["locked"] for row in locked):
+        if not all(row["locked"] for row in rows):
             raise TransientConflict("a workflow family is busy")
-        self._held.update(keys)
-        return True
+        taken = {row["family_key"] for row in rows} - self._held
+        for row in rows:
+            self._family[row["workflow_instance_id"]] = row["family_key"]
+        self._held.update(taken)
+        return bool(taken)
 
     def _insert(self, table: str, row: Row, returning: str | None = None) -> int:
         columns = ", ".join(row)
@@ -1150,20 +1177,110 @@ class PostgresTx:
             f"{_OPEN_ACTIVITY} GROUP BY queue, status"
         )
 
-    # retention: pruning runs on SQLite only so far; on PostgreSQL nothing is found to prune
-
-    def pruning_instance(self) -> str | None:
-        return None
-
-    def is_pruning(self, instance_id: str) -> bool:
-        return False
+    # retention
 
     def prunable_instances(self, now: str, *, closed_before: str | None,
                            limit: int) -> list[Row]:
-        return []
+        """Closed instances past their retention (with `closed_before`: closed before it,
+        whatever their retention), first due first, each with how many events its history
+        holds; none whose parent is still open. In a write transaction their families are
+        locked, and those still prunable then are returned."""
+        if closed_before is None:
+            where, params = "i.retain_until IS NOT NULL AND i.retain_until <= %(at)s", now
+            order = "i.retain_until"
+        else:
+            where, params = "i.closed_at IS NOT NULL AND i.closed_at <= %(at)s", closed_before
+            order = "i.closed_at"
+        return self._scan(
+            "SELECT i.workflow_instance_id, (SELECT coalesce(max(e.seq), 0) FROM events e "
+            "WHERE e.instance_key = i.instance_key) AS events FROM instances i "
+            f"WHERE {where} AND {_PRUNABLE}{{only}} ORDER BY {order} LIMIT %(limit)s",
+            {"at": params, "limit": None if limit < 0 else limit}, "workflow_instance_id",
+            column="i.workflow_instance_id",
+        )
 
     def next_retain_until(self, now: str) -> str | None:
-        return None
+        """When the next closed instance's retention runs out, after `now`."""
+        return self._one(
+            "SELECT min(retain_until) AS at FROM instances WHERE retain_until IS NOT NULL "
+            "AND retain_until > %s", (now,),
+        )["at"]
+
+    def delete_instances(self, instance_ids: Sequence[str]) -> dict[str, int]:
+        """Delete these instances with every row they own; how many rows, by table."""
+        deleted: dict[str, int] = {}
+        for table, where, params in self._owned_rows(instance_ids):
+            count = self._execute(f"DELETE FROM {table} WHERE {where}", params).rowcount
+            deleted[table] = deleted.get(table, 0) + count
+        return deleted
+
+    def mark_pruning(self, instance_id: str, now: str) -> None:
+        """Mark an instance as being deleted over several transactions (`delete_instance_part`):
+        from now on its history may be deleted, and readers see it no more."""
+        self._execute(
+            "INSERT INTO pruning (workflow_instance_id, instance_key, started_at) "
+            "SELECT workflow_instance_id, instance_key, %s FROM instances "
+            "WHERE workflow_instance_id = %s", (now, instance_id),
+        )
+
+    def pruning_instance(self) -> str | None:
+        """The instance whose deletion over several transactions is under way, if any."""
+        row = self._one("SELECT workflow_instance_id FROM pruning ORDER BY started_at LIMIT 1")
+        if row is not None and self._locking:
+            self._lock_family(row["workflow_instance_id"])
+        return row["workflow_instance_id"] if row else None
+
+    def is_pruning(self, instance_id: str) -> bool:
+        return self._one("SELECT 1 AS marked FROM pruning WHERE workflow_instance_id = %s",
+                         (instance_id,)) is not None
+
+    def delete_instance_part(self, instance_id: str, limit: int) -> dict[str, int]:
+        """Delete up to `limit` rows a marked instance owns, table by table in the order
+        `delete_instances` keeps; once nothing else is left, its mark and the instance itself
+        (then `instances` is 1). How many rows, by table."""
+        deleted: dict[str, int] = {}
+        left = limit
+        for table, where, params in self._owned_rows([instance_id]):
+            if table == "instances":
+                continue
+            # A row's physical address (ctid) picks the first `left` rows of any table.
+            count = self._execute(
+                f"DELETE FROM {table} WHERE ctid = ANY(ARRAY("
+                f"SELECT ctid FROM {table} WHERE {where} LIMIT %(left)s))",
+                {**params, "left": left},
+            ).rowcount
+            deleted[table] = deleted.get(table, 0) + count
+            left -= count
+            if left <= 0:
+                return deleted
+        self._execute("DELETE FROM pruning WHERE workflow_instance_id = %s", (instance_id,))
+        deleted["instances"] = self._execute(
+            "DELETE FROM instances WHERE workflow_instance_id = %s", (instance_id,)).rowcount
+        return deleted
+
+    def count_owned_rows(self, instance_ids: Sequence[str]) -> dict[str, int]:
+        """How many rows `delete_instances` would delete, by table."""
+        counted: dict[str, int] = {}
+        owned = self._owned_rows(instance_ids)
+        for table, where, params in owned:
+            if table == "children":
+                continue
+            counted[table] = self._one(f"SELECT count(*) AS n FROM {table} WHERE {where}",
+                                       params)["n"]
+        # A link between two instances both deleted is one row, counted once.
+        (_, parents, params), (_, children, _) = owned[0], owned[1]
+        counted["children"] = self._one(
+            f"SELECT count(*) AS n FROM children WHERE {parents} OR {children}", params
+        )["n"]
+        return counted
+
+    def _owned_rows(self, instance_ids: Sequence[str]) -> list[tuple[str, str, Row]]:
+        ids = list(instance_ids)
+        # History is keyed by the instance's integer key, read before the instance row goes.
+        keys = [row["instance_key"] for row in self._all(
+            "SELECT instance_key FROM instances WHERE workflow_instance_id = ANY(%s)", (ids,))]
+        params = {"ids": ids, "keys": keys}
+        return [(table, where.format(runs=_RUNS_OF), params) for table, where in _OWNED_ROWS]
 
     def ready_activity_counts(self, now: str) -> list[Row]:
         """Per queue, the activities a worker may claim at `now` and the oldest available_at."""

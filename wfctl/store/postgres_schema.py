@@ -301,7 +301,7 @@ def p001_initial(conn: psycopg.Connection) -> None:
 @migration
 def p002_workflow_retry_and_retention(conn: psycopg.Connection) -> None:
     """SQLite's m005: the retry policy an instance started with, the attempt a run is on, and
-    when a closed instance may be deleted (pruning runs on SQLite only so far)."""
+    when a closed instance may be deleted (what prune needs is p004's)."""
     conn.execute(
         "ALTER TABLE instances ADD COLUMN retry_policy TEXT;"
         "ALTER TABLE instances ADD COLUMN retain_until TIMESTAMPTZ;"
@@ -351,6 +351,39 @@ def p003_workflow_families(conn: psycopg.Connection) -> None:
     """The family each instance belongs to (the key of its root), which write transactions
     lock instead of the whole database; an instance whose parent is gone is a root."""
     conn.execute(_P003)
+
+
+# Retention, as SQLite's m005 and m006 have it: the indexes prune finds instances and their rows
+# through, the mark of an instance deleted over several transactions, and a history that may go
+# once its instance is gone or marked, never while it stands.
+_P004 = """
+CREATE INDEX instances_retain_until ON instances(retain_until) WHERE retain_until IS NOT NULL;
+CREATE INDEX instances_closed ON instances(closed_at) WHERE closed_at IS NOT NULL;
+CREATE INDEX workflow_tasks_run ON workflow_tasks(workflow_run_id);
+CREATE INDEX signals_instance ON signals(workflow_instance_id);
+CREATE TABLE pruning (
+    workflow_instance_id text COLLATE "C" PRIMARY KEY
+        REFERENCES instances(workflow_instance_id),
+    instance_key bigint NOT NULL UNIQUE,
+    started_at timestamptz NOT NULL
+);
+CREATE OR REPLACE FUNCTION wfctl_history_is_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'DELETE' AND (
+            NOT EXISTS (SELECT 1 FROM instances WHERE instance_key = OLD.instance_key)
+            OR EXISTS (SELECT 1 FROM pruning WHERE instance_key = OLD.instance_key)) THEN
+        RETURN OLD;
+    END IF;
+    RAISE EXCEPTION 'history is append-only';
+END $$
+"""
+
+
+@migration
+def p004_pruning(conn: psycopg.Connection) -> None:
+    """SQLite's m005 (the part p002 left out) and m006: what prune needs to find closed
+    instances and delete their rows through indexes, over several transactions if need be."""
+    conn.execute(_P004)
 
 
 def version() -> int:
