@@ -998,10 +998,17 @@ class PostgresTx:
             "ORDER BY rowid", (run_id,)
         )
 
-    def due_timers(self, now: str, limit: int) -> list[Row]:
+    def due_timers(self, now: str, limit: int,
+                   after: tuple[str, str] | None = None) -> list[Row]:
+        # A page goes on from the last timer of the one before, in (fire_at, rowid) order.
+        page = "" if after is None else (
+            " AND fire_at >= %(after)s AND (fire_at, rowid) > "
+            "(%(after)s, (SELECT rowid FROM timers WHERE timer_id = %(after_id)s))")
         return self._scan(
-            "SELECT * FROM timers WHERE status = 'scheduled' AND fire_at <= %(now)s{only} "
-            "ORDER BY fire_at, rowid LIMIT %(limit)s", {"now": now, "limit": limit}, "timer_id",
+            f"SELECT * FROM timers WHERE status = 'scheduled' AND fire_at <= %(now)s{page}"
+            "{only} ORDER BY fire_at, rowid LIMIT %(limit)s",
+            {"now": now, "limit": limit, "after": after and after[0],
+             "after_id": after and after[1]}, "timer_id",
         )
 
     # signals
