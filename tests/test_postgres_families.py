@@ -5,6 +5,7 @@ passes over a busy family instead of waiting for it."""
 
 from __future__ import annotations
 
+import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -12,11 +13,10 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from conftest import Env, at
+from conftest import Clock, Env, at
 
+from wfctl import Client
 from wfctl.errors import Conflict
-
-pytestmark = pytest.mark.parametrize("backend", ["postgres"], indirect=True)
 
 FAMILY = """
 version: 1
@@ -37,6 +37,17 @@ workflows:
       - activity: wfh:noop
         name: only
 """
+
+
+@pytest.fixture
+def env(tmp_path, pg_url) -> Iterator[Env]:
+    """FAMILY's workflows on a fresh PostgreSQL database."""
+    workflows = tmp_path / "workflows.yaml"
+    workflows.write_text(textwrap.dedent(FAMILY))
+    clock = Clock()
+    env = Env(tmp_path, Client(pg_url, workflows, clock_now=clock), clock)
+    yield env
+    env.client.close()
 
 
 @contextmanager
@@ -90,8 +101,7 @@ def started_family(env: Env, parent: str) -> tuple[str, dict[str, Any]]:
     return doc["children"][0]["workflow_instance_id"], doc
 
 
-def test_a_write_on_one_family_does_not_wait_for_a_write_on_another(make_env):
-    env = make_env(FAMILY)
+def test_a_write_on_one_family_does_not_wait_for_a_write_on_another(env):
     started_family(env, "a")
     started_family(env, "b")
 
@@ -104,9 +114,7 @@ def test_a_write_on_one_family_does_not_wait_for_a_write_on_another(make_env):
     assert env.describe("b")["run"]["cancel_requested"] is True
 
 
-def test_writes_on_one_family_take_turns_and_the_second_reads_what_the_first_committed(
-        make_env):
-    env = make_env(FAMILY)
+def test_writes_on_one_family_take_turns_and_the_second_reads_what_the_first_committed(env):
     child, doc = started_family(env, "a")
     parent_run = doc["run"]["workflow_run_id"]
 
@@ -129,8 +137,7 @@ def test_writes_on_one_family_take_turns_and_the_second_reads_what_the_first_com
 
 
 def test_a_child_closing_while_its_parent_is_terminated_neither_deadlocks_nor_loses_an_event(
-        make_env):
-    env = make_env(FAMILY)
+        env):
     families = [f"p{n}" for n in range(12)]
     children = {parent: started_family(env, parent)[0] for parent in families}
     tasks = {}
@@ -178,8 +185,7 @@ def test_a_child_closing_while_its_parent_is_terminated_neither_deadlocks_nor_lo
             assert child_events[-1] == "WorkflowTerminated"
 
 
-def test_a_claim_passes_over_a_busy_family_and_takes_its_work_once_it_is_free(make_env):
-    env = make_env(FAMILY)
+def test_a_claim_passes_over_a_busy_family_and_takes_its_work_once_it_is_free(env):
     env.start("solo", "x", now=0)
     env.start("solo", "y", now=1)
     env.decide(2)
@@ -196,8 +202,7 @@ def test_a_claim_passes_over_a_busy_family_and_takes_its_work_once_it_is_free(ma
     assert env.claim(4).workflow_instance_id == "x"
 
 
-def test_two_starts_of_one_new_id_take_turns(make_env):
-    env = make_env(FAMILY)
+def test_two_starts_of_one_new_id_take_turns(env):
 
     def starting(tx: Any) -> None:
         assert tx.get_instance("n1") is None
