@@ -501,6 +501,8 @@ class PostgresTx:
         # The family keys this transaction holds, and the family of each instance it looked up.
         self._held: set[int] = set()
         self._family: dict[str, int] = {}
+        # Families this transaction started (new roots): nobody else can lock them yet.
+        self._created: set[int] = set()
         # Ready rows a claim passed over because their family was busy (they stay row-locked
         # by this transaction, which its own next claim would not skip).
         self._passed_over: dict[str, list[Any]] = {}
@@ -538,7 +540,7 @@ class PostgresTx:
         claim (`wait` false) found it busy. Raises TransientConflict when the family is busy
         and ranks below one this transaction holds: waiting for it could close a cycle."""
         key = self._family.get(instance_id)
-        if key is not None and key in self._held:
+        if key is not None and (key in self._held or key in self._created):
             return False
         row = self._one(
             "SELECT family_key, wfctl_lock_family(family_key, %(wait)s AND family_key > %(top)s)"
@@ -604,7 +606,8 @@ class PostgresTx:
     def _lock_families(self, instance_ids: set[str]) -> bool:
         """Hold the families of these instances, waiting in ascending key order (see
         `_lock_family`); True when any was taken now."""
-        unknown = [i for i in instance_ids if self._family.get(i) not in self._held]
+        unknown = [i for i in instance_ids
+                   if self._family.get(i) not in self._held | self._created]
         if not unknown:
             return False
         # One statement: the subquery yields the instances in key order, and each family is
@@ -664,7 +667,16 @@ class PostgresTx:
         return row
 
     def insert_instance(self, row: Row) -> None:
-        self._keys[row["workflow_instance_id"]] = self._insert("instances", row, "instance_key")
+        instance_id = row["workflow_instance_id"]
+        columns = ", ".join(row)
+        marks = ", ".join("%s" for _ in row)
+        inserted = self._one(f"INSERT INTO instances ({columns}) VALUES ({marks}) "
+                             "RETURNING instance_key, family_key", tuple(row.values()))
+        self._keys[instance_id] = inserted["instance_key"]
+        self._family[instance_id] = family = inserted["family_key"]
+        if family == inserted["instance_key"]:
+            # A new family: no other transaction can see it before this one commits.
+            self._created.add(family)
 
     def update_instance(self, instance_id: str, **fields: Any) -> None:
         self._update("instances", "workflow_instance_id", instance_id, fields)
