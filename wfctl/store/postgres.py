@@ -1208,7 +1208,8 @@ class PostgresTx:
 
     def instance_counts(self) -> list[Row]:
         """Instances by type and status, as the trigger on `instances` keeps them."""
-        return self._all("SELECT workflow_type, status, count FROM instance_counts "
+        return self._all("SELECT workflow_type, status, sum(count)::bigint AS count "
+                         "FROM instance_counts GROUP BY workflow_type, status "
                          "ORDER BY workflow_type, status")
 
     def open_activity_counts(self) -> list[Row]:

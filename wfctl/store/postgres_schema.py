@@ -386,6 +386,41 @@ def p004_pruning(conn: psycopg.Connection) -> None:
     conn.execute(_P004)
 
 
+# How many rows each (type, status) count is spread over.
+COUNT_SLOTS = 16
+# Each instance counts in the slot of its family, so that writers on different families rarely
+# wait for one another's count row (one row per type and status made every start and close of
+# a type take turns). A slot may go below zero; the sum over the slots is the count.
+_P005 = f"""
+ALTER TABLE instance_counts ADD COLUMN slot smallint NOT NULL DEFAULT 0;
+ALTER TABLE instance_counts DROP CONSTRAINT instance_counts_pkey;
+ALTER TABLE instance_counts ADD PRIMARY KEY (workflow_type, status, slot);
+CREATE OR REPLACE FUNCTION wfctl_count_instances() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP IN ('UPDATE', 'DELETE') THEN
+        INSERT INTO instance_counts (workflow_type, status, slot, count)
+        VALUES (OLD.workflow_type, OLD.status, OLD.family_key % {COUNT_SLOTS}, -1)
+        ON CONFLICT (workflow_type, status, slot)
+        DO UPDATE SET count = instance_counts.count - 1;
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        INSERT INTO instance_counts (workflow_type, status, slot, count)
+        VALUES (NEW.workflow_type, NEW.status, NEW.family_key % {COUNT_SLOTS}, 1)
+        ON CONFLICT (workflow_type, status, slot)
+        DO UPDATE SET count = instance_counts.count + 1;
+    END IF;
+    RETURN NULL;
+END $$
+"""
+
+
+@migration
+def p005_instance_counts_by_family(conn: psycopg.Connection) -> None:
+    """Instance counts spread over slots by family, so that families do not wait for each
+    other's count rows."""
+    conn.execute(_P005)
+
+
 def version() -> int:
     """The schema version this wfctl writes: how many migrations it knows."""
     return len(MIGRATIONS)
