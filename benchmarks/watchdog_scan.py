@@ -246,20 +246,31 @@ PG_COPIED = {"instances": ("workflow_instance_id", "current_run_id"),
 
 
 def pg_copy(url: str, copies: int) -> None:
-    """Copy every instance, run and timer `copies` times, ids suffixed `-cN`."""
+    """Copy every instance, run and timer `copies` times, ids suffixed `-cN`. The rows go in
+    with triggers off (the count trigger would rewrite one row per instance, each time walking
+    every version of it this transaction left); each copy is then made a family of its own
+    and the instance counts are made again."""
     import psycopg
+
+    from wfctl.store.postgres_schema import COUNT_SLOTS
 
     started = time.perf_counter()
     with psycopg.connect(url) as conn:
+        conn.execute("SET session_replication_role = replica")
         for table, ids in PG_COPIED.items():
             columns = [row[0] for row in conn.execute(
                 "SELECT column_name FROM information_schema.columns WHERE table_name = %s "
-                "AND is_identity = 'NO' AND column_name <> 'family_key' "
-                "ORDER BY ordinal_position", (table,))]
+                "AND is_identity = 'NO' ORDER BY ordinal_position", (table,))]
             values = [f"{c} || '-c' || g" if c in ids else c for c in columns]
             conn.execute(f"INSERT INTO {table} ({', '.join(columns)}) "
                          f"SELECT {', '.join(values)} FROM {table} "
                          "CROSS JOIN generate_series(1, %s) AS g", (copies,))
+        conn.execute("UPDATE instances SET family_key = instance_key "
+                     "WHERE workflow_instance_id LIKE '%%-c%%'")
+        conn.execute("DELETE FROM instance_counts")
+        conn.execute("INSERT INTO instance_counts (workflow_type, status, slot, count) "
+                     f"SELECT workflow_type, status, family_key % {COUNT_SLOTS}, count(*) "
+                     "FROM instances GROUP BY 1, 2, 3")
         conn.commit()
         conn.autocommit = True
         conn.execute("VACUUM ANALYZE")
