@@ -332,6 +332,10 @@ class PostgresStore:
         tables of the same names (another application's) or the caller only reads."""
         taken = [name for name in _OWN_TABLES if conn.execute(
             "SELECT to_regclass(%s) IS NOT NULL", (name,)).fetchone()[0]]
+        if taken and conn.execute("SELECT to_regclass(%s) IS NOT NULL",
+                                  (schema.MIGRATIONS_TABLE,)).fetchone()[0]:
+            # Another process created them (and the migrations table) since the first look.
+            return
         if taken:
             raise DatabaseError(f"{self.path} is not a wfctl database (it has a table "
                                 f"{taken[0]} of its own and no {schema.MIGRATIONS_TABLE})")
