@@ -242,8 +242,13 @@ def test_a_database_of_a_newer_wfctl_is_refused(pg_url):
                                                           len(schema.MIGRATIONS))
 
 
-def test_history_on_postgresql_is_append_only(pg_url):
+def test_history_on_postgresql_is_append_only_while_its_instance_stands(pg_url):
     with psycopg.connect(pg_url) as conn:
+        conn.execute("INSERT INTO definitions VALUES ('d', 'wf.yaml', '', now())")
+        conn.execute("INSERT INTO instances (workflow_instance_id, workflow_type, "
+                     "definitions_digest, status, current_run_id, run_count, child_policy, "
+                     "created_at, updated_at, instance_key) "
+                     "VALUES ('i1', 't', 'd', 'completed', 'r1', 1, 'abandon', now(), now(), 1)")
         conn.execute("INSERT INTO events VALUES (1, 1, 1, 1, 0, '[]')")
         conn.commit()
         for statement in ("UPDATE events SET seq = 2", "DELETE FROM events", "TRUNCATE events"):
@@ -251,6 +256,9 @@ def test_history_on_postgresql_is_append_only(pg_url):
                 conn.execute(statement)
             conn.rollback()
         assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 1
+        # Pruning deletes the instance first, and then its history may go.
+        conn.execute("DELETE FROM instances")
+        assert conn.execute("DELETE FROM events").rowcount == 1
 
 
 def test_deadlines_on_postgresql_follow_the_servers_clock_not_this_hosts(tmp_path, pg_url,

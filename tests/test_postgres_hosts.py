@@ -110,7 +110,7 @@ def test_a_terminated_listening_session_is_unavailable_then_listens_again(client
 def test_workers_of_a_database_from_before_hosts_keep_their_rows_and_are_known_by_hostname(
         pg_server):
     url = pg_server.create(migrated=False)
-    before = [name for name, _ in schema.MIGRATIONS].index("p003_worker_host_id")
+    before = [name for name, _ in schema.MIGRATIONS].index("p006_worker_host_id")
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f"CREATE TABLE {schema.MIGRATIONS_TABLE} (version integer PRIMARY KEY, "
                      "name text NOT NULL UNIQUE, applied_at timestamptz NOT NULL "

@@ -21,6 +21,7 @@ from wfctl.cli.reads import print_json as _print_json
 from wfctl.cli.reads import usage as _usage
 from wfctl.client import Client
 from wfctl.errors import DefinitionError, WfctlError
+from wfctl.systemd import ENVIRONMENT_FILE
 from wfctl.vocabulary import EVENT_TYPES, INSTANCE_STATUSES
 
 # Each command imports what only it needs (rich to render, YAML, the worker) inside its body, so
@@ -704,6 +705,10 @@ def systemd_unit(
                                     help="Run the worker as this user."),
     grace: str = typer.Option("30s", "--grace", metavar="DURATION",
                               help="The worker's drain grace period."),
+    environment_file: str = typer.Option(
+        ENVIRONMENT_FILE, "--environment-file", metavar="PATH",
+        help="With a PostgreSQL database: the file (mode 600) the unit reads WFCTL_DB from, "
+             "so that no password is written into the unit."),
 ) -> None:
     """Print a systemd service unit (Type=notify) for `wfctl work` on these files."""
     from wfctl import systemd
@@ -712,7 +717,8 @@ def systemd_unit(
     executable = shutil.which("wfctl") or f"{sys.executable} -m wfctl"
     sys.stdout.write(systemd.unit(executable=executable, db=client.db_path,
                                   workflows=client.workflows_path, user=user,
-                                  grace=_interval("--grace", grace, minimum=0)))
+                                  grace=_interval("--grace", grace, minimum=0),
+                                  environment_file=environment_file))
 
 
 @_command()

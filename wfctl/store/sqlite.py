@@ -866,10 +866,19 @@ class SQLiteTx:
             "SELECT * FROM timers WHERE workflow_run_id = ? AND status = 'scheduled'", (run_id,)
         )
 
-    def due_timers(self, now: str, limit: int) -> list[Row]:
+    def due_timers(self, now: str, limit: int,
+                   after: tuple[str, str] | None = None) -> list[Row]:
+        if after is None:
+            return self._all(
+                "SELECT * FROM timers WHERE status = 'scheduled' AND fire_at <= ? "
+                "ORDER BY fire_at LIMIT ?", (now, limit),
+            )
+        # The index on fire_at holds its rows in (fire_at, rowid) order: a page goes on from
+        # the last timer of the one before.
         return self._all(
-            "SELECT * FROM timers WHERE status = 'scheduled' AND fire_at <= ? "
-            "ORDER BY fire_at LIMIT ?", (now, limit),
+            "SELECT * FROM timers WHERE status = 'scheduled' AND fire_at <= ? AND fire_at >= ? "
+            "AND (fire_at, rowid) > (?, (SELECT rowid FROM timers WHERE timer_id = ?)) "
+            "ORDER BY fire_at LIMIT ?", (now, after[0], after[0], after[1], limit),
         )
 
     # signals
