@@ -276,3 +276,19 @@ def test_deadlines_on_postgresql_follow_the_servers_clock_not_this_hosts(tmp_pat
 
     deadline = datetime.fromisoformat(started["execution_deadline_at"])
     assert abs(deadline - timedelta(hours=1) - server) < timedelta(seconds=5)
+
+
+def test_a_workers_pool_holds_a_connection_for_each_slot_and_loop(pg_url):
+    from wfctl.engine import Engine
+    from wfctl.worker import WorkerOptions
+    from wfctl.worker.process import OTHER_CONNECTIONS, Worker
+
+    store = open_store(pg_url)
+    try:
+        with store.read():
+            pass
+        Worker(Engine(store), WorkerOptions(concurrency=24))
+        # Twenty-four heartbeating slots and the loops never wait for a connection.
+        assert store._connections().max_size == 24 + OTHER_CONNECTIONS
+    finally:
+        store.close()

@@ -185,6 +185,10 @@ class Store(Protocol):
         """A listener for commits that left work ready, where the backend can deliver them
         (PostgreSQL's LISTEN/NOTIFY); None where `data_version` is the only way to notice."""
 
+    def fit_connections(self, threads: int) -> None:
+        """Keep enough connections for `threads` threads that may each hold one at a time
+        (a backend without a pool ignores it)."""
+
     def defer_checkpoints(self) -> None:
         """Commits leave their log's upkeep to `checkpoint` (a backend with none ignores it)."""
 

@@ -443,6 +443,14 @@ class PostgresStore:
         """What hears, across hosts, each commit that left work ready (LISTEN/NOTIFY)."""
         return ReadyListener(self)
 
+    def fit_connections(self, threads: int) -> None:
+        """Size the pool for `threads` (the worker's: its slots and loops), instead of the
+        default that suits a command or a script."""
+        with self._pool_lock:
+            self._pool_size = threads
+            if self._pool is not None:
+                self._pool.resize(min_size=1, max_size=threads)
+
     def defer_checkpoints(self) -> None:
         """The server keeps its own log: nothing to defer."""
 

@@ -451,6 +451,9 @@ class SQLiteStore:
         """The clock deadlines are compared with: this host's, the only one using the file."""
         return clock.now()
 
+    def fit_connections(self, threads: int) -> None:
+        """Each thread opens its own connection when it first reads: nothing to size."""
+
     def listen(self) -> None:
         """Nothing to listen to: the commits of this process wake its slots in-process, and
         those of other processes on the host are noticed through `data_version`."""

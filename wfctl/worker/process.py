@@ -47,6 +47,10 @@ DEATHS_PER_MINUTE = 5
 EXECUTOR_CLOSE_TIMEOUT = 2.0
 
 
+# Connections the worker needs besides one per slot (see `Worker.__init__`).
+OTHER_CONNECTIONS = 6
+
+
 class Worker:
     """One `wfctl work` process: handler slots, beside them the watchdog, the deadline runner,
     housekeeping and the lease keeper, each a loop in a thread of its own; this object starts
@@ -65,6 +69,10 @@ class Worker:
         self.executor = executor or executor_for(self.options.isolation,
                                                  self.options.concurrency, tuple(sys.path))
         self.outage = Outage()
+        # One connection per slot (a heartbeat is written from the slot's thread), one for the
+        # step path and one for each loop that writes (watchdog, deadline runner, lease,
+        # housekeeping) or reads (metrics).
+        engine.store.fit_connections(self.options.concurrency + OTHER_CONNECTIONS)
         # Slots, the watchdog and the deadline runner take turns at the engine's decisions.
         self.engine_turn = threading.Lock()
         self._stop = threading.Event()
