@@ -18,7 +18,9 @@ def iso(instant: datetime | None) -> str | None:
     """Format an instant as fixed-width ISO 8601 UTC text, so that text order is time order."""
     if instant is None:
         return None
-    return instant.astimezone(UTC).isoformat(timespec="milliseconds")
+    if instant.tzinfo is not UTC:
+        instant = instant.astimezone(UTC)
+    return instant.isoformat(timespec="milliseconds")
 
 
 def parse(text: str | None) -> datetime | None:

@@ -93,3 +93,16 @@ def test_the_code_tables_only_grow():
     assert codec.ATTRIBUTE_CODES[:3] == ("activity_id", "step", "attempt")
     assert codec.SHAPES[0] == ("reason",)
     assert len(set(codec.SHAPES)) == len(codec.SHAPES)
+
+
+@given(st.lists(st.sampled_from("0123456789-:T.+ Z,٣"), min_size=29, max_size=29),
+       st.integers(0, 28), st.booleans())
+def test_text_that_only_looks_like_an_instant_comes_back_as_written(chars, where, near):
+    text = "".join(chars)
+    if near:
+        # One character of a real instant changed.
+        base = list("2026-11-30T12:25:01.495+00:00")
+        base[where] = text[0]
+        text = "".join(base)
+    attributes = {"deadline_at": text}
+    assert codec.decode_attributes(codec.encode_attributes(attributes, 0), 0) == attributes

@@ -137,31 +137,55 @@ def instant(stored: int) -> datetime:
 def micros_of_iso(text: str) -> int | None:
     """Microseconds for an instant in wfctl's ISO form; None when `text` is not exactly that
     form (so that it is kept as it is)."""
-    if len(text) != _ISO_LENGTH or not text.endswith("+00:00"):
+    # The form's length, separators and offset, checked before parsing: with them, what
+    # fromisoformat accepts is written back the same (see the round-trip tests).
+    if len(text) != _ISO_LENGTH or text[10] != "T" or text[19] != "." \
+            or not text.endswith("+00:00") or not text[20:23].isdigit():
         return None
     try:
-        value = micros(datetime.fromisoformat(text))
+        return micros(datetime.fromisoformat(text))
     except ValueError:
         return None
-    return value if iso_of_micros(value) == text else None
 
 
 def iso_of_micros(stored: int) -> str:
     return instant(stored).isoformat(timespec="milliseconds")
 
 
+_PLAIN, _INSTANT, _POLICY = 0, 1, 2
+
+
+def _value_kind(key: str) -> int:
+    return _INSTANT if key.endswith("_at") else _POLICY if key == "retry_policy" else _PLAIN
+
+
+# For each known key sequence: its stored head and how each value is stored.
+_SHAPE_PLANS = {shape: (-number, tuple(_value_kind(key) for key in shape))
+                for shape, number in _SHAPE_NUMBER.items()}
+
+
 def encode_attributes(attributes: dict[str, Any], at: int) -> str:
     """An event's attributes in their stored form (see the module's text); `at` is the event's
     instant in microseconds."""
-    shape = _SHAPE_NUMBER.get(tuple(attributes))
-    items: list[Any] = [] if shape is None else [-shape]
+    plan = _SHAPE_PLANS.get(tuple(attributes))
+    if plan is not None:
+        head, kinds = plan
+        items: list[Any] = [head]
+        for kind, value in zip(kinds, attributes.values(), strict=True):
+            if kind == _INSTANT:
+                value = _encode_instant(value, at)
+            elif kind == _POLICY:
+                value = encode_policy_value(value)
+            items.append(value)
+        return jsonvalue.dumps(items)
+    items = []
     for key, value in attributes.items():
-        if shape is None:
-            code = _NAME_CODE.get(key)
-            items.append(key if code is None else code)
-        if key.endswith("_at"):
+        code = _NAME_CODE.get(key)
+        items.append(key if code is None else code)
+        kind = _value_kind(key)
+        if kind == _INSTANT:
             value = _encode_instant(value, at)
-        elif key == "retry_policy":
+        elif kind == _POLICY:
             value = encode_policy_value(value)
         items.append(value)
     return jsonvalue.dumps(items)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 import os
 import sqlite3
 import stat
@@ -102,8 +103,11 @@ def _prefix_upper_bound(prefix: str) -> str | None:
     return None
 
 
+_NAME = operator.itemgetter(0)
+
+
 def _rows_as_dicts(cursor: sqlite3.Cursor, row: tuple) -> Row:
-    return {column[0]: value for column, value in zip(cursor.description, row, strict=True)}
+    return dict(zip(map(_NAME, cursor.description), row, strict=True))
 
 
 # SQLite's primary result codes that mean "not now": the write may succeed later.
