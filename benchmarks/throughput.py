@@ -30,7 +30,7 @@ On PostgreSQL (`--db postgresql://…`, a server whose user may create databases
 `--postgres`, a throwaway cluster on this machine with fsync on: see pglib.py) each run gets a
 fresh database on the server; the yardstick is a bare claim+complete loop from one process
 (SELECT … FOR UPDATE SKIP LOCKED and UPDATE in one transaction, UPDATE in a second), the rows
-add the server's CPU per step (throwaway cluster only), and the verdicts are issue 11's: at
+add the server's CPU per step (throwaway cluster only), and the verdicts are PostgreSQL's goals: at
 least 2,000 steps/s at the best worker count, and more workers never slower than one.
 
 `--profile` instead drives one worker slot in process (`Worker.step` in a loop, what a
@@ -710,7 +710,7 @@ def compare(results: list[Result], hueys: list[HueyResult], bare: float, where: 
 
 
 def postgres_verdicts(results: list[Result]) -> None:
-    """Issue 11's targets: >= 2,000 steps/s at the best worker count, and more workers never
+    """The PostgreSQL goals: >= 2,000 steps/s at the best worker count, and more workers never
     slower than one (at each concurrency and mode)."""
     best = max(results, key=lambda r: r.rate)
     print(f"     best: {best.workers} worker(s) x --concurrency {best.concurrency}: "
