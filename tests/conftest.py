@@ -167,11 +167,19 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def make_env(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> Callable[[str], Env]:
+def db(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> str:
+    """The database as `--db` names it: `wfctl.db` in tmp_path (not created yet), or the URL of
+    a fresh PostgreSQL database (`backend`)."""
+    if backend == "postgres":
+        return request.getfixturevalue("pg_url")
+    return str(tmp_path / "wfctl.db")
+
+
+@pytest.fixture
+def make_env(tmp_path: Path, db: str) -> Callable[[str], Env]:
     """make_env(yaml_text) -> Env; handlers come from tests/wfh.py as `wfh:function`. The
-    database is a file in tmp_path, or a fresh PostgreSQL database (`backend`)."""
+    database is `db`: a file in tmp_path, or a fresh PostgreSQL database (`backend`)."""
     created: list[Env] = []
-    db = request.getfixturevalue("pg_url") if backend == "postgres" else tmp_path / "wfctl.db"
 
     def make(definitions: str) -> Env:
         workflows = tmp_path / "workflows.yaml"
