@@ -176,6 +176,18 @@ def db(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
+def nothing_written(db: str, backend: str) -> Callable[[], bool]:
+    """nothing_written() says whether the test's database is as it was made: no SQLite file at
+    all, or every PostgreSQL table holding the rows it held when the test began."""
+    if backend == "postgres":
+        import pg
+
+        fresh = pg.contents(db)
+        return lambda: pg.contents(db) == fresh
+    return lambda: not Path(db).exists()
+
+
+@pytest.fixture
 def make_env(tmp_path: Path, db: str) -> Callable[[str], Env]:
     """make_env(yaml_text) -> Env; handlers come from tests/wfh.py as `wfh:function`. The
     database is `db`: a file in tmp_path, or a fresh PostgreSQL database (`backend`)."""
