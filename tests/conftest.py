@@ -136,13 +136,13 @@ BACKENDS = ("sqlite", "postgres")
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--backend", choices=(*BACKENDS, "both"), default=None,
-                     help="Run the engine tests (those on make_env) on this database backend; "
-                          "by default SQLite, and both for modules marked both_backends.")
+                     help="Run the engine and CLI tests (those on make_env or db) on this database "
+                          "backend; by default SQLite, and both for modules marked both_backends.")
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "both_backends: run the module's make_env tests on "
-                                       "SQLite and on PostgreSQL")
+    config.addinivalue_line("markers", "both_backends: run the module's make_env and db tests "
+                                       "on SQLite and on PostgreSQL")
     config.addinivalue_line("markers", "sqlite_only: the test looks into SQLite itself, or "
                                        "tests what only the SQLite store does so far (pruning)")
 
