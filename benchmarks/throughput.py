@@ -259,7 +259,8 @@ def _drain(workflows: int, *, trace: bool = False, profile: bool = False,
             client.start("three_noops", f"prof-{n:06d}")
         worker = client.worker(WorkerOptions(concurrency=1))
         worker.register(clock.now())
-        conn = client.engine.store.conn
+        # The write connection: every write statement of the step path goes through it.
+        conn = client.engine.store._writer_connection()
         statements: Counter[str] = Counter()
         if autocheckpoint is not None:
             conn.execute(f"PRAGMA wal_autocheckpoint={autocheckpoint}")

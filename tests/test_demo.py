@@ -40,7 +40,9 @@ def test_the_demo_shows_a_timeout_and_a_deadline_firing_in_about_60_lines(tmp_pa
                         + 1].removeprefix("  cd "))
     assert max(len(line) for line in lines if str(folder) not in line) <= 80
     assert len(lines) <= 62
-    assert took < 10
+    # About 3 s on a quiet machine: the bound catches a demo that waits out a real timeout
+    # (tens of seconds), not a slow machine.
+    assert took < 30
     text = result.stdout
     # The attempt that ran past its start-to-close, and its retry.
     assert re.search(r"ActivityRetryScheduled\n  Activity transform attempt 1 timed out: "

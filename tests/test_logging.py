@@ -98,6 +98,7 @@ def test_debug_adds_the_workflow_task_events(tmp_path, db):
     lines = work_once(tmp_path, db, "--log-level", "debug")
     assert any(" DEBUG   workflow_task_started instance=e1" in line for line in lines)
     assert any(" DEBUG   activity_scheduled instance=e1" in line for line in lines)
+    assert any(" DEBUG   activity_started instance=e1" in line for line in lines)
 
 
 def test_an_unknown_log_format_or_level_is_a_usage_error_naming_the_choices(tmp_path):
@@ -173,3 +174,10 @@ def test_history_events_become_snake_case_lines(capsys, restore_logger):
     assert line.endswith("WARNING activity_timed_out instance=o1 run=2 step=fetch attempt=3 "
                          "timeout_kind=heartbeat")
     assert logging.getLogger("wfctl").propagate is False
+
+
+@pytest.mark.process
+def test_at_info_a_successful_step_is_one_line(tmp_path):
+    lines = [line for line in work_once(tmp_path) if " instance=e1 " in line]
+    events = [line.split()[2] for line in lines]
+    assert events == ["activity_completed", "workflow_completed"], lines

@@ -83,6 +83,10 @@ def _refuse_constant(name: str) -> Any:
     raise _Constant(name)
 
 
+# One encoder for every call: json.dumps with options builds a new one each time.
+_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+
+
 def dumps(value: Any) -> str:
     """Compact strict JSON text (the form wfctl stores)."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return _ENCODE(value)

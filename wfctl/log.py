@@ -14,9 +14,10 @@ from wfctl.handlers import format_traceback
 
 LOGGER = logging.getLogger("wfctl")
 _WARN_EVENTS = re.compile(r"(TimedOut|Failed|DeadlineExceeded|RetryScheduled|Terminated|Lost)$")
+# At info, an activity step logs one line: how its attempt ended.
 _DEBUG_EVENTS = re.compile(
-    r"^(WorkflowTask(Scheduled|Started|Completed)|ActivityScheduled|ActivityHeartbeatRecorded"
-    r"|TimerScheduled)$"
+    r"^(WorkflowTask(Scheduled|Started|Completed)|Activity(Scheduled|Started)"
+    r"|ActivityHeartbeatRecorded|TimerScheduled)$"
 )
 _FIELDS = (
     "step", "attempt", "failure_category", "timeout_kind", "limit_kind", "reason", "signal",

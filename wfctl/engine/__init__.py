@@ -53,12 +53,14 @@ class Engine:
         if batch is not None:
             c = Ctx(self, self._batch.tx, now, self._batch.rows)
             yield c
+            c.flush_runs()
             c.flush_tasks()
             batch.append(c)
             return
         with self.store.write() as tx:
             c = Ctx(self, tx, now)
             yield c
+            c.flush_runs()
             c.flush_tasks()
         self._committed([c])
 

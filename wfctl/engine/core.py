@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import random
 import time
-import uuid
 from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -55,7 +55,8 @@ def operation(function: Op) -> Op:
 
 
 def new_id() -> str:
-    return uuid.uuid4().hex[:16]
+    """16 random hex digits (64 bits): activity, timer and run ids."""
+    return os.urandom(8).hex()
 
 
 class Ctx:
@@ -80,6 +81,8 @@ class Ctx:
         self.pending_tasks: dict[str, Row] = {}
         # What only a commit makes true (a cache entry, say): done after it, never before.
         self.after_commit: list[Callable[[], None]] = []
+        # Run fields changed but not written yet, by run id (`set_run_later`).
+        self._unwritten: dict[str, tuple[Row, dict[str, Any]]] = {}
 
     def flush_tasks(self) -> None:
         """Write the workflow tasks scheduled in this transaction and not decided in it."""
@@ -130,7 +133,23 @@ class Ctx:
 
     def set_run(self, run: Row, **fields: Any) -> None:
         run.update(fields)
+        unwritten = self._unwritten.pop(run["workflow_run_id"], None)
+        if unwritten is not None:
+            fields = {**unwritten[1], **fields}
         self.tx.update_run(run["workflow_run_id"], **fields)
+
+    def set_run_later(self, run: Row, **fields: Any) -> None:
+        """Change the run now and write the change with its next one, or when the operation
+        ends (`flush_runs`): a step that ends and the next that begins take one UPDATE."""
+        run.update(fields)
+        _, unwritten = self._unwritten.setdefault(run["workflow_run_id"], (run, {}))
+        unwritten.update(fields)
+
+    def flush_runs(self) -> None:
+        """Write the run changes `set_run_later` kept."""
+        unwritten, self._unwritten = self._unwritten, {}
+        for run, fields in unwritten.values():
+            self.tx.update_run(run["workflow_run_id"], **fields)
 
     def set_status(self, run: Row, status: str, **fields: Any) -> None:
         """Run and instance statuses move together; the instance shows its current run.

@@ -195,6 +195,8 @@ def decide(c: Ctx, run: Row, task_id: int | None, worker_id: str) -> None:
         # Paused, or waiting out a retry policy's backoff: no step runs until it ends.
         return
     wf = c.workflow_type(instance)
+    # Whether the step at step_index was reached in this loop: nothing of it exists yet.
+    fresh = False
     while True:
         at_boundary = run["step_index"] >= len(wf.steps) or not run["step_started"]
         if at_boundary and deadline_passed(c, run):
@@ -206,17 +208,24 @@ def decide(c: Ctx, run: Row, task_id: int | None, worker_id: str) -> None:
                       reason="completed", keep_task=task_id)
             return
         step = wf.steps[run["step_index"]]
+        outcome = None
         if not run["step_started"]:
-            if _begin_step(c, run, instance, wf, step, task_id) == CLOSED:
+            began = _begin_step(c, run, instance, wf, step, task_id, fresh=fresh)
+            if began == CLOSED:
                 return
             c.set_run(run, step_started=1)
-        outcome = _check_step(c, run, step)
+            if fresh and step.kind in ("activity", "workflow", "parallel"):
+                # Every branch was just started: none can have ended yet.
+                outcome = OPEN
+        if outcome is None:
+            outcome = _check_step(c, run, step)
         if outcome == OPEN:
             _show_waiting(c, run, step)
             return
         if outcome == CLOSED:
             return
-        c.set_run(run, step_index=run["step_index"] + 1, step_started=0)
+        c.set_run_later(run, step_index=run["step_index"] + 1, step_started=0)
+        fresh = True
 
 
 def _show_waiting(c: Ctx, run: Row, step: Step) -> None:
@@ -234,14 +243,18 @@ def _show_waiting(c: Ctx, run: Row, step: Step) -> None:
 
 
 def _begin_step(c: Ctx, run: Row, instance: Row, wf: WorkflowType, step: Step,
-                task_id: int | None) -> str:
+                task_id: int | None, *, fresh: bool = False) -> str:
+    """Start what the step needs. `fresh`: the step was reached in this decision, once every
+    step before it ended, so it has no activity or child yet and no activity is open."""
     if step.kind in ("activity", "workflow", "parallel"):
         branches = step.branches or (step,)
-        existing = {item["branch_index"] for item in _step_items(c, run, step)}
+        existing = set() if fresh else \
+            {item["branch_index"] for item in _step_items(c, run, step)}
         missing = [(b, branch) for b, branch in enumerate(branches) if b not in existing]
         limits = c.limits(instance)
         wanted = sum(1 for _, branch in missing if branch.kind == "activity")
-        pending = c.tx.count_open_activities(run["workflow_run_id"]) + wanted
+        pending = wanted if fresh else \
+            c.tx.count_open_activities(run["workflow_run_id"]) + wanted
         if limits.pending_activity_count and pending > limits.pending_activity_count:
             _fail_structural(c, run, step, task_id, "pending_activity_count", pending,
                              limits.pending_activity_count)

@@ -23,8 +23,9 @@ if TYPE_CHECKING:
 
 # The longest an idle slot waits before it looks for work again (commits wake it sooner).
 IDLE_WAIT = 1.0
-# How often a slot whose outcome waits for a batch looks whether the engine turn is free.
-COMBINER_LOOK = 0.002
+# How often a slot whose outcome waits looks whether the engine turn is free: a combiner serves
+# whatever waits before it lets go, so this matters only after other holders of the turn.
+TURN_LOOK = 0.02
 
 
 class Slot(Loop):
@@ -190,16 +191,22 @@ class StepPath:
 
         The slot that gets the engine turn combines what is waiting, and goes on while more
         comes in; the others wait for their own exchange to be done instead of queueing for
-        the turn (which would hand it from thread to thread with nothing left to do). One
-        that came in just as the combiner let go finds the turn free on its next look.
+        the turn (which would hand it from thread to thread with nothing left to do).
         """
         with self._queue_lock:
             self._queue.append(exchange)
-        turn = self.worker.engine_turn
         while not exchange.done.is_set():
-            if not turn.acquire(blocking=False):
-                exchange.done.wait(COMBINER_LOOK)
-                continue
+            if not self._serve():
+                exchange.done.wait(TURN_LOOK)
+
+    def _serve(self) -> bool:
+        """Combine what is waiting while the engine turn is free; False when another holds it.
+
+        One handed in after the combiner's last look finds the turn taken and waits: so the
+        combiner looks again once it let go, and serves it then.
+        """
+        turn = self.worker.engine_turn
+        while turn.acquire(blocking=False):
             try:
                 while True:
                     with self._queue_lock:
@@ -209,6 +216,10 @@ class StepPath:
                     self._combine(batch)
             finally:
                 turn.release()
+            with self._queue_lock:
+                if not self._queue:
+                    return True
+        return False
 
     def _combine(self, batch: list[Exchange]) -> None:
         worker, engine = self.worker, self.worker.engine
