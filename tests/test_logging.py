@@ -177,7 +177,7 @@ def test_history_events_become_snake_case_lines(capsys, restore_logger):
 
 
 @pytest.mark.process
-def test_at_info_a_successful_step_is_one_line(tmp_path):
-    lines = [line for line in work_once(tmp_path) if " instance=e1 " in line]
+def test_at_info_a_successful_step_is_one_line(tmp_path, db):
+    lines = [line for line in work_once(tmp_path, db) if " instance=e1 " in line]
     events = [line.split()[2] for line in lines]
     assert events == ["activity_completed", "workflow_completed"], lines
