@@ -102,16 +102,18 @@ def on_deadline(state: dict[str, Any]) -> None:
 class Scratch:
     """A temporary folder holding workflows.yaml and wfctl.db, removed on exit."""
 
-    def __init__(self, keep: str | None = None, *, reuse: bool = False) -> None:
+    def __init__(self, keep: str | None = None, *, reuse: bool = False,
+                 db: str | None = None) -> None:
         """A fresh temporary folder; or `keep`, a folder left in place (its database reused
-        when `reuse`, else started afresh)."""
+        when `reuse`, else started afresh). `db`: a PostgreSQL URL to use instead of the file
+        (the caller makes it fresh)."""
         self._tmp = None if keep else tempfile.TemporaryDirectory(prefix="wfctl-bench-")
         self.folder = Path(keep or self._tmp.name)  # type: ignore[union-attr]
         self.folder.mkdir(parents=True, exist_ok=True)
         self.workflows = self.folder / "workflows.yaml"
         self.workflows.write_text(textwrap.dedent(DEFINITIONS).lstrip())
-        self.db = self.folder / "wfctl.db"
-        if not reuse:
+        self.db: Path | str = db or self.folder / "wfctl.db"
+        if not reuse and db is None:
             for suffix in ("", "-wal", "-shm"):
                 Path(f"{self.db}{suffix}").unlink(missing_ok=True)
         if str(HERE) not in sys.path:

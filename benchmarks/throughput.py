@@ -26,6 +26,13 @@ A closing comparison gives each figure as a share of the bare loop, concurrency 
 and wfctl against huey at the same durability.
 Each configuration runs `--repeat` times; the median is reported (the machine is shared).
 
+On PostgreSQL (`--db postgresql://…`, a server whose user may create databases, or
+`--postgres`, a throwaway cluster on this machine with fsync on: see pglib.py) each run gets a
+fresh database on the server; the yardstick is a bare claim+complete loop from one process
+(SELECT … FOR UPDATE SKIP LOCKED and UPDATE in one transaction, UPDATE in a second), the rows
+add the server's CPU per step (throwaway cluster only), and the verdicts are issue 11's: at
+least 2,000 steps/s at the best worker count, and more workers never slower than one.
+
 `--profile` instead drives one worker slot in process (`Worker.step` in a loop, what a
 `--concurrency 1` worker does) and prints where an activity step's time goes: statements and
 transactions per step, cProfile cumulative time per engine operation, and the share of WAL
@@ -55,6 +62,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
+import pglib
 from benchlib import HERE, Scratch, bare_sqlite_pairs, header, load, wfctl_command, worker_env
 
 import wfctl
@@ -63,6 +71,36 @@ from wfctl.worker import WorkerOptions
 
 STEPS_PER_WORKFLOW = 3
 TARGET = 5_000.0
+POSTGRES_TARGET = 2_000.0
+
+
+class Where:
+    """Where each run's database lives: a fresh SQLite file in a scratch folder, or a fresh
+    database on a PostgreSQL server."""
+
+    def __init__(self, server: pglib.Server | None = None) -> None:
+        self.server = server
+        self.name = "PostgreSQL" if server else "SQLite"
+
+    @contextmanager
+    def scratch(self) -> Iterator[Scratch]:
+        if self.server is None:
+            with Scratch() as scratch:
+                yield scratch
+        else:
+            with self.server.database() as url, Scratch(db=url) as scratch:
+                yield scratch
+
+    def bare_pairs(self) -> float:
+        """The yardstick: bare claim+complete pairs per second on this backend."""
+        if self.server is None:
+            with Scratch() as scratch:
+                return bare_sqlite_pairs(scratch.folder)
+        with self.server.database() as url:
+            return pglib.bare_postgres_pairs(url)
+
+    def server_cpu(self) -> float:
+        return self.server.cpu_seconds() if self.server else 0.0
 
 
 @dataclass
@@ -78,6 +116,8 @@ class Result:
     activity_started: int
     retries: int
     shares: list[int] = field(default_factory=list)
+    # The database server's CPU seconds over the run (PostgreSQL's throwaway cluster only).
+    server_cpu_seconds: float = 0.0
 
     @property
     def steps(self) -> int:
@@ -96,6 +136,8 @@ class Result:
                 f"steps={self.steps:>6}  engine {self.rate:7.0f} steps/s "
                 f"({self.engine_seconds:6.2f} s)  wall {self.steps / self.wall_seconds:7.0f} "
                 f"steps/s ({self.wall_seconds:6.2f} s)  CPU {self.cpu_us_per_step:5.0f} us/step"
+                + (f" + server {self.server_cpu_seconds / self.steps * 1e6:4.0f}"
+                   if self.server_cpu_seconds else "")
                 + (f"  split {'/'.join(str(n) for n in self.shares)}" if self.workers > 1
                    else ""))
 
@@ -106,9 +148,9 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def idle_worker_cpu(log_level: str) -> float:
+def idle_worker_cpu(log_level: str, where: Where) -> float:
     """The CPU seconds a `wfctl work --once` spends starting and stopping with nothing to do."""
-    with Scratch() as scratch:
+    with where.scratch() as scratch:
         before = children_cpu()
         subprocess.run(wfctl_command(scratch, "work", "--once", "--log-level", log_level),
                        env=worker_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -121,8 +163,8 @@ def anything_open(client: wfctl.Client) -> bool:
 
 
 def run_config(workflows: int, workers: int, concurrency: int, mode: str, log_level: str,
-               timeout: float, idle_cpu: float) -> Result:
-    with Scratch() as scratch:
+               timeout: float, idle_cpu: float, where: Where) -> Result:
+    with where.scratch() as scratch:
         client = scratch.client()
         started = time.perf_counter()
         for n in range(workflows):
@@ -136,6 +178,7 @@ def run_config(workflows: int, workers: int, concurrency: int, mode: str, log_le
         log_path = scratch.folder / "workers.log"
         watch = wfctl.Client(scratch.db, scratch.workflows, create=False)
         cpu_before = children_cpu()
+        server_before = where.server_cpu()
         with open(log_path, "w") as log:
             spawned = time.perf_counter()
             procs = [subprocess.Popen(wfctl_command(scratch, *args), env=worker_env(),
@@ -149,6 +192,7 @@ def run_config(workflows: int, workers: int, concurrency: int, mode: str, log_le
                         break
                     time.sleep(0.02)
                 wall_seconds = time.perf_counter() - spawned
+                server_cpu = where.server_cpu() - server_before
             finally:
                 for proc in procs:
                     if proc.poll() is None:
@@ -177,7 +221,8 @@ def run_config(workflows: int, workers: int, concurrency: int, mode: str, log_le
     # How the steps were shared between the worker processes (starvation shows here).
     shares = sorted(by_worker.values(), reverse=True)
     return Result(workers, concurrency, mode, workflows, start_seconds, wall_seconds,
-                  _seconds_between(first, last), cpu_seconds, attempts, retries, shares)
+                  _seconds_between(first, last), cpu_seconds, attempts, retries, shares,
+                  server_cpu)
 
 
 def _seconds_between(first: str, last: str) -> float:
@@ -281,12 +326,13 @@ def _drain(workflows: int, *, trace: bool = False, profile: bool = False,
     return seconds, statements, pstats.Stats(profiler) if profiler else None
 
 
-def _threads(workflows: int, concurrency: int) -> tuple[float, int, float, float]:
+def _threads(workflows: int, concurrency: int, where: Where | None = None,
+             ) -> tuple[float, int, float, float]:
     """Worker.run(once=True) in process: seconds, write transactions, time waiting for the
     process's write lock and time holding it (summed over threads)."""
     from wfctl import log
 
-    with Scratch() as scratch:
+    with (where or Where()).scratch() as scratch:
         client = scratch.client()
         for n in range(workflows):
             client.start("three_noops", f"prof-{n:06d}")
@@ -369,6 +415,139 @@ def profile(workflows: int) -> None:
           f"{plain / no_checkpoint - 1:+.0%} against the plain loop")
 
 
+@dataclass
+class Traced:
+    """What the statements of a PostgreSQL drain cost, from this side and from the server's."""
+
+    statements: Counter[str] = field(default_factory=Counter)
+    # Seconds inside execute by the round trip's first statement (COMMIT waits for the WAL flush).
+    seconds_by_kind: Counter[str] = field(default_factory=Counter)
+    round_trips: int = 0
+    client_seconds: float = 0.0         # inside psycopg's execute: the wire and the server
+    server_seconds: float | None = None   # pg_stat_statements' execution time, when loaded
+    plan_seconds: float = 0.0           # and its planning time (when track_planning is on)
+
+
+def _drain_postgres(workflows: int, server: pglib.Server, *, trace: bool = False,
+                    profile: bool = False) -> tuple[float, Traced, pstats.Stats | None]:
+    """Start `workflows` on a fresh database and drain them with Worker.step in this thread;
+    returns the seconds it took and, with `trace`, what its statements cost."""
+    import psycopg
+
+    traced = Traced()
+    with server.database() as url, Scratch(db=url) as scratch:
+        client = scratch.client()
+        for n in range(workflows):
+            client.start("three_noops", f"prof-{n:06d}")
+        worker = client.worker(WorkerOptions(concurrency=1))
+        worker.register(client.now())
+        with psycopg.connect(url, autocommit=True) as stats_conn:
+            try:
+                stats_conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+                stats_conn.execute("SELECT pg_stat_statements_reset()")
+                stats = True
+            except psycopg.Error:
+                stats = False
+            execute = psycopg.Connection.execute
+
+            def counted(conn: psycopg.Connection, query: Any, params: Any = None,
+                        **kwargs: Any) -> Any:
+                before = time.perf_counter()
+                try:
+                    return execute(conn, query, params, **kwargs)
+                finally:
+                    took = time.perf_counter() - before
+                    traced.client_seconds += took
+                    traced.round_trips += 1
+                    kinds = [_kind(statement.strip()) for statement in str(query).split(";")
+                             if statement.strip()]
+                    traced.statements.update(kinds)
+                    traced.seconds_by_kind[kinds[0]] += took
+
+            if trace:
+                psycopg.Connection.execute = counted  # type: ignore[method-assign]
+            profiler = cProfile.Profile() if profile else None
+            started = time.perf_counter()
+            try:
+                if profiler:
+                    profiler.enable()
+                while worker.step(client.now()):
+                    pass
+                if profiler:
+                    profiler.disable()
+            finally:
+                psycopg.Connection.execute = execute  # type: ignore[method-assign]
+            seconds = time.perf_counter() - started
+            if trace and stats:
+                traced.server_seconds, traced.plan_seconds = stats_conn.execute(
+                    "SELECT coalesce(sum(total_exec_time), 0) / 1000, "
+                    "coalesce(sum(total_plan_time), 0) / 1000 FROM pg_stat_statements "
+                    "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = "
+                    "current_database()) AND query NOT LIKE '%%pg_stat_statements%%'"
+                ).fetchone()
+        worker.unregister(client.now())
+        client.close()
+    return seconds, traced, pstats.Stats(profiler) if profiler else None
+
+
+def profile_postgres(workflows: int, server: pglib.Server) -> None:
+    """Where a PostgreSQL activity step's time goes: one slot in process, as `_drain` does on
+    SQLite; the statements and round trips per step, and the time in the server, on the wire
+    and in Python."""
+    steps = workflows * STEPS_PER_WORKFLOW
+    print(f"\n-- profile: one slot in process, {workflows} workflows = {steps} activity steps")
+    with server.database() as url:
+        print(f"   one round trip (SELECT 1, median): {pglib.round_trip_us(url):,.0f} us; "
+              f"bare claim+complete pairs: {pglib.bare_postgres_pairs(url):,.0f}/s")
+    plains = sorted(_drain_postgres(workflows, server)[0] for _ in range(3))
+    plain = plains[1]
+    print(f"   plain loop: {steps / plain:,.0f} steps/s ({plain / steps * 1e6:,.0f} us per step; "
+          f"runs {', '.join(f'{steps / x:,.0f}' for x in reversed(plains))})")
+    seconds, traced, _ = _drain_postgres(workflows, server, trace=True)
+    total = sum(traced.statements.values())
+    print(f"   statements per activity step: {total / steps:.1f} in {traced.round_trips / steps:.1f}"
+          f" round trips ({traced.statements['COMMIT'] / steps:.2f} commits)")
+    for kind, count in traced.statements.most_common():
+        if count / steps >= 0.3:
+            print(f"     {count / steps:5.2f}  {kind}")
+    per_step = seconds / steps * 1e6
+    wire = traced.client_seconds / steps * 1e6
+    print(f"   time per step (traced run, {per_step:,.0f} us): waiting on psycopg's execute "
+          f"{wire:,.0f} us ({wire / per_step:.0%}), Python around it {per_step - wire:,.0f} us "
+          f"({1 - wire / per_step:.0%})")
+    print("     execute time by the round trip's first statement, us per step:")
+    for kind, spent in traced.seconds_by_kind.most_common(6):
+        print(f"     {spent / steps * 1e6:7,.0f}  {kind}")
+    if traced.server_seconds is not None:
+        inside = traced.server_seconds / steps * 1e6
+        planning = traced.plan_seconds / steps * 1e6
+        print(f"     of the execute time: executing in the server {inside:,.0f} us, planning "
+              f"{planning:,.0f} us (pg_stat_statements), the rest "
+              f"({wire - inside - planning:,.0f} us) the commits' WAL flush, the wire, "
+              "waiting to be scheduled, libpq and psycopg")
+    else:
+        print("     (no pg_stat_statements on this server: the server's share is not known)")
+    seconds, _, stats = _drain_postgres(workflows, server, profile=True)
+    assert stats is not None
+    print(f"   cProfile (inflates Python time; {seconds / steps * 1e6:,.0f} us per step under it),"
+          " cumulative us per activity step:")
+    operations = [*OPERATIONS[:-1],
+                  ("postgres.py", "write", "  Store.write's own part: BEGIN + lock, COMMIT")]
+    for suffix, name, label in operations:
+        cumulative = sum(ct for (path, _, func), (_, _, _, ct, _) in stats.stats.items()  # type: ignore[attr-defined]
+                         if func == name and path.endswith(suffix))
+        print(f"     {cumulative / steps * 1e6:7.0f}  {label}")
+    print("   Worker.run(once=True) in process, by --concurrency (no logging):")
+    for concurrency in (1, 4):
+        seconds, transactions, waiting, holding = _threads(workflows, concurrency,
+                                                           Where(server))
+        print(f"     concurrency {concurrency}: {steps / seconds:6,.0f} steps/s, "
+              f"{transactions / steps:.2f} write transactions per step, "
+              f"write transaction open {holding / steps * 1e6:4.0f} us per step, "
+              f"waited for a connection {waiting / steps * 1e6:5.0f} us per step "
+              "(summed over threads)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -390,12 +569,41 @@ def main() -> None:
                         help="also run the huey yardstick (needs `pip install huey`)")
     parser.add_argument("--profile", action="store_true",
                         help="profile one in-process worker slot instead (see above)")
+    parser.add_argument("--db", metavar="URL",
+                        help="run on this PostgreSQL server (postgresql://…; its user creates a "
+                             "database per run)")
+    parser.add_argument("--postgres", action="store_true",
+                        help="run on a throwaway PostgreSQL cluster on this machine (fsync on)")
+    parser.add_argument("--synchronous-commit", choices=("on", "off"), default="on",
+                        help="the throwaway cluster's synchronous_commit (default on)")
     args = parser.parse_args()
     workflows = 300 if args.quick else args.workflows
     repeat = 1 if args.quick else args.repeat
+    if args.db and args.postgres:
+        parser.exit(2, "Error: --db and --postgres exclude each other\n")
+    server = None
+    # Stopped with SIGTERM, it still stops its throwaway cluster (the `finally` below).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    if args.postgres:
+        server = pglib.Server((cluster := pglib.Cluster(args.synchronous_commit)).url, cluster)
+    elif args.db:
+        server = pglib.Server(args.db)
+    try:
+        run(args, workflows, repeat, Where(server), parser)
+    finally:
+        if server is not None:
+            server.close()
+
+
+def run(args: argparse.Namespace, workflows: int, repeat: int, where: Where,
+        parser: argparse.ArgumentParser) -> None:
     if args.profile:
         header(f"throughput profile: {workflows} workflows x {STEPS_PER_WORKFLOW} activities")
-        profile(workflows)
+        if where.server is not None:
+            print(f"   {where.server.describe()}")
+            profile_postgres(workflows, where.server)
+        else:
+            profile(workflows)
         return
     worker_counts = [int(x) for x in args.workers.split(",")]
     concurrencies = [int(x) for x in args.concurrency.split(",")]
@@ -405,10 +613,11 @@ def main() -> None:
                        "`pip install huey` first\n")
 
     header(f"throughput: {workflows} workflows x {STEPS_PER_WORKFLOW} no-op activities")
-    with Scratch() as scratch:
-        bare_rates = [bare_sqlite_pairs(scratch.folder)]
-    print(f"   bare SQLite claim+complete pairs: {bare_rates[0]:,.0f}/s")
-    idle_cpu = idle_worker_cpu(args.log_level)
+    if where.server is not None:
+        print(f"   {where.server.describe()}")
+    bare_rates = [where.bare_pairs()]
+    print(f"   bare {where.name} claim+complete pairs: {bare_rates[0]:,.0f}/s")
+    idle_cpu = idle_worker_cpu(args.log_level, where)
     print(f"   workers' --log-level {args.log_level}; {repeat} round(s) of every row; "
           "engine = first workflow task to last completion, wall = with process start-up; "
           f"CPU less {idle_cpu * 1000:.0f} ms per worker (an idle `wfctl work --once`)")
@@ -423,7 +632,7 @@ def main() -> None:
     for round_ in range(repeat):
         for mode, workers, concurrency in configs:
             result = run_config(workflows, workers, concurrency, mode, args.log_level,
-                                args.timeout, idle_cpu)
+                                args.timeout, idle_cpu, where)
             runs[mode, workers, concurrency].append(result)
             if repeat > 1:
                 print(f"   round {round_ + 1}:{result.line()}", flush=True)
@@ -439,13 +648,12 @@ def main() -> None:
     hueys = [median_result(each) for each in huey_runs.values()]
     for huey, each in zip(hueys, huey_runs.values(), strict=True):
         print(huey.line() + spread(each))
-    with Scratch() as scratch:
-        bare_rates.append(bare_sqlite_pairs(scratch.folder))
-    print(f"   bare SQLite claim+complete pairs again: {bare_rates[1]:,.0f}/s")
+    bare_rates.append(where.bare_pairs())
+    print(f"   bare {where.name} claim+complete pairs again: {bare_rates[1]:,.0f}/s")
     starts = [r.workflows / r.start_seconds for r in every]
     print(f"   Client.start: median {statistics.median(starts):,.0f} workflows/s "
           f"(one Client, one process, one transaction per start); {load()} at the end")
-    compare(results, hueys, statistics.mean(bare_rates))
+    compare(results, hueys, statistics.mean(bare_rates), where)
     for r in every:
         if r.activity_started != r.steps or r.retries:
             print(f"   WARNING: {r.activity_started} attempts for {r.steps} steps, "
@@ -459,7 +667,7 @@ def spread(runs: list[Result] | list[HueyResult]) -> str:
     return f"  [runs: {', '.join(f'{rate:,.0f}' for rate in sorted(r.rate for r in runs))}]"
 
 
-def compare(results: list[Result], hueys: list[HueyResult], bare: float) -> None:
+def compare(results: list[Result], hueys: list[HueyResult], bare: float, where: Where) -> None:
     """Every median beside the bare loop, then the verdicts."""
     print(f"\n-- comparison: engine steps/s (medians) and their share of the bare loop "
           f"({bare:,.0f}/s, the mean of the two runs)")
@@ -487,6 +695,9 @@ def compare(results: list[Result], hueys: list[HueyResult], bare: float) -> None
                       f"{four.rate:,.0f} / {one.rate:,.0f} = {four.rate / one.rate:.2f} "
                       f"(CPU per step {four.cpu_us_per_step / one.cpu_us_per_step:.2f}); target "
                       f"4 not slower than 1: {'MET' if four.rate >= one.rate else 'MISSED'}")
+    if where.server is not None:
+        postgres_verdicts(results)
+        return
     defaults = [r for r in results if r.workers == 1 and r.mode == "long"
                 and r.concurrency == WorkerOptions().concurrency]
     if defaults:
@@ -496,6 +707,26 @@ def compare(results: list[Result], hueys: list[HueyResult], bare: float) -> None
         for h in hueys:
             print(f"     wfctl at default options / huey at synchronous={h.synchronous}: "
                   f"{rate / h.rate:.2f}")
+
+
+def postgres_verdicts(results: list[Result]) -> None:
+    """Issue 11's targets: >= 2,000 steps/s at the best worker count, and more workers never
+    slower than one (at each concurrency and mode)."""
+    best = max(results, key=lambda r: r.rate)
+    print(f"     best: {best.workers} worker(s) x --concurrency {best.concurrency}: "
+          f"{best.rate:,.0f} steps/s; target >= {POSTGRES_TARGET:,.0f}: "
+          f"{'MET' if best.rate >= POSTGRES_TARGET else 'MISSED'}")
+    for mode in dict.fromkeys(r.mode for r in results):
+        for concurrency in dict.fromkeys(r.concurrency for r in results):
+            by_workers = {r.workers: r for r in results
+                          if r.mode == mode and r.concurrency == concurrency}
+            one = by_workers.get(1)
+            for workers, more in sorted(by_workers.items()):
+                if one is None or workers == 1:
+                    continue
+                print(f"     --concurrency {concurrency}, mode={mode}: {workers} workers / 1 = "
+                      f"{more.rate:,.0f} / {one.rate:,.0f} = {more.rate / one.rate:.2f}; target "
+                      f"not slower: {'MET' if more.rate >= one.rate else 'MISSED'}")
 
 
 if __name__ == "__main__":

@@ -143,8 +143,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "both_backends: run the module's make_env and db tests "
                                        "on SQLite and on PostgreSQL")
-    config.addinivalue_line("markers", "sqlite_only: the test looks into SQLite itself, or "
-                                       "tests what only the SQLite store does so far (pruning)")
+    config.addinivalue_line("markers", "sqlite_only: the test looks into SQLite itself (its "
+                                       "file, its query plans, VACUUM)")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

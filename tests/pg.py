@@ -108,6 +108,12 @@ class Cluster:
             raise ServerUnavailable(f"{program} failed: {done.stdout.strip()}")
         return done
 
+    def restart(self) -> None:
+        """Stop the server (ending every session, as a real restart does) and start it again
+        on the same port."""
+        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.folder / "log"), "-m", "fast",
+                  "-w", "-t", "20", "restart")
+
     def stop(self) -> None:
         self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop", check=False)
         self.remove()

@@ -562,13 +562,21 @@ def test_every_workers_watchdog_enforces_deadlines_on_all_queues(make_env):
 
 
 def register_worker(env, worker_id: str, *, pid: int, lease_seconds: float,
-                    now: float = 0) -> None:
+                    now: float = 0, host: str | None = None) -> None:
     with env.engine.store.write() as tx:
         tx.register_worker({
             "worker_id": worker_id, "kind": "worker", "hostname": HOSTNAME, "pid": pid,
             "pid_started": None, "queues": "default", "started_at": iso(now),
             "heartbeat_at": iso(now), "lease_expires_at": iso(now + lease_seconds),
+            "host_id": host,
         })
+
+
+def gone_pid() -> int:
+    """The pid of a process that has ended."""
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    return int(gone.stdout)
 
 
 def test_a_worker_whose_liveness_lapsed_loses_its_attempts_to_a_retry(make_env):
@@ -618,13 +626,39 @@ def test_a_worker_whose_process_is_gone_is_lost_before_its_lease_lapses(make_env
     env = make_env(one_step(max_attempts=2, backoff="[1s]"))
     env.start("t", "a1")
     env.decide(0)
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True)
-    register_worker(env, "gone", pid=int(gone.stdout), lease_seconds=30)
+    register_worker(env, "gone", pid=gone_pid(), lease_seconds=30)
     env.claim(1, worker_id="gone")
 
     assert env.sweep(2).workers_lost == ["gone"]
 
+    assert env.events("a1", "ActivityRetryScheduled")[0]["attributes"]["reason"] == \
+        "worker_lost"
+
+
+def test_a_worker_of_this_host_id_whose_process_is_gone_is_lost_at_once(make_env,
+                                                                        monkeypatch):
+    monkeypatch.setenv("WFCTL_HOST_ID", "host-a")
+    env = make_env(one_step(max_attempts=2))
+    env.start("t", "a1")
+    env.decide(0)
+    register_worker(env, "gone", pid=gone_pid(), lease_seconds=30, host="host-a")
+    env.claim(1, worker_id="gone")
+
+    assert env.sweep(2).workers_lost == ["gone"]
+
+
+def test_a_worker_on_another_host_is_judged_by_its_lease_only(make_env, monkeypatch):
+    # The same hostname, the pid of no process here: only the host id tells them apart.
+    monkeypatch.setenv("WFCTL_HOST_ID", "host-a")
+    env = make_env(one_step(max_attempts=2, backoff="[1s]"))
+    env.start("t", "a1")
+    env.decide(0)
+    register_worker(env, "elsewhere", pid=gone_pid(), lease_seconds=30, host="host-b")
+    env.claim(1, worker_id="elsewhere")
+
+    assert env.sweep(29.999).workers_lost == []
+    assert activity(env)["status"] == "started"
+    assert env.sweep(30).workers_lost == ["elsewhere"]
     assert env.events("a1", "ActivityRetryScheduled")[0]["attributes"]["reason"] == \
         "worker_lost"
 

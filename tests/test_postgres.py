@@ -3,11 +3,13 @@ password, and a workflow whose describe and history are the ones SQLite gives.""
 
 from __future__ import annotations
 
+import os
 import re
 import socket
+import subprocess
 import sys
 import textwrap
-import threading
+import time
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -188,25 +190,25 @@ def _applied(url: str) -> list[tuple[int, str]]:
                             "ORDER BY version").fetchall()
 
 
-def test_processes_opening_a_fresh_database_at_once_apply_each_migration_once(pg_server):
+def test_processes_opening_a_fresh_database_at_once_apply_each_migration_once(pg_server,
+                                                                               tmp_path):
     url = pg_server.create(migrated=False)
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(4)
+    go = tmp_path / "go"
+    # Each process imports wfctl first, then waits for the others: they open it together.
+    opener = ("import os, sys, time\n"
+              "from wfctl.store import open_store\n"
+              "while not os.path.exists(sys.argv[1]):\n"
+              "    time.sleep(0.005)\n"
+              "open_store(sys.argv[2]).close()\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        filter(None, [str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH")]))}
+    processes = [subprocess.Popen([sys.executable, "-c", opener, str(go), url], env=env,
+                                  stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    time.sleep(1.0)
+    go.touch()
+    errors = [process.communicate(timeout=30)[1] for process in processes]
 
-    def open_one() -> None:
-        barrier.wait()
-        try:
-            open_store(url).close()
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=open_one) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-
-    assert errors == []
+    assert [process.returncode for process in processes] == [0] * 4, errors
     assert _applied(url) == [(n, name) for n, (name, _) in enumerate(schema.MIGRATIONS, 1)]
     pg_server.drop(url)
 
@@ -240,8 +242,13 @@ def test_a_database_of_a_newer_wfctl_is_refused(pg_url):
                                                           len(schema.MIGRATIONS))
 
 
-def test_history_on_postgresql_is_append_only(pg_url):
+def test_history_on_postgresql_is_append_only_while_its_instance_stands(pg_url):
     with psycopg.connect(pg_url) as conn:
+        conn.execute("INSERT INTO definitions VALUES ('d', 'wf.yaml', '', now())")
+        conn.execute("INSERT INTO instances (workflow_instance_id, workflow_type, "
+                     "definitions_digest, status, current_run_id, run_count, child_policy, "
+                     "created_at, updated_at, instance_key) "
+                     "VALUES ('i1', 't', 'd', 'completed', 'r1', 1, 'abandon', now(), now(), 1)")
         conn.execute("INSERT INTO events VALUES (1, 1, 1, 1, 0, '[]')")
         conn.commit()
         for statement in ("UPDATE events SET seq = 2", "DELETE FROM events", "TRUNCATE events"):
@@ -249,6 +256,9 @@ def test_history_on_postgresql_is_append_only(pg_url):
                 conn.execute(statement)
             conn.rollback()
         assert conn.execute("SELECT count(*) FROM events").fetchone()[0] == 1
+        # Pruning deletes the instance first, and then its history may go.
+        conn.execute("DELETE FROM instances")
+        assert conn.execute("DELETE FROM events").rowcount == 1
 
 
 def test_deadlines_on_postgresql_follow_the_servers_clock_not_this_hosts(tmp_path, pg_url,
@@ -266,3 +276,19 @@ def test_deadlines_on_postgresql_follow_the_servers_clock_not_this_hosts(tmp_pat
 
     deadline = datetime.fromisoformat(started["execution_deadline_at"])
     assert abs(deadline - timedelta(hours=1) - server) < timedelta(seconds=5)
+
+
+def test_a_workers_pool_holds_a_connection_for_each_slot_and_loop(pg_url):
+    from wfctl.engine import Engine
+    from wfctl.worker import WorkerOptions
+    from wfctl.worker.process import OTHER_CONNECTIONS, Worker
+
+    store = open_store(pg_url)
+    try:
+        with store.read():
+            pass
+        Worker(Engine(store), WorkerOptions(concurrency=24))
+        # Twenty-four heartbeating slots and the loops never wait for a connection.
+        assert store._connections().max_size == 24 + OTHER_CONNECTIONS
+    finally:
+        store.close()

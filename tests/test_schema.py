@@ -63,7 +63,7 @@ EXPECTED = {
     ],
     "workers": [
         "worker_id", "kind", "hostname", "pid", "pid_started", "queues", "started_at",
-        "heartbeat_at", "lease_expires_at", "stopped_at",
+        "heartbeat_at", "lease_expires_at", "stopped_at", "host_id",
     ],
     "events": ["instance_key", "seq", "run_number", "event_type", "at", "attributes"],
     "instance_counts": ["workflow_type", "status", "count"],

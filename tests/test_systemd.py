@@ -204,3 +204,33 @@ def test_the_unit_gives_the_worker_its_grace_and_systemd_waits_longer():
         "work --grace 120s")
     assert "TimeoutStopSec=135" in lines
     assert "User=" not in result.stdout
+
+
+def test_a_unit_for_postgresql_reads_the_url_from_an_environment_file_never_the_password(
+        tmp_path):
+    url = "postgresql://app:s3cr%40t-pw@db.example.com:5432/wf?sslmode=require"
+    workflows = tmp_path / "app" / "workflows.yaml"
+
+    result = CliRunner().invoke(app, ["--db", url, "-w", str(workflows), "systemd-unit",
+                                      "--user", "app", "--environment-file",
+                                      "/etc/wfctl/orders.env"])
+
+    assert result.exit_code == 0, result.output
+    unit = result.stdout
+    for secret in ("s3cr", "%40t-pw", "s3cr@t-pw", "db.example.com", "postgresql://app"):
+        assert secret not in unit
+    lines = unit.splitlines()
+    assert "EnvironmentFile=/etc/wfctl/orders.env" in lines
+    exec_start = next(line for line in lines if line.startswith("ExecStart="))
+    assert "--db" not in exec_start
+    assert exec_start.endswith(f" --workflows {workflows} work --grace 30s")
+    assert "After=network-online.target" in lines
+    # Said in the unit itself: what the file holds and who may read it.
+    assert "#   install -m 600 -o root -g root /dev/null /etc/wfctl/orders.env" in lines
+    unit_file = tmp_path / "wfctl.service"
+    unit_file.write_text(unit)
+    verified = subprocess.run(["systemd-analyze", "verify", "--man=no", str(unit_file)],
+                              capture_output=True, text=True)
+    assert verified.returncode == 0, verified.stderr
+    assert not re.search(r"(?i)unknown key|missing '='|bad-setting|invalid", verified.stderr), \
+        verified.stderr

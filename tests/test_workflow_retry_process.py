@@ -129,7 +129,6 @@ def test_a_retry_due_while_its_worker_was_killed_runs_on_time_in_the_next(folder
 
 
 @pytest.mark.process
-@pytest.mark.sqlite_only        # pruning is the SQLite store's so far
 def test_the_long_running_worker_deletes_what_its_retention_lets_go(folder: Path, db: str):
     with Client(db, folder / "workflows.yaml") as client:
         client.start("short_lived", "s1")

@@ -89,6 +89,11 @@ class Client:
     def _database_now(self) -> datetime:
         return self.store.now()
 
+    def now(self) -> datetime:
+        """The instant every deadline is compared with: the database server's clock on
+        PostgreSQL, this host's on SQLite (or the clock the client was given)."""
+        return self._now()
+
     @property
     def engine(self) -> Engine:
         if self._engine is None:
@@ -175,7 +180,7 @@ class Client:
     def serves(self, queue: str | None) -> bool:
         """Whether a live worker (not stopped, its lease not lapsed) serves `queue` (None: any
         queue, as every worker decides workflow tasks)."""
-        now = clock.iso(clock.now())
+        now = clock.iso(self._now())
         with self.store.read() as tx:
             workers = tx.live_workers()
         return any(worker["lease_expires_at"] > now

@@ -50,7 +50,7 @@ def run(folder: Path, out: Console) -> None:
             _story(out, client, instance_id)
         out.print()
         doc = client.describe("demo-etl")
-        out.print(timeline.draw(doc, client.history("demo-etl"), now=clock.now(),
+        out.print(timeline.draw(doc, client.history("demo-etl"), now=client.now(),
                                 width=out.width), soft_wrap=True)
     _what_next(out, folder)
 

@@ -75,7 +75,7 @@ def follow_start(client: Client, instance_id: str, *, quiet: bool) -> dict[str, 
         while True:
             doc = client.describe(instance_id)
             recent = client.history(instance_id, all_runs=True)[-5:]
-            live.update(live_view(doc, recent, clock.now()))
+            live.update(live_view(doc, recent, client.now()))
             if doc["closed_at"] is not None:
                 return doc
             time.sleep(POLL)
@@ -146,17 +146,18 @@ def _nearest(activity: dict[str, Any]) -> tuple[str, str] | None:
 
 
 def watch_list(rows: Callable[[], list[dict[str, Any]]], out: Console | None = None, *,
-               interval: float = 1.0) -> None:
+               interval: float = 1.0, now: Callable[[], datetime] = clock.now) -> None:
     """Refresh the list until interrupted (Ctrl-C: KeyboardInterrupt, exit 130); piped, print
-    it again at each refresh."""
+    it again at each refresh. Ages are counted from `now()` (the database's clock)."""
     out = out or render.console()
     if render.plain(out):
         while True:
             current = rows()
-            render.emit(out, Text(f"-- {clock.iso(clock.now())}"))
-            render.instances(out, current, clock.now())
+            shown_at = now()
+            render.emit(out, Text(f"-- {clock.iso(shown_at)}"))
+            render.instances(out, current, shown_at)
             time.sleep(interval)
     with Live(console=out, refresh_per_second=2) as live:
         while True:
-            live.update(render.instances_table(out, rows(), clock.now()))
+            live.update(render.instances_table(out, rows(), now()))
             time.sleep(interval)

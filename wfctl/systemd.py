@@ -6,6 +6,8 @@ import math
 import os
 import socket
 
+from wfctl.store import POSTGRES_SCHEMES
+
 
 def notify(message: str) -> bool:
     """Send `message` (e.g. "READY=1") to $NOTIFY_SOCKET; False when not run by systemd."""
@@ -34,27 +36,46 @@ def watchdog_interval() -> float | None:
     return int(usec) / 1_000_000 / 2
 
 
+# Where a unit for a PostgreSQL database reads WFCTL_DB from, unless told otherwise.
+ENVIRONMENT_FILE = "/etc/wfctl/wfctl.env"
+
+
 def unit(*, executable: str, db: str, workflows: str, user: str | None, grace: float,
-         watchdog: int = 30) -> str:
+         watchdog: int = 30, environment_file: str = ENVIRONMENT_FILE) -> str:
     """A systemd service unit for `wfctl work` on these files.
 
     The worker drains for `grace` seconds on SIGTERM, so systemd waits longer than that before
-    it kills; the watchdog is pinged at half of `watchdog`.
+    it kills; the watchdog is pinged at half of `watchdog`. A PostgreSQL URL may hold a
+    password, and a unit is readable by every user: the unit reads WFCTL_DB from
+    `environment_file` instead, and the URL appears nowhere in it.
     """
     user_line = f"User={user}\n" if user else ""
     workdir = os.path.dirname(os.path.abspath(workflows))
     grace_seconds = math.ceil(grace)
-    command = " ".join([executable, "--db", _quoted(os.path.abspath(db)),
+    on_postgres = db.startswith(POSTGRES_SCHEMES)
+    database = [] if on_postgres else ["--db", _quoted(os.path.abspath(db))]
+    command = " ".join([executable, *database,
                         "--workflows", _quoted(os.path.abspath(workflows)),
                         "work", "--grace", f"{grace_seconds}s"])
+    environment = (
+        f"# The database URL is read from {environment_file}: one line\n"
+        "#   WFCTL_DB=postgresql://USER:PASSWORD@HOST:5432/DBNAME\n"
+        "# owned by root and readable by root alone (systemd reads it before it drops to User=):\n"
+        f"#   install -m 600 -o root -g root /dev/null {environment_file}\n"
+        f"EnvironmentFile={environment_file.replace('%', '%%')}\n"
+    ) if on_postgres else ""
+    # A server elsewhere is reached once the network is up, not merely configured.
+    network = ("After=network-online.target\nWants=network-online.target\n" if on_postgres
+               else "After=network.target\n")
     return (
         "[Unit]\n"
         "Description=wfctl worker\n"
-        "After=network.target\n"
+        f"{network}"
         "\n"
         "[Service]\n"
         "Type=notify\n"
         f"{user_line}"
+        f"{environment}"
         f"WorkingDirectory={workdir.replace('%', '%%')}\n"
         f"ExecStart={command}\n"
         "Restart=on-failure\n"

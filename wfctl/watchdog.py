@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 from collections.abc import Callable, Collection
@@ -16,6 +17,8 @@ from wfctl.store import Row
 
 BATCH = 500
 HOSTNAME = socket.gethostname()
+# Where a machine's id is kept (systemd's, then D-Bus's for systems without systemd).
+MACHINE_ID_FILES = ("/etc/machine-id", "/var/lib/dbus/machine-id")
 
 
 @dataclass
@@ -44,11 +47,44 @@ def process_started(pid: int) -> str | None:
         return None
 
 
+@functools.cache
+def _machine_id() -> str | None:
+    for path in MACHINE_ID_FILES:
+        try:
+            with open(path, encoding="ascii") as file:
+                found = file.read().strip()
+        except (OSError, UnicodeDecodeError):
+            continue
+        if found:
+            return found
+    return None
+
+
+def host_id() -> str:
+    """This host, as workers record it: `WFCTL_HOST_ID` when set (for hosts whose hostnames are
+    not unique, or containers that share a machine id), else the machine id and hostname."""
+    given = os.environ.get("WFCTL_HOST_ID", "").strip()
+    if given:
+        return given
+    machine = _machine_id()
+    return f"{machine}:{HOSTNAME}" if machine else HOSTNAME
+
+
+def same_host(worker: Row) -> bool:
+    """Whether a worker runs on this host, so that its process can be looked at; a worker
+    registered before hosts were recorded is known by its hostname."""
+    recorded = worker.get("host_id")
+    if recorded is None:
+        return worker["hostname"] == HOSTNAME
+    return recorded == host_id()
+
+
 def worker_alive(worker: Row | None, at: str) -> bool:
-    """A worker is alive while its lease holds, and, on this host, while its process exists."""
+    """A worker is alive while its lease holds, and, on this host, while its process exists;
+    a worker on another host is judged by its lease only."""
     if worker is None or worker["stopped_at"] is not None or worker["lease_expires_at"] <= at:
         return False
-    if worker["hostname"] != HOSTNAME:
+    if not same_host(worker):
         return True
     try:
         os.kill(worker["pid"], 0)

@@ -14,13 +14,14 @@ from typing import Any
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from wfctl import __version__, clock, durations, jsonvalue
+from wfctl import __version__, durations, jsonvalue
 from wfctl.cli import reads
 from wfctl.cli.reads import fail as _fail
 from wfctl.cli.reads import print_json as _print_json
 from wfctl.cli.reads import usage as _usage
 from wfctl.client import Client
 from wfctl.errors import DefinitionError, WfctlError
+from wfctl.systemd import ENVIRONMENT_FILE
 from wfctl.vocabulary import EVENT_TYPES, INSTANCE_STATUSES
 
 # Each command imports what only it needs (rich to render, YAML, the worker) inside its body, so
@@ -346,7 +347,7 @@ def start(
     else:
         from wfctl import render
 
-        render.started(render.console(), result, clock.now())
+        render.started(render.console(), result, client.now())
     if result["outcome"] == "rejected_duplicate":
         _fail(f"instance {result['workflow_instance_id']} is already open; pass "
               "--on-duplicate return-existing to get it, or choose another id")
@@ -704,6 +705,10 @@ def systemd_unit(
                                     help="Run the worker as this user."),
     grace: str = typer.Option("30s", "--grace", metavar="DURATION",
                               help="The worker's drain grace period."),
+    environment_file: str = typer.Option(
+        ENVIRONMENT_FILE, "--environment-file", metavar="PATH",
+        help="With a PostgreSQL database: the file (mode 600) the unit reads WFCTL_DB from, "
+             "so that no password is written into the unit."),
 ) -> None:
     """Print a systemd service unit (Type=notify) for `wfctl work` on these files."""
     from wfctl import systemd
@@ -712,7 +717,8 @@ def systemd_unit(
     executable = shutil.which("wfctl") or f"{sys.executable} -m wfctl"
     sys.stdout.write(systemd.unit(executable=executable, db=client.db_path,
                                   workflows=client.workflows_path, user=user,
-                                  grace=_interval("--grace", grace, minimum=0)))
+                                  grace=_interval("--grace", grace, minimum=0),
+                                  environment_file=environment_file))
 
 
 @_command()
@@ -753,5 +759,5 @@ def timeline_command(
     if width is None:
         # Piped, the chart is drawn for COLUMNS (or 100), not for the 500 columns of a table.
         width = out.width if out.is_terminal else shutil.get_terminal_size((100, 24)).columns
-    out.print(timeline.draw(doc, events, now=clock.now(), width=width), soft_wrap=True)
+    out.print(timeline.draw(doc, events, now=client.now(), width=width), soft_wrap=True)
 

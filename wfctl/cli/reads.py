@@ -78,11 +78,11 @@ def list_instances(client: Client, *, status: str | None = None, workflow_type: 
     elif watch:
         from wfctl.live import watch_list
 
-        watch_list(rows)
+        watch_list(rows, now=client.now)
     else:
         from wfctl import render
 
-        render.instances(render.console(), rows(), clock.now())
+        render.instances(render.console(), rows(), client.now())
 
 
 def describe(client: Client, *, instance_id: str, run: int | None = None,
@@ -100,7 +100,7 @@ def describe(client: Client, *, instance_id: str, run: int | None = None,
     else:
         from wfctl import render
 
-        render.describe(render.console(), doc, clock.now(), full_state=full_state)
+        render.describe(render.console(), doc, client.now(), full_state=full_state)
 
 
 def history(client: Client, *, instance_id: str, run: int | None = None, all_runs: bool = False,

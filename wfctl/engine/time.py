@@ -5,10 +5,11 @@ The watchdog finds what is due and calls these; each is an engine operation at a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from wfctl import clock
 from wfctl.engine.activities import expired_timeout, lose_attempt, time_out_activity
 from wfctl.engine.core import Ctx, operation, schedule_workflow_task
 from wfctl.engine.decide import expired_workflow_timeout, time_out_workflow_task
@@ -45,28 +46,98 @@ def lose_workers(engine: Engine, worker_ids: list[str], now: datetime) -> None:
             schedule_workflow_task(c, run, "worker_lost")
 
 
-@operation
+@dataclass
+class _Due:
+    """What a sweep found due of one instance, as keys (and, for timers, the rows)."""
+
+    activities: list[str] = field(default_factory=list)
+    workflow_tasks: list[int] = field(default_factory=list)
+    timers: list[Row] = field(default_factory=list)
+    runs: list[str] = field(default_factory=list)
+
+
 def expire(engine: Engine, now: datetime, limit: int) -> Expired:
     """Enforce what is due at `now`, up to `limit` of each kind: activity and workflow-task
-    timeouts, timers, and runs past a deadline that have no workflow task to notice it."""
+    timeouts, timers, and runs past a deadline that have no workflow task to notice it.
+
+    What is due is found by a read, which locks nothing; then each instance's share is
+    enforced in a short transaction of its own, which reads it again and acts only on what is
+    still due (a worker may have completed it, or another watchdog enforced it, meanwhile).
+    Due timers are read a page at a time: a page none of whose timers could fire (each due
+    after its run's own timeout, which comes first) is followed by the next one.
+    """
+    at = clock.iso(now)
+    due: dict[str, _Due] = {}
+    with engine.store.read() as tx:
+        for activity in tx.expired_activities(at, limit):
+            due.setdefault(activity["workflow_instance_id"], _Due()).activities.append(
+                activity["activity_id"])
+        for task in tx.timed_out_workflow_tasks(at, limit):
+            due.setdefault(task["workflow_instance_id"], _Due()).workflow_tasks.append(
+                task["task_id"])
+    done = Expired()
+    after: tuple[str, str] | None = None
+    while True:
+        with engine.store.read() as tx:
+            page = tx.due_timers(at, limit, after)
+        for timer in page:
+            due.setdefault(timer["workflow_instance_id"], _Due()).timers.append(timer)
+        for instance_due in due.values():
+            _add(done, _expire_instance(engine, now, instance_due))
+        due.clear()
+        if len(page) < limit or done.timers_fired:
+            break
+        after = (page[-1]["fire_at"], page[-1]["timer_id"])
+    # Runs are woken last: a timer due after its run's timeout is the timeout's to cancel,
+    # and fires no more once the run has a workflow task.
+    with engine.store.read() as tx:
+        for run in tx.runs_past_deadline_without_task(at, limit):
+            due.setdefault(run["workflow_instance_id"], _Due()).runs.append(
+                run["workflow_run_id"])
+    for instance_due in due.values():
+        _add(done, _expire_instance(engine, now, instance_due))
+    return done
+
+
+def _add(total: Expired, part: Expired) -> None:
+    total.activities_timed_out += part.activities_timed_out
+    total.workflow_tasks_timed_out += part.workflow_tasks_timed_out
+    total.timers_fired += part.timers_fired
+    total.runs_woken += part.runs_woken
+
+
+@operation
+def _expire_instance(engine: Engine, now: datetime, due: _Due) -> Expired:
+    """Enforce what was found due of one instance, whatever of it is still due now."""
     done = Expired()
     with engine.transaction(now) as c:
-        for activity in c.tx.expired_activities(c.at, limit):
-            kind = expired_timeout(activity, c.at)
+        for activity_id in due.activities:
+            activity = c.tx.get_activity(activity_id)
+            kind = None if activity is None else expired_timeout(activity, c.at)
             if kind is not None:
                 time_out_activity(c, activity, kind)
                 done.activities_timed_out += 1
-        for task in c.tx.timed_out_workflow_tasks(c.at, limit):
-            time_out_workflow_task(c, task)
-            done.workflow_tasks_timed_out += 1
-        for timer in c.tx.due_timers(c.at, limit):
+        for task_id in due.workflow_tasks:
+            task = c.tx.get_workflow_task(task_id)
+            if task is not None and task["status"] == "started" and \
+                    task["timeout_at"] is not None and task["timeout_at"] <= c.at:
+                time_out_workflow_task(c, task)
+                done.workflow_tasks_timed_out += 1
+        for timer in due.timers:
+            # Firing is a conditional update: a timer fired or cancelled meanwhile is not.
             if timer["kind"] == RETRY_TIMER:
                 done.timers_fired += fire_retry(c, timer)
             elif fire_timer(c, timer):
                 done.timers_fired += 1
-        for run in c.tx.runs_past_deadline_without_task(c.at, limit):
-            schedule_workflow_task(c, run, "deadline_expired")
-            done.runs_woken += 1
+        for run_id in due.runs:
+            run = c.run(run_id)
+            if run is not None and run["closed_at"] is None \
+                    and run["deadline_claimed_at"] is None \
+                    and expired_workflow_timeout(run, c.at) is not None \
+                    and run_id not in c.pending_tasks \
+                    and c.tx.open_workflow_task(run_id) is None:
+                schedule_workflow_task(c, run, "deadline_expired")
+                done.runs_woken += 1
     return done
 
 

@@ -7,13 +7,13 @@ from wfctl.errors import DatabaseError
 from wfctl.store.base import Row, Store, Tx
 from wfctl.store.sqlite import SQLiteStore, dumps
 
-_POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
 
 def open_store(location: str | Path, *, create: bool = True) -> Store:
     """The database at `location`, created on first use with `create`: PostgreSQL for a
     `postgresql://` (or `postgres://`) URL, else an SQLite file at that path."""
-    if isinstance(location, str) and location.startswith(_POSTGRES_SCHEMES):
+    if isinstance(location, str) and location.startswith(POSTGRES_SCHEMES):
         # The driver is an extra, imported only by those who use it.
         try:
             from wfctl.store.postgres import PostgresStore
@@ -25,4 +25,4 @@ def open_store(location: str | Path, *, create: bool = True) -> Store:
     return SQLiteStore(location, create=create)
 
 
-__all__ = ["Row", "SQLiteStore", "Store", "Tx", "dumps", "open_store"]
+__all__ = ["POSTGRES_SCHEMES", "Row", "SQLiteStore", "Store", "Tx", "dumps", "open_store"]

@@ -88,7 +88,10 @@ class Tx(Protocol):
     def step_timers(self, run_id: str, step_index: int) -> list[Row]: ...
     def run_timers(self, run_id: str) -> list[Row]: ...
     def open_timers(self, run_id: str) -> list[Row]: ...
-    def due_timers(self, now: str, limit: int) -> list[Row]: ...
+    def due_timers(self, now: str, limit: int,
+                   after: tuple[str, str] | None = None) -> list[Row]:
+        """Scheduled timers due at `now`, by fire_at (then as scheduled); `after` (the
+        fire_at and timer_id of the last one of a page) gives the page after it."""
 
     # signals
     def insert_signal(self, row: Row) -> None: ...
@@ -148,6 +151,17 @@ class Tx(Protocol):
     def get_worker(self, worker_id: str) -> Row | None: ...
 
 
+class ReadyListener(Protocol):
+    """Hears commits of other processes, on any host, that left work ready."""
+
+    def wait(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds: True when such a commit was heard, or when listening
+        (re)started and whatever was made ready meanwhile calls for a look. Raises
+        StoreUnavailable when the server cannot be reached; the next call tries again."""
+
+    def close(self) -> None: ...
+
+
 class Store(Protocol):
     """A database: transactions for this thread, and what tells a process of others' commits."""
 
@@ -166,6 +180,14 @@ class Store(Protocol):
 
     def data_version(self) -> int:
         """A number that changes whenever another connection commits."""
+
+    def listen(self) -> ReadyListener | None:
+        """A listener for commits that left work ready, where the backend can deliver them
+        (PostgreSQL's LISTEN/NOTIFY); None where `data_version` is the only way to notice."""
+
+    def fit_connections(self, threads: int) -> None:
+        """Keep enough connections for `threads` threads that may each hold one at a time
+        (a backend without a pool ignores it)."""
 
     def defer_checkpoints(self) -> None:
         """Commits leave their log's upkeep to `checkpoint` (a backend with none ignores it)."""

@@ -4,16 +4,29 @@ It implements the interface of base.py with the meaning sqlite.py gives it, and 
 contract suite. Rows cross it as sqlite.py's do: instants (`timestamptz` here) are read back as
 wfctl's ISO text, JSON columns are text, history is encoded with store/codec.py.
 
-Write transactions are READ COMMITTED and take one advisory lock per database first, so that
-writers take turns as they do on SQLite (BEGIN IMMEDIATE) and every decision sees the rows the
-previous writer committed. Claims still lock the row they take (FOR UPDATE SKIP LOCKED) and
-change it with a conditional update whose row count says whether they won.
+Write transactions are READ COMMITTED and lock what they change one workflow family at a time
+(a workflow started on its own and all its children): the first time a transaction reads a row
+of a family (an instance, a run, an activity, a workflow task), it takes a transaction-scoped
+advisory lock on the family's root (`instances.family_key`) and reads the row again, so every
+decision on a family sees what the previous one committed, decisions on other families go on
+at the same time, and a parent and its children, locked as one, never deadlock. A transaction
+waits for a family only in ascending key order; a family below one it holds is only tried, and
+a busy one makes the whole operation run again (`TransientConflict`), as a deadlock or a
+serialization failure does. Claims lock the row they take (FOR UPDATE SKIP LOCKED), then only
+try the family's lock and pass over a busy family; they change the row with a conditional
+update whose row count says whether they won.
+
+A write transaction that leaves an activity or a workflow task ready sends one payload-free
+NOTIFY at its commit; each worker process hears it on a connection of its own (`ReadyListener`),
+so that work made ready on one host is picked up at once on the others.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
+import time
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -41,7 +54,9 @@ from wfctl.store import codec
 from wfctl.store import postgres_schema as schema
 from wfctl.store.sqlite import _prefix_upper_bound, _sql_list
 from wfctl.vocabulary import (
+    CLOSED_INSTANCE,
     OPEN_ACTIVITY,
+    OPEN_RUN,
     OPEN_WORKFLOW_TASK,
     PENDING_ACTIVITY,
     TIMEOUT_EVENTS,
@@ -55,14 +70,40 @@ _PENDING_ACTIVITY = _sql_list(PENDING_ACTIVITY)
 _OPEN_ACTIVITY = _sql_list(OPEN_ACTIVITY)
 _UNSUCCESSFUL_RUN = _sql_list(UNSUCCESSFUL_RUN)
 _TIMEOUT_EVENTS = frozenset(TIMEOUT_EVENTS)
+# A closed instance may go once its parent (if any) is closed too.
+_PRUNABLE = (
+    f"i.status IN {_sql_list(CLOSED_INSTANCE)} AND NOT EXISTS (SELECT 1 FROM instances p "
+    f"WHERE p.workflow_instance_id = i.parent_instance_id AND p.status IN {_sql_list(OPEN_RUN)})"
+)
+# What an instance owns, table by table, in an order its rows can be deleted in with the
+# references checked: what points at a run or the instance first, the instance row, and its
+# history last (the history trigger lets it go only once the instance row is gone or marked).
+_OWNED_ROWS = (
+    ("children", "parent_run_id IN ({runs})"),
+    ("children", "child_instance_id = ANY(%(ids)s)"),
+    ("workflow_tasks", "workflow_run_id IN ({runs})"),
+    ("activities", "workflow_run_id IN ({runs})"),
+    ("timers", "workflow_run_id IN ({runs})"),
+    ("failures", "workflow_run_id IN ({runs})"),
+    ("signals", "workflow_instance_id = ANY(%(ids)s)"),
+    ("runs", "workflow_instance_id = ANY(%(ids)s)"),
+    ("instances", "workflow_instance_id = ANY(%(ids)s)"),
+    ("events", "instance_key = ANY(%(keys)s)"),
+)
+_RUNS_OF = "SELECT workflow_run_id FROM runs WHERE workflow_instance_id = ANY(%(ids)s)"
 _RUN_NEEDS_WAKING = (
     "AND runs.deadline_claimed_at IS NULL AND NOT EXISTS (SELECT 1 FROM workflow_tasks t "
     f"WHERE t.workflow_run_id = runs.workflow_run_id AND t.status IN {_OPEN_WORKFLOW_TASK})"
 )
 
-# The pg_advisory_xact_lock key every write transaction takes (any bigint: "wfctwrit").
-_WRITE_LOCK = 0x77666374_77726974
-_BEGIN_WRITE = f"BEGIN ISOLATION LEVEL READ COMMITTED; SELECT pg_advisory_xact_lock({_WRITE_LOCK})"
+_BEGIN_WRITE = "BEGIN ISOLATION LEVEL READ COMMITTED"
+# Family locks are advisory locks keyed by the root's instance_key (small positive bigints; the
+# migration lock's key is far above them). An instance id not stored yet is locked by name, in
+# the two-integer key space, which never meets the one-bigint space: two starts of one new id
+# take turns, and the second finds the first's instance.
+_NAME_LOCKS = 0x77666964    # "wfid"
+# How many ready rows of busy families a claim passes over before it reports nothing ready.
+_CLAIM_SKIPS = 16
 # A read transaction's snapshot is taken by its first statement: `SELECT 1` takes it at once, so
 # that it holds from the moment `read()` begins, as a caller expects.
 _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT 1"
@@ -85,8 +126,17 @@ _COUNTS_UPSERT = (
     "ON CONFLICT (event_type, timeout_kind, failure_category) "
     "DO UPDATE SET count = timeout_event_counts.count + excluded.count"
 )
+# The channel write transactions notify when they leave work ready (payload-free: a listener
+# only learns that it should look again), and workers LISTEN on, one connection per process.
+READY_CHANNEL = "wfctl_ready"
+_NOTIFY_READY = f"NOTIFY {READY_CHANNEL}"
 # Tables whose presence without wfctl's migrations table means the database is another's.
 _OWN_TABLES = ("instances", "runs", "events", "activities", "workflow_tasks")
+
+
+# The pool would log each connection it discards and each failed reconnection, many lines per
+# outage; wfctl reports an outage itself, once when it starts and once when it ends.
+logging.getLogger("psycopg.pool").setLevel(logging.CRITICAL)
 
 
 def redact(url: str) -> str:
@@ -124,13 +174,14 @@ _UNAVAILABLE = {
     "53100": ("full", "the database server's disk is full"),
     "25006": ("readonly", "the database is read-only"),
     "58030": ("io", "I/O error on the database server"),
-    "55P03": ("busy", "another writer held a lock for too long (lock_timeout)"),
     "53300": ("unreachable", "the database server has too many connections"),
     "57P01": ("unreachable", "the database server is shutting down"),
     "57P02": ("unreachable", "the database server crashed"),
     "57P03": ("unreachable", "the database server is starting up"),
 }
-_TRANSIENT = {"40001", "40P01"}     # serialization_failure, deadlock_detected
+# serialization_failure, deadlock_detected, lock_not_available (lock_timeout): the operation
+# runs again whole, in a new transaction.
+_TRANSIENT = {"40001", "40P01", "55P03"}
 # What the server or libpq says when the URL itself is wrong: no later try will do better.
 _REFUSED = ("password authentication failed", "does not exist", "no pg_hba.conf entry",
             "role", "invalid", "missing", "SSL", "certificate")
@@ -221,6 +272,9 @@ class PostgresStore:
         self._pool: ConnectionPool | None = None
         self._pool_lock = threading.Lock()
         self._clock = clock.ServerClock(self._server_time)
+        # The server processes of this pool's connections: the listener passes over what they
+        # notify, since this process wakes its own slots when it commits.
+        self.own_sessions: set[int] = set()
         try:
             given = conninfo_to_dict(url)
         except psycopg.Error as exc:
@@ -296,7 +350,11 @@ class PostgresStore:
         tables of the same names (another application's) or the caller only reads."""
         taken = [name for name in _OWN_TABLES if conn.execute(
             "SELECT to_regclass(%s) IS NOT NULL", (name,)).fetchone()[0]]
+        # Another wfctl process may have committed the first migration since the caller looked
+        # (it creates its tables and its migrations table together): look again.
         if taken:
+            if self._applied(conn) is not None:
+                return
             raise DatabaseError(f"{self.path} is not a wfctl database (it has a table "
                                 f"{taken[0]} of its own and no {schema.MIGRATIONS_TABLE})")
         if not create:
@@ -310,12 +368,16 @@ class PostgresStore:
                 if pool is None:
                     pool = ConnectionPool(
                         self._url, min_size=1, max_size=self._pool_size, open=False,
-                        kwargs=self._connect_options, configure=_configure,
+                        kwargs=self._connect_options, configure=self._configure,
                         timeout=_POOL_TIMEOUT_S, name="wfctl",
                     )
                     pool.open(wait=False)
                     self._pool = pool
         return pool
+
+    def _configure(self, conn: psycopg.Connection) -> None:
+        _configure(conn)
+        self.own_sessions.add(conn.info.backend_pid)
 
     def close(self) -> None:
         """Close the pool; a connection still in use closes when its transaction ends. The
@@ -338,6 +400,10 @@ class PostgresStore:
                     tx = PostgresTx(conn, locking=True)
                     yield tx
                     tx.flush()
+                    if tx.readied:
+                        # Delivered at the commit, and only if it commits: workers on every
+                        # host look for work at once instead of at their next poll.
+                        conn.execute(_NOTIFY_READY)
                     conn.execute("COMMIT")
                 except BaseException:
                     _roll_back(conn)
@@ -354,7 +420,7 @@ class PostgresStore:
                     conn.execute(_BEGIN_READ)
                     yield PostgresTx(conn, locking=False)
                 finally:
-                    _roll_back(conn)
+                    _end_read(conn)
         except psycopg.Error as exc:
             raise self._error(exc) from None
 
@@ -372,6 +438,18 @@ class PostgresStore:
         row = self.peek()._one(
             "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint AS micros")
         return codec.instant(row["micros"])
+
+    def listen(self) -> ReadyListener:
+        """What hears, across hosts, each commit that left work ready (LISTEN/NOTIFY)."""
+        return ReadyListener(self)
+
+    def fit_connections(self, threads: int) -> None:
+        """Size the pool for `threads` (the worker's: its slots and loops), instead of the
+        default that suits a command or a script."""
+        with self._pool_lock:
+            self._pool_size = threads
+            if self._pool is not None:
+                self._pool.resize(min_size=1, max_size=threads)
 
     def defer_checkpoints(self) -> None:
         """The server keeps its own log: nothing to defer."""
@@ -400,6 +478,59 @@ class PostgresStore:
         bounds and list of running transactions move with each."""
         row = self.peek()._one("SELECT pg_current_snapshot()::text AS snapshot")
         return zlib.crc32(row["snapshot"].encode())
+
+
+class ReadyListener:
+    """A connection of its own, outside the pool, that LISTENs on `READY_CHANNEL`: it hears
+    each commit, by any process on any host, that left work ready."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+        self._conn: psycopg.Connection | None = None
+
+    def wait(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for a notification: True when one came, and also when
+        the connection was made (again) just now, since what was made ready while nobody
+        listened went unheard and calls for a look. Raises StoreUnavailable when the server
+        cannot be reached; the next call connects again."""
+        try:
+            if self._conn is None:
+                conn = psycopg.connect(self._store._url, **self._store._connect_options)
+                conn.execute(f"LISTEN {READY_CHANNEL}")
+                self._conn = conn
+                return True
+            end = time.monotonic() + timeout
+            own = self._store.own_sessions
+            while (left := end - time.monotonic()) > 0:
+                notes = list(self._conn.notifies(timeout=left, stop_after=1))
+                if any(note.pid not in own for note in notes):
+                    return True
+            return False
+        except psycopg.Error as exc:
+            self.close()
+            raise self._store._error(exc) from None
+
+    def backend_pid(self) -> int | None:
+        """The server process of the listening connection (None while there is none)."""
+        conn = self._conn
+        return None if conn is None or conn.closed else conn.info.backend_pid
+
+    def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with suppress(psycopg.Error):
+                conn.close()
+
+
+def _end_read(conn: psycopg.Connection) -> None:
+    """End a read transaction: COMMIT when it is sound (a read-only one changes nothing
+    either way, and psycopg forgets every statement it prepared on a connection that sends
+    ROLLBACK), else ROLLBACK."""
+    if not conn.closed and conn.info.transaction_status == pq.TransactionStatus.INTRANS:
+        with suppress(psycopg.Error):
+            conn.execute("COMMIT")
+            return
+    _roll_back(conn)
 
 
 def _roll_back(conn: psycopg.Connection) -> None:
@@ -449,13 +580,31 @@ class PostgresTx:
 
     def __init__(self, conn: psycopg.Connection | _PerStatement, *, locking: bool) -> None:
         self.conn = conn
+        self._locking = locking
         self._lock = " FOR UPDATE SKIP LOCKED" if locking else ""
+        # The family keys this transaction holds, and the family of each instance it looked up.
+        self._held: set[int] = set()
+        self._family: dict[str, int] = {}
+        # Families this transaction started (new roots): nobody else can lock them yet.
+        self._created: set[int] = set()
+        # Ready rows a claim passed over because their family was busy (they stay row-locked
+        # by this transaction, which its own next claim would not skip).
+        self._passed_over: dict[str, list[Any]] = {}
         self._seq: dict[str, int] = {}
         self._keys: dict[str, int] = {}
         # Events appended in this transaction, written in one statement before any read of the
         # history and at commit.
         self._events: list[tuple[Any, ...]] = []
         self._timeout_counts: dict[tuple[str, str, str], int] = {}
+        # Activities and workflow tasks this transaction left ready to claim (now or at a later
+        # available_at); one it claimed itself again (the step path's group commit) needs no
+        # other worker, so a transaction that claimed all it readied notifies no one.
+        self._readied: set[tuple[str, Any]] = set()
+
+    @property
+    def readied(self) -> bool:
+        """Whether the transaction leaves an activity or a workflow task for a worker to claim."""
+        return bool(self._readied)
 
     def _execute(self, sql: str, params: Sequence[Any] | None = None) -> Any:
         return self.conn.execute(sql, params)
@@ -465,6 +614,111 @@ class PostgresTx:
 
     def _all(self, sql: str, params: Sequence[Any] | None = None) -> list[Row]:
         return self._execute(sql, params).fetchall()
+
+    def _planned_once(self, sql: str, params: dict[str, Any]) -> Row | None:
+        """A statement that costs far more to plan than to run (a dozen probes of partial
+        indexes, planned in 5-30 ms, run in 0.3): inside a transaction it is prepared, with
+        one generic plan per connection, reused by every later call."""
+        conn = self.conn
+        if not isinstance(conn, psycopg.Connection):
+            return self._one(sql, params)
+        conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        return conn.execute(sql, params, prepare=True).fetchone()
+
+    # workflow families (see the module's text)
+
+    def _lock_family(self, instance_id: str, *, wait: bool = True) -> bool | None:
+        """Hold the lock of the instance's family: True when taken now (a row of it read
+        before may be stale), False when held already (or the instance is gone), None when a
+        claim (`wait` false) found it busy. Raises TransientConflict when the family is busy
+        and ranks below one this transaction holds: waiting for it could close a cycle."""
+        key = self._family.get(instance_id)
+        if key is not None and (key in self._held or key in self._created):
+            return False
+        row = self._one(
+            "SELECT family_key, wfctl_lock_family(family_key, %(wait)s AND family_key > %(top)s)"
+            " AS locked FROM instances WHERE workflow_instance_id = %(id)s",
+            {"wait": wait, "top": max(self._held, default=0), "id": instance_id},
+        )
+        if row is None:
+            return False
+        key = self._family[instance_id] = row["family_key"]
+        if not row["locked"]:
+            if not wait:
+                return None
+            raise TransientConflict(f"workflow family of {instance_id} is busy")
+        if key in self._held:
+            return False
+        self._held.add(key)
+        return True
+
+    def _lock_name(self, instance_id: str) -> None:
+        """Hold the lock of an instance id no row has yet (see _NAME_LOCKS)."""
+        if not self._held:
+            self._execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
+                          (_NAME_LOCKS, instance_id))
+            return
+        if not self._one("SELECT pg_try_advisory_xact_lock(%s, hashtext(%s)) AS locked",
+                         (_NAME_LOCKS, instance_id))["locked"]:
+            raise TransientConflict(f"instance {instance_id} is being started")
+
+    def _owned(self, sql: str, params: Sequence[Any]) -> Row | None:
+        """One row of a family, read after its family's lock in a write transaction."""
+        row = self._one(sql, params)
+        if row is not None and self._locking and self._lock_family(row["workflow_instance_id"]):
+            row = self._one(sql, params)
+        return row
+
+    def _claimable(self, sql: str, params: dict[str, Any], key: str) -> Row | None:
+        """The first row the claim query finds (rows of `_passed_over` left out, as
+        %(passed)s) whose family this transaction holds or could take at once."""
+        for _ in range(_CLAIM_SKIPS):
+            passed = self._passed_over.setdefault(key, [])
+            row = self._one(sql, {**params, "passed": passed})
+            if row is None or not self._locking or \
+                    self._lock_family(row["workflow_instance_id"], wait=False) is not None:
+                return row
+            passed.append(row[key])
+        return None
+
+    def _scan(self, sql: str, params: dict[str, Any], key: str,
+              column: str | None = None) -> list[Row]:
+        """Rows found by a scan (`sql` with `{only}` where a condition on `key`, the column
+        `column` in the query, may go); in a write transaction their families are locked in key
+        order, then the rows read again, so that only those that still match are returned, as
+        they are now."""
+        rows = self._all(sql.format(only=""), params)
+        if not rows or not self._locking:
+            return rows
+        if not self._lock_families({row["workflow_instance_id"] for row in rows}):
+            return rows
+        ids = [row[key] for row in rows]
+        return self._all(sql.format(only=f" AND {column or key} = ANY(%(only)s)"),
+                         {**params, "only": ids})
+
+    def _lock_families(self, instance_ids: set[str]) -> bool:
+        """Hold the families of these instances, waiting in ascending key order (see
+        `_lock_family`); True when any was taken now."""
+        unknown = [i for i in instance_ids
+                   if self._family.get(i) not in self._held | self._created]
+        if not unknown:
+            return False
+        # One statement: the subquery yields the instances in key order, and each family is
+        # locked as its first instance comes (again, at no cost, for the others).
+        rows = self._all(
+            "SELECT workflow_instance_id, family_key, "
+            "wfctl_lock_family(family_key, family_key > %(top)s) AS locked FROM ("
+            "SELECT workflow_instance_id, family_key FROM instances "
+            "WHERE workflow_instance_id = ANY(%(ids)s) ORDER BY family_key) AS f",
+            {"top": max(self._held, default=0), "ids": unknown},
+        )
+        if not all(row["locked"] for row in rows):
+            raise TransientConflict("a workflow family is busy")
+        taken = {row["family_key"] for row in rows} - self._held
+        for row in rows:
+            self._family[row["workflow_instance_id"]] = row["family_key"]
+        self._held.update(taken)
+        return bool(taken)
 
     def _insert(self, table: str, row: Row, returning: str | None = None) -> int:
         columns = ", ".join(row)
@@ -497,12 +751,25 @@ class PostgresTx:
     # instances and runs
 
     def get_instance(self, instance_id: str) -> Row | None:
-        return self._one(
-            "SELECT * FROM instances WHERE workflow_instance_id = %s", (instance_id,)
-        )
+        sql = "SELECT * FROM instances WHERE workflow_instance_id = %s"
+        row = self._owned(sql, (instance_id,))
+        if row is None and self._locking:
+            # Another transaction may be starting it: wait for it, then look again.
+            self._lock_name(instance_id)
+            row = self._owned(sql, (instance_id,))
+        return row
 
     def insert_instance(self, row: Row) -> None:
-        self._keys[row["workflow_instance_id"]] = self._insert("instances", row, "instance_key")
+        instance_id = row["workflow_instance_id"]
+        columns = ", ".join(row)
+        marks = ", ".join("%s" for _ in row)
+        inserted = self._one(f"INSERT INTO instances ({columns}) VALUES ({marks}) "
+                             "RETURNING instance_key, family_key", tuple(row.values()))
+        self._keys[instance_id] = inserted["instance_key"]
+        self._family[instance_id] = family = inserted["family_key"]
+        if family == inserted["instance_key"]:
+            # A new family: no other transaction can see it before this one commits.
+            self._created.add(family)
 
     def update_instance(self, instance_id: str, **fields: Any) -> None:
         self._update("instances", "workflow_instance_id", instance_id, fields)
@@ -541,10 +808,10 @@ class PostgresTx:
         return [row["workflow_instance_id"] for row in rows]
 
     def get_run(self, run_id: str) -> Row | None:
-        return self._one("SELECT * FROM runs WHERE workflow_run_id = %s", (run_id,))
+        return self._owned("SELECT * FROM runs WHERE workflow_run_id = %s", (run_id,))
 
     def get_run_by_number(self, instance_id: str, run_number: int) -> Row | None:
-        return self._one(
+        return self._owned(
             "SELECT * FROM runs WHERE workflow_instance_id = %s AND run_number = %s",
             (instance_id, run_number),
         )
@@ -617,7 +884,8 @@ class PostgresTx:
             self._execute(_EVENTS_INSERT, [list(column) for column in zip(*events, strict=True)])
         if self._timeout_counts:
             counts, self._timeout_counts = self._timeout_counts, {}
-            rows = [(*key, count) for key, count in counts.items()]
+            # In key order, so that two writers adding to the same counts never deadlock.
+            rows = [(*key, count) for key, count in sorted(counts.items())]
             self._execute(_COUNTS_UPSERT, [list(column) for column in zip(*rows, strict=True)])
 
     def history_count(self, run: Row) -> int:
@@ -670,29 +938,43 @@ class PostgresTx:
         )
 
     def insert_workflow_task(self, row: Row) -> int:
-        return self._insert("workflow_tasks", row, "task_id")
+        task_id = self._insert("workflow_tasks", row, "task_id")
+        if row.get("status") == "scheduled":
+            self._readied.add(("workflow_task", task_id))
+        return task_id
 
     def get_workflow_task(self, task_id: int) -> Row | None:
-        return self._one("SELECT * FROM workflow_tasks WHERE task_id = %s", (task_id,))
+        return self._owned("SELECT * FROM workflow_tasks WHERE task_id = %s", (task_id,))
 
     def update_workflow_task(self, task_id: int, *, expect_status: str | None = None,
                              **fields: Any) -> bool:
         where, params = ("", ()) if expect_status is None else (" AND status = %s",
                                                                 (expect_status,))
-        return self._update("workflow_tasks", "task_id", task_id, fields, where, params) == 1
+        changed = self._update("workflow_tasks", "task_id", task_id, fields, where, params) == 1
+        if changed and "status" in fields:
+            self._ready_if(fields["status"] == "scheduled", ("workflow_task", task_id))
+        return changed
+
+    def _ready_if(self, ready: bool, row: tuple[str, Any]) -> None:
+        if ready:
+            self._readied.add(row)
+        else:
+            self._readied.discard(row)
 
     def next_ready_workflow_task(self, now: str) -> Row | None:
         """The oldest ready workflow task; in a write transaction it is locked for the claim that
-        follows, and one another writer has locked is passed over."""
-        return self._one(
-            "SELECT * FROM workflow_tasks WHERE status = 'scheduled' AND available_at <= %s "
-            f"ORDER BY available_at, task_id LIMIT 1{self._lock}", (now,),
+        follows, and one another writer has locked, or of a busy family, is passed over."""
+        return self._claimable(
+            "SELECT * FROM workflow_tasks WHERE status = 'scheduled' AND available_at <= %(now)s "
+            "AND task_id <> ALL(%(passed)s::bigint[]) "
+            f"ORDER BY available_at, task_id LIMIT 1{self._lock}", {"now": now}, "task_id",
         )
 
     def close_workflow_task(self, task_id: int) -> None:
         """A workflow task ended (completed, timed out or cancelled): its row goes, its story
         stays in history."""
         self._execute("DELETE FROM workflow_tasks WHERE task_id = %s", (task_id,))
+        self._readied.discard(("workflow_task", task_id))
 
     def close_workflow_tasks(self, run_id: str, keep: int | None) -> None:
         """End every open workflow task of the run but `keep`."""
@@ -702,24 +984,27 @@ class PostgresTx:
         )
 
     def timed_out_workflow_tasks(self, now: str, limit: int) -> list[Row]:
-        return self._all(
+        return self._scan(
             "SELECT * FROM workflow_tasks WHERE status = 'started' AND timeout_at IS NOT NULL "
-            "AND timeout_at <= %s ORDER BY timeout_at LIMIT %s", (now, limit),
+            "AND timeout_at <= %(now)s{only} ORDER BY timeout_at LIMIT %(limit)s",
+            {"now": now, "limit": limit}, "task_id",
         )
 
     def workflow_tasks_owned_by(self, worker_ids: Sequence[str]) -> list[Row]:
-        return self._all(
-            "SELECT * FROM workflow_tasks WHERE status = 'started' AND owner = ANY(%s)",
-            (list(worker_ids),),
+        return self._scan(
+            "SELECT * FROM workflow_tasks WHERE status = 'started' AND owner = ANY(%(ids)s){only}",
+            {"ids": list(worker_ids)}, "task_id",
         )
 
     # activities
 
     def insert_activity(self, row: Row) -> None:
         self._insert("activities", row)
+        if row.get("status") in PENDING_ACTIVITY:
+            self._readied.add(("activity", row["activity_id"]))
 
     def get_activity(self, activity_id: str) -> Row | None:
-        return self._one("SELECT * FROM activities WHERE activity_id = %s", (activity_id,))
+        return self._owned("SELECT * FROM activities WHERE activity_id = %s", (activity_id,))
 
     def update_activity(self, activity_id: str, *, expect_attempt: int | None = None,
                         expect_status: Iterable[str] = (), **fields: Any) -> bool:
@@ -731,8 +1016,11 @@ class PostgresTx:
         if statuses:
             where += " AND status = ANY(%s)"
             params.append(statuses)
-        return self._update("activities", "activity_id", activity_id, fields, where,
-                            params) == 1
+        changed = self._update("activities", "activity_id", activity_id, fields, where,
+                               params) == 1
+        if changed and "status" in fields:
+            self._ready_if(fields["status"] in PENDING_ACTIVITY, ("activity", activity_id))
+        return changed
 
     def step_activities(self, run_id: str, step_index: int) -> list[Row]:
         return self._all(
@@ -761,17 +1049,19 @@ class PostgresTx:
     def next_ready_activity(self, queues: Sequence[str], now: str) -> Row | None:
         """The oldest activity ready on these queues whose schedule deadlines still hold; in a
         write transaction it is locked for the claim that follows, and one another writer has
-        locked is passed over. Each queue is read through its own index range (the head of
-        each is locked until the transaction ends)."""
-        return self._one(
+        locked, or of a busy family, is passed over. Each queue is read through its own index
+        range (the head of each is locked until the transaction ends)."""
+        return self._claimable(
             "SELECT a.* FROM unnest(%(queues)s::text[]) AS q(queue) CROSS JOIN LATERAL ("
             "SELECT * FROM activities WHERE queue = q.queue "
             f"AND status IN {_PENDING_ACTIVITY} AND available_at <= %(now)s "
+            "AND activity_id <> ALL(%(passed)s::text[]) "
             "AND (schedule_deadline_at IS NULL OR schedule_deadline_at > %(now)s) "
             "AND (schedule_to_close_deadline_at IS NULL "
             "OR schedule_to_close_deadline_at > %(now)s) "
             f"ORDER BY available_at, rowid LIMIT 1{self._lock}) a "
             "ORDER BY a.available_at, a.rowid LIMIT 1", {"queues": list(queues), "now": now},
+            "activity_id",
         )
 
     def next_activity_available_at(self, queues: Sequence[str]) -> str | None:
@@ -782,7 +1072,7 @@ class PostgresTx:
 
     def expired_activities(self, now: str, limit: int) -> list[Row]:
         """Open activities past any of their four deadlines, found through the partial indexes."""
-        return self._all(
+        return self._scan(
             "SELECT * FROM activities WHERE activity_id IN ("
             f"SELECT activity_id FROM activities WHERE status IN {_PENDING_ACTIVITY}"
             " AND schedule_deadline_at IS NOT NULL AND schedule_deadline_at <= %(now)s"
@@ -793,14 +1083,14 @@ class PostgresTx:
             " UNION SELECT activity_id FROM activities"
             f" WHERE status IN {_OPEN_ACTIVITY}"
             " AND schedule_to_close_deadline_at IS NOT NULL"
-            " AND schedule_to_close_deadline_at <= %(now)s) LIMIT %(limit)s",
-            {"now": now, "limit": limit},
+            " AND schedule_to_close_deadline_at <= %(now)s){only} LIMIT %(limit)s",
+            {"now": now, "limit": limit}, "activity_id",
         )
 
     def activities_owned_by(self, worker_ids: Sequence[str]) -> list[Row]:
-        return self._all(
-            "SELECT * FROM activities WHERE status = 'started' AND owner = ANY(%s)",
-            (list(worker_ids),),
+        return self._scan(
+            "SELECT * FROM activities WHERE status = 'started' AND owner = ANY(%(ids)s){only}",
+            {"ids": list(worker_ids)}, "activity_id",
         )
 
     # timers
@@ -831,10 +1121,17 @@ class PostgresTx:
             "ORDER BY rowid", (run_id,)
         )
 
-    def due_timers(self, now: str, limit: int) -> list[Row]:
-        return self._all(
-            "SELECT * FROM timers WHERE status = 'scheduled' AND fire_at <= %s "
-            "ORDER BY fire_at, rowid LIMIT %s", (now, limit),
+    def due_timers(self, now: str, limit: int,
+                   after: tuple[str, str] | None = None) -> list[Row]:
+        # A page goes on from the last timer of the one before, in (fire_at, rowid) order.
+        page = "" if after is None else (
+            " AND fire_at >= %(after)s AND (fire_at, rowid) > "
+            "(%(after)s, (SELECT rowid FROM timers WHERE timer_id = %(after_id)s))")
+        return self._scan(
+            f"SELECT * FROM timers WHERE status = 'scheduled' AND fire_at <= %(now)s{page}"
+            "{only} ORDER BY fire_at, rowid LIMIT %(limit)s",
+            {"now": now, "limit": limit, "after": after and after[0],
+             "after_id": after and after[1]}, "timer_id",
         )
 
     # signals
@@ -916,10 +1213,11 @@ class PostgresTx:
     # deadlines (must complete within)
 
     def expired_deadlines(self, now: str, limit: int) -> list[Row]:
-        return self._all(
+        return self._scan(
             "SELECT * FROM runs WHERE status = 'running' AND deadline_at IS NOT NULL "
-            "AND deadline_claimed_at IS NULL AND deadline_at <= %s ORDER BY deadline_at "
-            "LIMIT %s", (now, limit),
+            "AND deadline_claimed_at IS NULL AND deadline_at <= %(now)s{only} "
+            "ORDER BY deadline_at LIMIT %(limit)s", {"now": now, "limit": limit},
+            "workflow_run_id",
         )
 
     def earliest_deadline(self) -> str | None:
@@ -929,8 +1227,9 @@ class PostgresTx:
         )["at"]
 
     def claimed_deadlines(self) -> list[Row]:
-        return self._all(
-            "SELECT * FROM runs WHERE deadline_claimed_at IS NOT NULL AND closed_at IS NULL"
+        return self._scan(
+            "SELECT * FROM runs WHERE deadline_claimed_at IS NOT NULL AND closed_at IS NULL{only}",
+            {}, "workflow_run_id",
         )
 
     def claim_deadline(self, run_id: str, worker_id: str, now: str,
@@ -945,13 +1244,14 @@ class PostgresTx:
     # workflow timeouts
 
     def runs_past_deadline_without_task(self, now: str, limit: int) -> list[Row]:
-        return self._all(
+        return self._scan(
             "SELECT * FROM runs WHERE workflow_run_id IN ("
             "SELECT workflow_run_id FROM runs WHERE closed_at IS NULL"
             " AND execution_deadline_at IS NOT NULL AND execution_deadline_at <= %(now)s"
             " UNION SELECT workflow_run_id FROM runs WHERE closed_at IS NULL"
             " AND run_deadline_at IS NOT NULL AND run_deadline_at <= %(now)s) "
-            f"{_RUN_NEEDS_WAKING} LIMIT %(limit)s", {"now": now, "limit": limit},
+            f"{_RUN_NEEDS_WAKING}{{only}} LIMIT %(limit)s", {"now": now, "limit": limit},
+            "workflow_run_id",
         )
 
     def next_due(self, now: str) -> str | None:
@@ -960,7 +1260,7 @@ class PostgresTx:
         A run past its deadline counts only while the watchdog can act on it (no open workflow
         task, no claimed deadline); otherwise the watchdog would wake again at once, forever.
         """
-        return self._one(
+        return self._planned_once(
             "SELECT min(at) AS at FROM ("
             "SELECT min(execution_deadline_at) AS at FROM runs WHERE closed_at IS NULL"
             " AND execution_deadline_at IS NOT NULL AND execution_deadline_at > %(now)s"
@@ -1019,7 +1319,8 @@ class PostgresTx:
 
     def instance_counts(self) -> list[Row]:
         """Instances by type and status, as the trigger on `instances` keeps them."""
-        return self._all("SELECT workflow_type, status, count FROM instance_counts "
+        return self._all("SELECT workflow_type, status, sum(count)::bigint AS count "
+                         "FROM instance_counts GROUP BY workflow_type, status "
                          "ORDER BY workflow_type, status")
 
     def open_activity_counts(self) -> list[Row]:
@@ -1028,20 +1329,110 @@ class PostgresTx:
             f"{_OPEN_ACTIVITY} GROUP BY queue, status"
         )
 
-    # retention: pruning runs on SQLite only so far; on PostgreSQL nothing is found to prune
-
-    def pruning_instance(self) -> str | None:
-        return None
-
-    def is_pruning(self, instance_id: str) -> bool:
-        return False
+    # retention
 
     def prunable_instances(self, now: str, *, closed_before: str | None,
                            limit: int) -> list[Row]:
-        return []
+        """Closed instances past their retention (with `closed_before`: closed before it,
+        whatever their retention), first due first, each with how many events its history
+        holds; none whose parent is still open. In a write transaction their families are
+        locked, and those still prunable then are returned."""
+        if closed_before is None:
+            where, params = "i.retain_until IS NOT NULL AND i.retain_until <= %(at)s", now
+            order = "i.retain_until"
+        else:
+            where, params = "i.closed_at IS NOT NULL AND i.closed_at <= %(at)s", closed_before
+            order = "i.closed_at"
+        return self._scan(
+            "SELECT i.workflow_instance_id, (SELECT coalesce(max(e.seq), 0) FROM events e "
+            "WHERE e.instance_key = i.instance_key) AS events FROM instances i "
+            f"WHERE {where} AND {_PRUNABLE}{{only}} ORDER BY {order} LIMIT %(limit)s",
+            {"at": params, "limit": None if limit < 0 else limit}, "workflow_instance_id",
+            column="i.workflow_instance_id",
+        )
 
     def next_retain_until(self, now: str) -> str | None:
-        return None
+        """When the next closed instance's retention runs out, after `now`."""
+        return self._one(
+            "SELECT min(retain_until) AS at FROM instances WHERE retain_until IS NOT NULL "
+            "AND retain_until > %s", (now,),
+        )["at"]
+
+    def delete_instances(self, instance_ids: Sequence[str]) -> dict[str, int]:
+        """Delete these instances with every row they own; how many rows, by table."""
+        deleted: dict[str, int] = {}
+        for table, where, params in self._owned_rows(instance_ids):
+            count = self._execute(f"DELETE FROM {table} WHERE {where}", params).rowcount
+            deleted[table] = deleted.get(table, 0) + count
+        return deleted
+
+    def mark_pruning(self, instance_id: str, now: str) -> None:
+        """Mark an instance as being deleted over several transactions (`delete_instance_part`):
+        from now on its history may be deleted, and readers see it no more."""
+        self._execute(
+            "INSERT INTO pruning (workflow_instance_id, instance_key, started_at) "
+            "SELECT workflow_instance_id, instance_key, %s FROM instances "
+            "WHERE workflow_instance_id = %s", (now, instance_id),
+        )
+
+    def pruning_instance(self) -> str | None:
+        """The instance whose deletion over several transactions is under way, if any."""
+        row = self._one("SELECT workflow_instance_id FROM pruning ORDER BY started_at LIMIT 1")
+        if row is not None and self._locking:
+            self._lock_family(row["workflow_instance_id"])
+        return row["workflow_instance_id"] if row else None
+
+    def is_pruning(self, instance_id: str) -> bool:
+        return self._one("SELECT 1 AS marked FROM pruning WHERE workflow_instance_id = %s",
+                         (instance_id,)) is not None
+
+    def delete_instance_part(self, instance_id: str, limit: int) -> dict[str, int]:
+        """Delete up to `limit` rows a marked instance owns, table by table in the order
+        `delete_instances` keeps; once nothing else is left, its mark and the instance itself
+        (then `instances` is 1). How many rows, by table."""
+        deleted: dict[str, int] = {}
+        left = limit
+        for table, where, params in self._owned_rows([instance_id]):
+            if table == "instances":
+                continue
+            # A row's physical address (ctid) picks the first `left` rows of any table.
+            count = self._execute(
+                f"DELETE FROM {table} WHERE ctid = ANY(ARRAY("
+                f"SELECT ctid FROM {table} WHERE {where} LIMIT %(left)s))",
+                {**params, "left": left},
+            ).rowcount
+            deleted[table] = deleted.get(table, 0) + count
+            left -= count
+            if left <= 0:
+                return deleted
+        self._execute("DELETE FROM pruning WHERE workflow_instance_id = %s", (instance_id,))
+        deleted["instances"] = self._execute(
+            "DELETE FROM instances WHERE workflow_instance_id = %s", (instance_id,)).rowcount
+        return deleted
+
+    def count_owned_rows(self, instance_ids: Sequence[str]) -> dict[str, int]:
+        """How many rows `delete_instances` would delete, by table."""
+        counted: dict[str, int] = {}
+        owned = self._owned_rows(instance_ids)
+        for table, where, params in owned:
+            if table == "children":
+                continue
+            counted[table] = self._one(f"SELECT count(*) AS n FROM {table} WHERE {where}",
+                                       params)["n"]
+        # A link between two instances both deleted is one row, counted once.
+        (_, parents, params), (_, children, _) = owned[0], owned[1]
+        counted["children"] = self._one(
+            f"SELECT count(*) AS n FROM children WHERE {parents} OR {children}", params
+        )["n"]
+        return counted
+
+    def _owned_rows(self, instance_ids: Sequence[str]) -> list[tuple[str, str, Row]]:
+        ids = list(instance_ids)
+        # History is keyed by the instance's integer key, read before the instance row goes.
+        keys = [row["instance_key"] for row in self._all(
+            "SELECT instance_key FROM instances WHERE workflow_instance_id = ANY(%s)", (ids,))]
+        params = {"ids": ids, "keys": keys}
+        return [(table, where.format(runs=_RUNS_OF), params) for table, where in _OWNED_ROWS]
 
     def ready_activity_counts(self, now: str) -> list[Row]:
         """Per queue, the activities a worker may claim at `now` and the oldest available_at."""

@@ -301,12 +301,131 @@ def p001_initial(conn: psycopg.Connection) -> None:
 @migration
 def p002_workflow_retry_and_retention(conn: psycopg.Connection) -> None:
     """SQLite's m005: the retry policy an instance started with, the attempt a run is on, and
-    when a closed instance may be deleted (pruning runs on SQLite only so far)."""
+    when a closed instance may be deleted (what prune needs is p004's)."""
     conn.execute(
         "ALTER TABLE instances ADD COLUMN retry_policy TEXT;"
         "ALTER TABLE instances ADD COLUMN retain_until TIMESTAMPTZ;"
         "ALTER TABLE runs ADD COLUMN retry_attempt INTEGER NOT NULL DEFAULT 1"
     )
+
+
+# A family is a workflow started on its own and every child below it. Each instance keeps the
+# key of its family's root (its own `instance_key` for a root), set here whenever it is written,
+# so that a write transaction can lock a whole family by one advisory lock (postgres.py).
+_P003 = """
+ALTER TABLE instances ADD COLUMN family_key bigint;
+WITH RECURSIVE family AS (
+    SELECT workflow_instance_id, instance_key AS root FROM instances
+    WHERE parent_instance_id IS NULL
+    UNION ALL
+    SELECT i.workflow_instance_id, f.root FROM instances i
+    JOIN family f ON i.parent_instance_id = f.workflow_instance_id
+)
+UPDATE instances SET family_key = family.root FROM family
+WHERE instances.workflow_instance_id = family.workflow_instance_id;
+UPDATE instances SET family_key = instance_key WHERE family_key IS NULL;
+ALTER TABLE instances ALTER COLUMN family_key SET NOT NULL;
+CREATE FUNCTION wfctl_family_key() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.family_key := coalesce((SELECT family_key FROM instances
+                                WHERE workflow_instance_id = NEW.parent_instance_id),
+                               NEW.instance_key);
+    RETURN NEW;
+END $$;
+CREATE TRIGGER instances_family BEFORE INSERT OR UPDATE OF parent_instance_id ON instances
+    FOR EACH ROW EXECUTE FUNCTION wfctl_family_key();
+CREATE FUNCTION wfctl_lock_family(family bigint, wait boolean) RETURNS boolean
+    LANGUAGE plpgsql AS $$
+BEGIN
+    IF wait THEN
+        PERFORM pg_advisory_xact_lock(family);
+        RETURN true;
+    END IF;
+    RETURN pg_try_advisory_xact_lock(family);
+END $$
+"""
+
+
+@migration
+def p003_workflow_families(conn: psycopg.Connection) -> None:
+    """The family each instance belongs to (the key of its root), which write transactions
+    lock instead of the whole database; an instance whose parent is gone is a root."""
+    conn.execute(_P003)
+
+
+# Retention, as SQLite's m005 and m006 have it: the indexes prune finds instances and their rows
+# through, the mark of an instance deleted over several transactions, and a history that may go
+# once its instance is gone or marked, never while it stands.
+_P004 = """
+CREATE INDEX instances_retain_until ON instances(retain_until) WHERE retain_until IS NOT NULL;
+CREATE INDEX instances_closed ON instances(closed_at) WHERE closed_at IS NOT NULL;
+CREATE INDEX workflow_tasks_run ON workflow_tasks(workflow_run_id);
+CREATE INDEX signals_instance ON signals(workflow_instance_id);
+CREATE TABLE pruning (
+    workflow_instance_id text COLLATE "C" PRIMARY KEY
+        REFERENCES instances(workflow_instance_id),
+    instance_key bigint NOT NULL UNIQUE,
+    started_at timestamptz NOT NULL
+);
+CREATE OR REPLACE FUNCTION wfctl_history_is_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'DELETE' AND (
+            NOT EXISTS (SELECT 1 FROM instances WHERE instance_key = OLD.instance_key)
+            OR EXISTS (SELECT 1 FROM pruning WHERE instance_key = OLD.instance_key)) THEN
+        RETURN OLD;
+    END IF;
+    RAISE EXCEPTION 'history is append-only';
+END $$
+"""
+
+
+@migration
+def p004_pruning(conn: psycopg.Connection) -> None:
+    """SQLite's m005 (the part p002 left out) and m006: what prune needs to find closed
+    instances and delete their rows through indexes, over several transactions if need be."""
+    conn.execute(_P004)
+
+
+# How many rows each (type, status) count is spread over.
+COUNT_SLOTS = 16
+# Each instance counts in the slot of its family, so that writers on different families rarely
+# wait for one another's count row (one row per type and status made every start and close of
+# a type take turns). A slot may go below zero; the sum over the slots is the count.
+_P005 = f"""
+ALTER TABLE instance_counts ADD COLUMN slot smallint NOT NULL DEFAULT 0;
+ALTER TABLE instance_counts DROP CONSTRAINT instance_counts_pkey;
+ALTER TABLE instance_counts ADD PRIMARY KEY (workflow_type, status, slot);
+CREATE OR REPLACE FUNCTION wfctl_count_instances() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP IN ('UPDATE', 'DELETE') THEN
+        INSERT INTO instance_counts (workflow_type, status, slot, count)
+        VALUES (OLD.workflow_type, OLD.status, OLD.family_key % {COUNT_SLOTS}, -1)
+        ON CONFLICT (workflow_type, status, slot)
+        DO UPDATE SET count = instance_counts.count - 1;
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        INSERT INTO instance_counts (workflow_type, status, slot, count)
+        VALUES (NEW.workflow_type, NEW.status, NEW.family_key % {COUNT_SLOTS}, 1)
+        ON CONFLICT (workflow_type, status, slot)
+        DO UPDATE SET count = instance_counts.count + 1;
+    END IF;
+    RETURN NULL;
+END $$
+"""
+
+
+@migration
+def p005_instance_counts_by_family(conn: psycopg.Connection) -> None:
+    """Instance counts spread over slots by family, so that families do not wait for each
+    other's count rows."""
+    conn.execute(_P005)
+
+
+@migration
+def p006_worker_host_id(conn: psycopg.Connection) -> None:
+    """SQLite's m007: each worker records the host it runs on, so that a worker on another host
+    is judged by its lease only."""
+    conn.execute("ALTER TABLE workers ADD COLUMN host_id text")
 
 
 def version() -> int:

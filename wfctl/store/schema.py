@@ -500,6 +500,14 @@ def m006_pruning_long_histories(db: Database) -> None:
         db.execute(statement)
 
 
+@migrations()
+def m007_worker_host_id(db: Database) -> None:
+    """Each worker records the host it runs on (`WFCTL_HOST_ID`, else machine id and hostname),
+    so that only a worker of the same host is checked by its process id; a worker registered
+    before has none and is judged by its hostname, as it was."""
+    db.execute("ALTER TABLE workers ADD COLUMN host_id TEXT")
+
+
 def _split(script: str) -> list[str]:
     """Statements of a script; trigger bodies keep their inner semicolons."""
     statements, current = [], []

@@ -451,6 +451,14 @@ class SQLiteStore:
         """The clock deadlines are compared with: this host's, the only one using the file."""
         return clock.now()
 
+    def fit_connections(self, threads: int) -> None:
+        """Each thread opens its own connection when it first reads: nothing to size."""
+
+    def listen(self) -> None:
+        """Nothing to listen to: the commits of this process wake its slots in-process, and
+        those of other processes on the host are noticed through `data_version`."""
+        return None
+
     def data_version(self) -> int:
         """Changes whenever anything is committed, by this process or another, since this
         thread last asked: a cheap way to notice new work."""
@@ -861,10 +869,19 @@ class SQLiteTx:
             "SELECT * FROM timers WHERE workflow_run_id = ? AND status = 'scheduled'", (run_id,)
         )
 
-    def due_timers(self, now: str, limit: int) -> list[Row]:
+    def due_timers(self, now: str, limit: int,
+                   after: tuple[str, str] | None = None) -> list[Row]:
+        if after is None:
+            return self._all(
+                "SELECT * FROM timers WHERE status = 'scheduled' AND fire_at <= ? "
+                "ORDER BY fire_at LIMIT ?", (now, limit),
+            )
+        # The index on fire_at holds its rows in (fire_at, rowid) order: a page goes on from
+        # the last timer of the one before.
         return self._all(
-            "SELECT * FROM timers WHERE status = 'scheduled' AND fire_at <= ? "
-            "ORDER BY fire_at LIMIT ?", (now, limit),
+            "SELECT * FROM timers WHERE status = 'scheduled' AND fire_at <= ? AND fire_at >= ? "
+            "AND (fire_at, rowid) > (?, (SELECT rowid FROM timers WHERE timer_id = ?)) "
+            "ORDER BY fire_at LIMIT ?", (now, after[0], after[0], after[1], limit),
         )
 
     # signals

@@ -62,12 +62,13 @@ class Attempt:
     def _write_heartbeat(self, details: Any) -> bool:
         worker = self._worker
         at = worker.clock()
+        began = worker.outage.instant()
         try:
             written = worker.engine.record_heartbeat(self.task, details, at)
         except StoreUnavailable as exc:
             worker.outage.failed(exc)
             raise
-        worker.outage.recovered()
+        worker.outage.recovered(began)
         if written:
             self.heartbeats.heartbeat_deadline_at = clock.after(at, self.task.heartbeat_timeout)
         return written

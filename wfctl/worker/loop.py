@@ -53,19 +53,29 @@ class Outage:
     def active(self) -> bool:
         return self._since is not None
 
+    def instant(self) -> float:
+        """Now, as `recovered(began=...)` takes it: read before a write is begun."""
+        return self._monotonic()
+
     def failed(self, error: StoreUnavailable) -> None:
         with self._lock:
             if self._since is not None:
                 return
             self._since = self._monotonic()
-        log.event("database_unavailable", logging.ERROR, reason=error.reason, message=str(error),
+        # A server out of reach (a restart, a lost connection) is ridden out by reconnecting: a
+        # warning. A database refusing writes needs someone to act: an error.
+        level = logging.WARNING if error.reason == "unreachable" else logging.ERROR
+        log.event("database_unavailable", level, reason=error.reason, message=str(error),
                   action="backing off (up to 5 s) and retrying; results are kept until written")
 
-    def recovered(self) -> None:
-        """A write succeeded: if an outage was under way, it is over."""
+    def recovered(self, began: float | None = None) -> None:
+        """A write succeeded: if an outage was under way, it is over. A write `began` before
+        the outage was noticed (committed just as the server went away) proves nothing."""
         if self._since is None:
             return
         with self._lock:
+            if self._since is None or (began is not None and began < self._since):
+                return
             since, self._since = self._since, None
         if since is not None:
             log.event("database_available", after_seconds=round(self._monotonic() - since, 1))
@@ -77,6 +87,7 @@ def until_written(worker: Worker, write: Callable[[], T]) -> tuple[bool, T | Non
     told to stop at once. What was computed before is kept meanwhile, never lost."""
     backoff = Backoff()
     while True:
+        began = worker.outage.instant()
         try:
             with worker.engine_turn:
                 value = write()
@@ -85,7 +96,7 @@ def until_written(worker: Worker, write: Callable[[], T]) -> tuple[bool, T | Non
             if worker.forced.wait(backoff.next()):
                 return False, None
             continue
-        worker.outage.recovered()
+        worker.outage.recovered(began)
         return True, value
 
 
@@ -137,13 +148,14 @@ class Loop:
 
     def guarded_pass(self) -> float:
         """One pass; returns how long to wait before the next."""
+        began = self.worker.outage.instant()
         try:
             acted = self.run_once(self.worker.clock())
             wait = self.pause(acted)
         except Exception as exc:
             return self.failed(exc)
         if acted and self.writes:
-            self.worker.outage.recovered()
+            self.worker.outage.recovered(began)
         if self._failures:
             log.event("loop_recovered", loop=self.name, failed_passes=self._failures)
             self._failure, self._failures = None, 0

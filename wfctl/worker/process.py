@@ -20,7 +20,7 @@ from wfctl import log, systemd
 from wfctl.context import _NOTHING
 from wfctl.engine import Engine
 from wfctl.errors import StoreUnavailable, WfctlError
-from wfctl.watchdog import HOSTNAME, process_started
+from wfctl.watchdog import HOSTNAME, host_id, process_started
 from wfctl.worker.attempts import Attempt
 from wfctl.worker.checkpoint import Checkpointer
 from wfctl.worker.deadlines import DeadlineRunner
@@ -30,6 +30,7 @@ from wfctl.worker.lease import LeaseKeeper
 from wfctl.worker.loop import Backoff, Loop, Outage
 from wfctl.worker.options import WorkerOptions
 from wfctl.worker.slots import Slot, StepPath, run_pass
+from wfctl.worker.wakeups import Wakeups
 from wfctl.worker.watchdog import Watchdog
 
 if TYPE_CHECKING:
@@ -44,6 +45,10 @@ ONCE_NOTICE = (
 DEATHS_PER_MINUTE = 5
 # How long a stopping worker waits for its executor to let go of what it runs.
 EXECUTOR_CLOSE_TIMEOUT = 2.0
+
+
+# Connections the worker needs besides one per slot (see `Worker.__init__`).
+OTHER_CONNECTIONS = 6
 
 
 class Worker:
@@ -64,6 +69,10 @@ class Worker:
         self.executor = executor or executor_for(self.options.isolation,
                                                  self.options.concurrency, tuple(sys.path))
         self.outage = Outage()
+        # One connection per slot (a heartbeat is written from the slot's thread), one for the
+        # step path and one for each loop that writes (watchdog, deadline runner, lease,
+        # housekeeping) or reads (metrics).
+        engine.store.fit_connections(self.options.concurrency + OTHER_CONNECTIONS)
         # Slots, the watchdog and the deadline runner take turns at the engine's decisions.
         self.engine_turn = threading.Lock()
         self._stop = threading.Event()
@@ -93,6 +102,9 @@ class Worker:
         self.pruner = Pruner(self)
         self.lease = LeaseKeeper(self)
         self.checkpointer = Checkpointer(self)
+        # Where the database tells of other processes' commits (PostgreSQL), a loop listens.
+        listener = engine.store.listen()
+        self.wakeups = Wakeups(self, listener) if listener is not None else None
         self._threads: dict[Loop, threading.Thread] = {}
         self._deaths: deque[float] = deque()
 
@@ -104,6 +116,7 @@ class Worker:
                 "worker_id": self.worker_id,
                 "kind": kind,
                 "hostname": HOSTNAME,
+                "host_id": host_id(),
                 "pid": os.getpid(),
                 "pid_started": process_started(os.getpid()),
                 "queues": ",".join(self.options.queues),
@@ -148,6 +161,9 @@ class Worker:
         self._stop.set()
         for loop in (self.watchdog, self.deadlines, self.pruner, *self.slots):
             loop.stop()
+        if self.wakeups is not None:
+            # Its thread closes the connection when its wait ends (it is not waited for).
+            self.wakeups.stop()
         self._tick.set()
 
     def request_force_stop(self) -> None:
@@ -272,13 +288,14 @@ class Worker:
             self._take_signals()
             if self.stopping:
                 return False
+            began = self.outage.instant()
             try:
                 self.register(self.clock())
             except StoreUnavailable as exc:
                 self.outage.failed(exc)
                 self._tick.wait(backoff.next())
                 continue
-            self.outage.recovered()
+            self.outage.recovered(began)
             return True
 
     def _started(self, once: bool) -> None:
@@ -324,6 +341,8 @@ class Worker:
         for loop in (self.lease, self.housekeeping, self.checkpointer, self.watchdog,
                      self.deadlines, self.pruner, *self.slots):
             self._start(loop)
+        if self.wakeups is not None:
+            self._start(self.wakeups)
         systemd.notify(f"READY=1\nSTATUS={self.status_line()}")
         failed = self._supervise()
         return self._shut_down(failed=failed, drain=True)
@@ -342,18 +361,20 @@ class Worker:
             log.failure("loop_died", exc, loop=loop.name)
 
     def _supervise(self) -> bool:
-        """Until asked to stop: notice commits by other processes, replace dead loop threads
-        and abandoned slots. True when the worker cannot go on."""
+        """Until asked to stop: notice commits by other processes (polling, unless the wake-up
+        listener hears them), replace dead loop threads and abandoned slots. True when the
+        worker cannot go on."""
         version = self._data_version()
         while True:
             self._tick.wait(self.options.poll_interval)
             self._take_signals()
             if self.stopping:
                 return False
-            current = self._data_version()
-            if current is not None and current != version:
-                version = current
-                self.wake()
+            if self.wakeups is None or not self.wakeups.listening:
+                current = self._data_version()
+                if current is not None and current != version:
+                    version = current
+                    self.wake()
             if not self.tend(self.clock()):
                 return True
 

@@ -224,6 +224,7 @@ class StepPath:
     def _combine(self, batch: list[Exchange]) -> None:
         worker, engine = self.worker, self.worker.engine
         now = worker.clock()
+        began = worker.outage.instant()
         wanting = [exchange for exchange in batch if exchange.claim]
         budget = worker.claim_budget(len(wanting))
         tasks: list[ActivityTask] = []
@@ -250,7 +251,7 @@ class StepPath:
         except Exception:
             self._one_by_one(batch, now)
             return
-        worker.outage.recovered()
+        worker.outage.recovered(began)
         for exchange in batch:
             exchange.recorded = exchange.attempt is not None
         for exchange, task in zip(wanting, tasks, strict=False):

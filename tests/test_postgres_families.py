@@ -1,0 +1,229 @@
+"""Workflow families on PostgreSQL: a write locks the family it changes (a workflow and its
+children), so writes on other families go on at the same time, writes on one family take turns
+and read what the previous one committed, a parent/child cascade never deadlocks, and a claim
+passes over a busy family instead of waiting for it."""
+
+from __future__ import annotations
+
+import textwrap
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from conftest import Clock, Env, at
+
+from wfctl import Client
+from wfctl.errors import Conflict
+
+FAMILY = """
+version: 1
+workflows:
+  parent:
+    child_policy: terminate
+    steps:
+      - workflow: child
+        name: sub
+      - activity: wfh:noop
+        name: after
+  child:
+    steps:
+      - activity: wfh:noop
+        name: work
+  solo:
+    steps:
+      - activity: wfh:noop
+        name: only
+"""
+
+
+@pytest.fixture
+def env(tmp_path, pg_url) -> Iterator[Env]:
+    """FAMILY's workflows on a fresh PostgreSQL database."""
+    workflows = tmp_path / "workflows.yaml"
+    workflows.write_text(textwrap.dedent(FAMILY))
+    clock = Clock()
+    env = Env(tmp_path, Client(pg_url, workflows, clock_now=clock), clock)
+    yield env
+    env.client.close()
+
+
+@contextmanager
+def holding(env: Env, read: Callable[[Any], object]) -> Iterator[threading.Event]:
+    """A write transaction on another thread (another connection) that has run `read` and
+    stays open until the block ends; yields the event that ends it sooner."""
+    held, release = threading.Event(), threading.Event()
+    failures: list[BaseException] = []
+
+    def hold() -> None:
+        try:
+            with env.engine.store.write() as tx:
+                read(tx)
+                held.set()
+                release.wait(20)
+        except BaseException as exc:  # reported by the test's thread
+            failures.append(exc)
+            held.set()
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    assert held.wait(10)
+    try:
+        yield release
+    finally:
+        release.set()
+        thread.join(10)
+    assert not failures, failures
+
+
+def in_thread(action: Callable[[], object]) -> tuple[threading.Thread, list[Any]]:
+    """Run `action` on a thread of its own; the list gets what it returned or raised."""
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append(action())
+        except BaseException as exc:  # reported by the test's thread
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, outcome
+
+
+def started_family(env: Env, parent: str) -> tuple[str, dict[str, Any]]:
+    """A parent waiting on its child, whose activity is ready: (child id, parent's describe)."""
+    env.start("parent", parent)
+    env.decide(0)
+    doc = env.describe(parent)
+    return doc["children"][0]["workflow_instance_id"], doc
+
+
+def test_a_write_on_one_family_does_not_wait_for_a_write_on_another(env):
+    started_family(env, "a")
+    started_family(env, "b")
+
+    def close_by_hand(tx: Any) -> None:
+        # A status change too: instance counts (metrics) are kept per family, not per type.
+        tx.get_instance("a")
+        tx.update_instance("a", status="terminated")
+
+    with holding(env, close_by_hand):
+        began = time.perf_counter()
+        env.engine.terminate("b", "not needed", at(1))
+        elapsed = time.perf_counter() - began
+
+    assert elapsed < 1.0
+    assert env.describe("b")["status"] == "terminated"
+    counts = {(row["workflow_type"], row["status"]): row["count"]
+              for row in env.engine.store.peek().instance_counts()}
+    assert counts[("parent", "terminated")] == 2 and counts[("parent", "running")] == 0
+    assert counts[("child", "terminated")] == 1 and counts[("child", "running")] == 1
+
+
+def test_writes_on_one_family_take_turns_and_the_second_reads_what_the_first_committed(env):
+    child, doc = started_family(env, "a")
+    parent_run = doc["run"]["workflow_run_id"]
+
+    def request_cancel_by_hand(tx: Any) -> None:
+        # Through the child: the lock is the whole family's, whichever member is read first.
+        tx.get_instance(child)
+        tx.update_run(parent_run, cancel_requested=1)
+
+    with holding(env, request_cancel_by_hand) as release:
+        thread, outcome = in_thread(lambda: env.engine.cancel("a", "again", at(1)))
+        thread.join(0.5)
+        waited = thread.is_alive()
+        release.set()
+        thread.join(10)
+
+    assert waited and not thread.is_alive()
+    # It read the run after the first write committed: the request was there already.
+    assert isinstance(outcome[0], Conflict)
+    assert "already requested" in str(outcome[0])
+
+
+def test_a_child_closing_while_its_parent_is_terminated_neither_deadlocks_nor_loses_an_event(
+        env):
+    families = [f"p{n}" for n in range(12)]
+    children = {parent: started_family(env, parent)[0] for parent in families}
+    tasks = {}
+    for _ in families:
+        task = env.claim(1)
+        tasks[task.workflow_instance_id] = task
+    assert set(tasks) == set(children.values())
+
+    barrier = threading.Barrier(2)
+
+    def complete_children() -> None:
+        barrier.wait()
+        for parent in families:
+            env.engine.complete_activity(tasks[children[parent]], None, at(2), decide=True)
+
+    def terminate_parents() -> None:
+        barrier.wait()
+        for parent in reversed(families):
+            env.engine.terminate(parent, "stop", at(2))
+
+    first, first_outcome = in_thread(complete_children)
+    second, second_outcome = in_thread(terminate_parents)
+    first.join(30)
+    second.join(30)
+
+    assert first_outcome == [None] and second_outcome == [None]
+    for parent in families:
+        child = children[parent]
+        parent_events = env.event_types(parent)
+        child_events = env.event_types(child)
+        assert env.describe(parent)["status"] == "terminated"
+        assert parent_events.count("WorkflowTerminated") == 1
+        if env.describe(child)["status"] == "completed":
+            # The child finished first: the parent heard of it, then had no child to stop.
+            assert child_events.count("ActivityCompleted") == 1
+            assert child_events[-1] == "WorkflowCompleted"
+            assert parent_events.count("ChildWorkflowCompleted") == 1
+            assert "ParentClosePolicyApplied" not in parent_events
+        else:
+            # The parent went first: its policy ended the child, whose late result was refused.
+            assert env.describe(child)["status"] == "terminated"
+            assert parent_events.count("ParentClosePolicyApplied") == 1
+            assert "ActivityCompleted" not in child_events
+            assert child_events.count("ActivityCancelled") == 1
+            assert child_events[-1] == "WorkflowTerminated"
+
+
+def test_a_claim_passes_over_a_busy_family_and_takes_its_work_once_it_is_free(env):
+    env.start("solo", "x", now=0)
+    env.start("solo", "y", now=1)
+    env.decide(2)
+
+    with holding(env, lambda tx: tx.get_instance("x")):
+        began = time.perf_counter()
+        taken = env.claim(3)
+        nothing = env.claim(3)
+        elapsed = time.perf_counter() - began
+
+    # x's activity is older, yet its family was busy: y's is taken, and nothing more is ready.
+    assert taken.workflow_instance_id == "y" and nothing is None
+    assert elapsed < 1.0
+    assert env.claim(4).workflow_instance_id == "x"
+
+
+def test_two_starts_of_one_new_id_take_turns(env):
+
+    def starting(tx: Any) -> None:
+        assert tx.get_instance("n1") is None
+
+    with holding(env, starting) as release:
+        thread, outcome = in_thread(lambda: env.engine.start(
+            env.client.definitions(), "solo", "n1", None, at(1)))
+        thread.join(0.5)
+        waited = thread.is_alive()
+        release.set()
+        thread.join(10)
+
+    assert waited and outcome[0]["outcome"] == "started_new"
+    again = env.engine.start(env.client.definitions(), "solo", "n1", None, at(2))
+    assert again["outcome"] == "rejected_duplicate"
