@@ -64,6 +64,8 @@ def both(env, monkeypatch, capsys):
     application; each gives (exit code, stdout, stderr)."""
     # Rendered views say how long ago things were: both look from the same instant.
     monkeypatch.setattr("wfctl.clock.now", lambda: at(3600))
+    # On PostgreSQL the views look from the database's clock: that one too.
+    monkeypatch.setattr("wfctl.store.postgres.PostgresStore.now", lambda store: at(3600))
     paths = ["--db", env.db, "-w", str(env.folder / "workflows.yaml")]
 
     def outcome(call) -> tuple[int, str, str]:
