@@ -136,13 +136,13 @@ BACKENDS = ("sqlite", "postgres")
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--backend", choices=(*BACKENDS, "both"), default=None,
-                     help="Run the engine tests (those on make_env) on this database backend; "
-                          "by default SQLite, and both for modules marked both_backends.")
+                     help="Run the engine and CLI tests (those on make_env or db) on this database "
+                          "backend; by default SQLite, and both for modules marked both_backends.")
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "both_backends: run the module's make_env tests on "
-                                       "SQLite and on PostgreSQL")
+    config.addinivalue_line("markers", "both_backends: run the module's make_env and db tests "
+                                       "on SQLite and on PostgreSQL")
     config.addinivalue_line("markers", "sqlite_only: the test looks into SQLite itself (its "
                                        "file, its query plans, VACUUM)")
 
@@ -167,11 +167,31 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def make_env(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> Callable[[str], Env]:
+def db(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> str:
+    """The database as `--db` names it: `wfctl.db` in tmp_path (not created yet), or the URL of
+    a fresh PostgreSQL database (`backend`)."""
+    if backend == "postgres":
+        return request.getfixturevalue("pg_url")
+    return str(tmp_path / "wfctl.db")
+
+
+@pytest.fixture
+def nothing_written(db: str, backend: str) -> Callable[[], bool]:
+    """nothing_written() says whether the test's database is as it was made: no SQLite file at
+    all, or every PostgreSQL table holding the rows it held when the test began."""
+    if backend == "postgres":
+        import pg
+
+        fresh = pg.contents(db)
+        return lambda: pg.contents(db) == fresh
+    return lambda: not Path(db).exists()
+
+
+@pytest.fixture
+def make_env(tmp_path: Path, db: str) -> Callable[[str], Env]:
     """make_env(yaml_text) -> Env; handlers come from tests/wfh.py as `wfh:function`. The
-    database is a file in tmp_path, or a fresh PostgreSQL database (`backend`)."""
+    database is `db`: a file in tmp_path, or a fresh PostgreSQL database (`backend`)."""
     created: list[Env] = []
-    db = request.getfixturevalue("pg_url") if backend == "postgres" else tmp_path / "wfctl.db"
 
     def make(definitions: str) -> Env:
         workflows = tmp_path / "workflows.yaml"

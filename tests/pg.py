@@ -161,3 +161,15 @@ class Server:
     def close(self) -> None:
         self._execute(f"DROP DATABASE IF EXISTS {self._template} WITH (FORCE)")
         self._admin.close()
+
+
+def contents(url: str) -> dict[str, str]:
+    """What a database holds: each table of wfctl's schema and a digest of its rows, in an order
+    of their own (so that a read that writes nothing leaves the same digests)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        tables = [name for (name,) in conn.execute(
+            "SELECT table_name FROM information_schema.tables "
+            "WHERE table_schema = current_schema() ORDER BY table_name")]
+        return {name: conn.execute(
+            f"SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) FROM {name} t"
+        ).fetchone()[0] for name in tables}

@@ -21,6 +21,8 @@ from wfctl import (
 )
 from wfctl.store.schema import migrations
 
+pytestmark = pytest.mark.both_backends
+
 DEFINITIONS = """
 version: 1
 workflows:
@@ -50,6 +52,7 @@ def test_the_database_errors_are_exported():
         assert name in wfctl.__all__
 
 
+@pytest.mark.sqlite_only        # a database file that is not there
 def test_a_client_that_must_not_create_refuses_a_missing_database(tmp_path):
     client = Client(tmp_path / "w.db", create=False)
     with pytest.raises(DatabaseNotFound) as caught:
@@ -58,12 +61,14 @@ def test_a_client_that_must_not_create_refuses_a_missing_database(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.sqlite_only        # the file appears; a PostgreSQL database is made by its server
 def test_a_client_creates_on_first_use_by_default(tmp_path):
     with Client(tmp_path / "w.db") as client:
         assert client.list() == []
     assert (tmp_path / "w.db").exists()
 
 
+@pytest.mark.sqlite_only        # writes into the SQLite file itself
 def test_foreign_and_newer_files_are_database_errors(tmp_path):
     foreign = tmp_path / "foreign.db"
     foreign.write_text("hello")

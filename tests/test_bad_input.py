@@ -14,12 +14,14 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pg
 import pytest
 from typer.testing import CliRunner
 
 from wfctl.cli import app
 from wfctl.store.schema import migrations
 
+pytestmark = pytest.mark.both_backends
 REPO = Path(__file__).parent.parent
 
 DEFINITIONS = """
@@ -33,14 +35,17 @@ workflows:
 
 
 class Cli:
-    """wfctl on a folder with workflows.yaml; `--db` is `wfctl.db` there unless given."""
+    """wfctl on a folder with workflows.yaml; `--db` is the test's database (`wfctl.db` there,
+    or a PostgreSQL URL) unless given."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, db: str, backend: str) -> None:
         self.folder = folder
-        self.db = folder / "wfctl.db"
+        self.db = db
+        self.backend = backend
         self.workflows = folder / "workflows.yaml"
         self.workflows.write_text(textwrap.dedent(DEFINITIONS))
         self.runner = CliRunner()
+        self.fresh = self.snapshot()
 
     def __call__(self, *args: str, db: Path | str | None = None, workflows: Path | None = None,
                  input: bytes | str | None = None):
@@ -48,11 +53,17 @@ class Cli:
             app, ["--db", str(db if db is not None else self.db),
                   "-w", str(workflows or self.workflows), *args], input=input)
 
-    def snapshot(self, db: Path | None = None) -> dict[str, str]:
-        """What is on disk for a database: each file beside it and the digest of its bytes."""
-        db = db or self.db
+    def snapshot(self) -> dict[str, str]:
+        """What the database holds: each file beside it and the digest of its bytes, or each
+        table of the PostgreSQL database and the digest of its rows."""
+        if self.backend == "postgres":
+            return pg.contents(self.db)
         return {path.name: hashlib.sha256(path.read_bytes()).hexdigest()
-                for path in sorted(self.folder.glob(db.name + "*")) if path.is_file()}
+                for path in sorted(self.folder.glob(Path(self.db).name + "*")) if path.is_file()}
+
+    def assert_nothing_written(self) -> None:
+        """Not even an empty database file; on PostgreSQL, the database as it was made."""
+        assert self.snapshot() == self.fresh
 
 
 def refused(result, message: str, code: int = 1) -> None:
@@ -64,8 +75,8 @@ def refused(result, message: str, code: int = 1) -> None:
 
 
 @pytest.fixture
-def cli(tmp_path: Path) -> Cli:
-    return Cli(tmp_path)
+def cli(tmp_path: Path, db: str, backend: str) -> Cli:
+    return Cli(tmp_path, db, backend)
 
 
 @pytest.fixture
@@ -82,12 +93,14 @@ READS = [["list"], ["describe", "a1"], ["describe", "a1", "--json"], ["history",
          ["cancel", "a1"], ["terminate", "a1"], ["retry", "a1"], ["timeline", "a1"]]
 
 
+@pytest.mark.sqlite_only        # a missing file
 @pytest.mark.parametrize("args", READS)
 def test_a_command_on_a_missing_database_says_so_and_creates_nothing(cli, args):
     refused(cli(*args), f"no database at {cli.db}")
     assert list(cli.folder.iterdir()) == [cli.workflows]
 
 
+@pytest.mark.sqlite_only        # a path
 @pytest.mark.parametrize("args", [["list"], ["start", "etl"]])
 def test_a_database_in_a_missing_folder(cli, args):
     db = cli.folder / "nofolder" / "w.db"
@@ -97,37 +110,43 @@ def test_a_database_in_a_missing_folder(cli, args):
     assert not db.parent.exists()
 
 
+@pytest.mark.sqlite_only        # a path
 def test_a_database_below_a_file(cli):
     db = cli.workflows / "w.db"
     refused(cli("start", "etl", db=db), f"cannot open {db}: a part of the path is not a folder")
 
 
+@pytest.mark.sqlite_only        # a path
 @pytest.mark.parametrize("args", [["list"], ["start", "etl"]])
 def test_a_folder_is_not_a_database(cli, args):
     refused(cli(*args, db=cli.folder), f"{cli.folder} is a folder, not a database file")
 
 
+@pytest.mark.sqlite_only        # a path
 def test_an_empty_path_is_not_a_database(cli):
     refused(cli("start", "etl", db=""), "no database path given")
 
 
+@pytest.mark.sqlite_only        # an empty file
 def test_an_empty_file_is_no_database_to_read_but_becomes_one_on_start(cli):
-    cli.db.touch()
+    Path(cli.db).touch()
     refused(cli("list"), f"no database at {cli.db} (the file is empty)")
-    assert cli.db.stat().st_size == 0
+    assert Path(cli.db).stat().st_size == 0
     assert cli("start", "etl", "a1").exit_code == 0
     assert json.loads(cli("list", "--json").stdout)[0]["workflow_instance_id"] == "a1"
 
 
+@pytest.mark.sqlite_only        # a file that is not SQLite
 @pytest.mark.parametrize("args", [["list"], ["describe", "a1", "--json"], ["start", "etl"],
                                   ["work", "--once"]])
 def test_a_file_that_is_not_sqlite_is_refused_untouched(cli, args):
-    cli.db.write_bytes(b"not a database at all\n" * 100)
+    Path(cli.db).write_bytes(b"not a database at all\n" * 100)
     before = cli.snapshot()
     refused(cli(*args), f"{cli.db} is not a wfctl database (not an SQLite file)")
     assert cli.snapshot() == before
 
 
+@pytest.mark.sqlite_only        # writes into the SQLite file
 @pytest.mark.parametrize("args", [["list"], ["start", "etl"], ["work", "--once"]])
 def test_another_programs_sqlite_database_is_refused_untouched(cli, args):
     conn = sqlite3.connect(cli.db)
@@ -140,7 +159,7 @@ def test_another_programs_sqlite_database_is_refused_untouched(cli, args):
     assert cli.snapshot() == before
 
 
-def made_newer(db: Path, *, user_version: int | None, extra: tuple[str, ...] = ()) -> None:
+def made_newer(db: str, *, user_version: int | None, extra: tuple[str, ...] = ()) -> None:
     conn = sqlite3.connect(db)
     if user_version is not None:
         conn.execute(f"PRAGMA user_version = {user_version}")
@@ -150,6 +169,7 @@ def made_newer(db: Path, *, user_version: int | None, extra: tuple[str, ...] = (
     conn.close()
 
 
+@pytest.mark.sqlite_only        # writes into the SQLite file
 @pytest.mark.parametrize("args", [["list"], ["describe", "a1", "--json"], ["start", "etl"],
                                   ["signal", "a1", "go"], ["work", "--once"],
                                   ["deadlines", "check"]])
@@ -163,6 +183,7 @@ def test_a_database_of_a_newer_wfctl_is_refused_and_never_written(started, args)
     assert started.snapshot() == before
 
 
+@pytest.mark.sqlite_only        # writes into the SQLite file
 def test_a_newer_database_without_user_version_is_known_by_its_migrations(started):
     known = migrations.version
     made_newer(started.db, user_version=0, extra=("m900_from_the_future",))
@@ -181,7 +202,7 @@ def test_a_missing_definitions_file_says_how_to_point_at_one(cli):
     missing = cli.folder / "nope.yaml"
     refused(cli("start", "etl", workflows=missing),
             f"{missing}: no such file (pass --workflows FILE or set WFCTL_WORKFLOWS)")
-    assert not cli.db.exists()
+    cli.assert_nothing_written()
 
 
 # Input and signal data
@@ -190,7 +211,7 @@ def test_input_and_input_file_together_are_a_usage_error(cli):
     (cli.folder / "in.json").write_text("{}")
     refused(cli("start", "etl", "--input", "{}", "--input-file", str(cli.folder / "in.json")),
             "--input and --input-file exclude each other", code=2)
-    assert not cli.db.exists()
+    cli.assert_nothing_written()
 
 
 @pytest.mark.parametrize(("content", "message"), [
@@ -208,7 +229,7 @@ def test_input_files_that_are_no_json_object(cli, content, message):
     path = cli.folder / "in.json"
     path.write_bytes(content)
     refused(cli("start", "etl", "--input-file", str(path)), message.replace("{path}", str(path)))
-    assert not cli.db.exists()
+    cli.assert_nothing_written()
 
 
 def test_an_endless_input_file_is_not_read_to_its_end(cli):
@@ -216,13 +237,13 @@ def test_an_endless_input_file_is_not_read_to_its_end(cli):
         "workflows:", "limits: {payload_size: 1000}\nworkflows:"))
     refused(cli("start", "etl", "--input-file", "/dev/zero"),
             "--input-file: /dev/zero is larger than 1048576 bytes (payload_size limit 1000)")
-    assert not cli.db.exists()
+    cli.assert_nothing_written()
 
 
 def test_input_from_stdin_must_be_utf8_too(cli):
     refused(cli("start", "etl", "--input-file", "-", input=b'{"a": "\xff"}'),
             "--input-file: stdin is not UTF-8 text (byte 0xff at offset 7)")
-    assert not cli.db.exists()
+    cli.assert_nothing_written()
 
 
 @pytest.mark.parametrize(("name", "message"), [
@@ -232,7 +253,7 @@ def test_input_from_stdin_must_be_utf8_too(cli):
 def test_input_files_that_cannot_be_read(cli, name, message):
     path = cli.folder / name
     refused(cli("start", "etl", "--input-file", str(path)), message.replace("{path}", str(path)))
-    assert not cli.db.exists()
+    cli.assert_nothing_written()
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -243,7 +264,7 @@ def test_input_files_that_cannot_be_read(cli, name, message):
 ], ids=["nan", "infinity", "surrogate", "deep"])
 def test_input_that_is_no_strict_json_is_refused(cli, text, message):
     refused(cli("start", "etl", "--input", text), message)
-    assert not cli.db.exists()
+    cli.assert_nothing_written()
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -257,6 +278,7 @@ def test_signal_data_that_is_no_strict_json_is_refused(started, text, message):
     assert started.snapshot() == before
 
 
+@pytest.mark.sqlite_only        # a 0.1 file held NaN
 def test_describe_json_never_prints_nan_even_from_an_old_database(started):
     # wfctl 0.1 stored NaN it was given; printing it would not be JSON.
     conn = sqlite3.connect(started.db)
@@ -294,7 +316,7 @@ EXPECTED = ("expected a duration: seconds (3600), a unit string with each unit o
 ], ids=lambda value: value[:20] if isinstance(value, str) else None)
 def test_absurd_durations_on_the_command_line_are_refused(cli, value, message):
     refused(cli("start", "etl", "--deadline", value), f"--deadline: {message}")
-    assert not cli.db.exists()
+    cli.assert_nothing_written()
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -321,7 +343,7 @@ def test_validate_refuses_absurd_durations_naming_file_and_line(cli, value, mess
         "  etl:\n", f"  etl:\n    deadline: {value}\n"))
     for args in (["validate"], ["start", "etl"]):
         refused(cli(*args), f"{cli.workflows}:5: workflows.etl.deadline: {message}")
-    assert not cli.db.exists()
+    cli.assert_nothing_written()
 
 
 # Definitions files that are not definitions
@@ -355,7 +377,7 @@ def test_a_folder_or_a_binary_file_is_no_definitions_file(cli, args):
     binary = cli.folder / "program"
     binary.write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(128, 256)))
     refused(cli(*args, workflows=binary), f"{binary}:1: not UTF-8 text (byte 0x80 at offset 8)")
-    assert not cli.db.exists()
+    cli.assert_nothing_written()
 
 
 # Numbers, ids and choices
@@ -409,11 +431,11 @@ def test_odd_ids_and_values_are_reported_errors(started, args, message):
 
 # Real processes: bytes on the command line, and a read-only file
 
-def run_wfctl(folder: Path, *args: str | bytes, preexec_fn=None) -> subprocess.CompletedProcess:
+def run_wfctl(folder: Path, db: str, *args: str | bytes, preexec_fn=None) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     return subprocess.run(
-        [sys.executable, "-m", "wfctl", "--db", str(folder / "wfctl.db"),
+        [sys.executable, "-m", "wfctl", "--db", db,
          "-w", str(folder / "workflows.yaml"), *args],
         cwd=folder, env=env, capture_output=True, timeout=60, preexec_fn=preexec_fn)
 
@@ -441,7 +463,7 @@ def test_undecodable_bytes_on_the_command_line_are_one_error_line(started):
          "workflow type: text with a lone surrogate is not valid Unicode"),
     ]
     for args, message in cases:
-        refused_by_process(run_wfctl(started.folder, *args), message)
+        refused_by_process(run_wfctl(started.folder, started.db, *args), message)
     assert started.snapshot() == before
 
 
@@ -464,6 +486,7 @@ def as_an_ordinary_user():
     return without_file_permission_override
 
 
+@pytest.mark.sqlite_only        # file modes
 @pytest.mark.process
 @pytest.mark.parametrize("folder_writable", [True, False])
 def test_a_read_only_database_is_read_and_refuses_writes(started, folder_writable):
@@ -471,19 +494,19 @@ def test_a_read_only_database_is_read_and_refuses_writes(started, folder_writabl
     preexec = as_an_ordinary_user()
     for leftover in started.folder.glob("wfctl.db-*"):
         leftover.unlink()
-    started.db.chmod(0o444)
+    Path(started.db).chmod(0o444)
     if not folder_writable:
         started.folder.chmod(0o555)
     try:
         before = started.snapshot()
-        read = run_wfctl(started.folder, "describe", "a1", "--json", preexec_fn=preexec)
+        read = run_wfctl(started.folder, started.db, "describe", "a1", "--json", preexec_fn=preexec)
         assert read.returncode == 0, read.stderr
         assert json.loads(read.stdout)["workflow_instance_id"] == "a1"
-        listed = run_wfctl(started.folder, "list", "--json", preexec_fn=preexec)
+        listed = run_wfctl(started.folder, started.db, "list", "--json", preexec_fn=preexec)
         assert [row["workflow_instance_id"] for row in json.loads(listed.stdout)] == ["a1"]
         for args in (["start", "etl", "a2"], ["signal", "a1", "go"], ["cancel", "a1"],
                      ["deadlines", "check"]):
-            refused_by_process(run_wfctl(started.folder, *args, preexec_fn=preexec),
+            refused_by_process(run_wfctl(started.folder, started.db, *args, preexec_fn=preexec),
                                f"{started.db}: the database is read-only")
         assert started.snapshot()["wfctl.db"] == before["wfctl.db"]
     finally:

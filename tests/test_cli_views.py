@@ -43,20 +43,23 @@ workflows:
 """
 
 
+pytestmark = pytest.mark.both_backends
+
+
 class Cli:
-    def __init__(self, folder: Path) -> None:
-        self.db = folder / "wfctl.db"
+    def __init__(self, folder: Path, db: str) -> None:
+        self.db = db
         self.workflows = folder / "workflows.yaml"
         self.workflows.write_text(textwrap.dedent(DEFINITIONS))
 
     def __call__(self, *args: str, env: dict[str, str] | None = None):
-        return CliRunner().invoke(app, ["--db", str(self.db), "-w", str(self.workflows), *args],
+        return CliRunner().invoke(app, ["--db", self.db, "-w", str(self.workflows), *args],
                                   env=env)
 
 
 @pytest.fixture
-def cli(tmp_path: Path) -> Cli:
-    return Cli(tmp_path)
+def cli(tmp_path: Path, db: str) -> Cli:
+    return Cli(tmp_path, db)
 
 
 @pytest.fixture
@@ -105,14 +108,14 @@ def test_start_wait_json_prints_only_the_final_describe(cli, worker):
     assert (doc["status"], doc["failure"]["failure_category"]) == ("failed", "activity")
 
 
-def test_start_wait_exits_1_when_the_workflow_is_terminated_meanwhile(cli):
+def test_start_wait_exits_1_when_the_workflow_is_terminated_meanwhile(cli, backend):
     """No worker here: another thread stops the workflow while `--wait` follows it."""
     client = Client(cli.db, cli.workflows)
 
     def terminate_once_started() -> None:
         end = time.monotonic() + 10
         while time.monotonic() < end:
-            if cli.db.exists() and client.list():
+            if (backend == "postgres" or Path(cli.db).exists()) and client.list():
                 client.terminate("w5", "operator")
                 return
             time.sleep(0.01)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -14,7 +13,9 @@ from typer.testing import CliRunner
 
 from wfctl import Client
 from wfctl.cli import app
-from wfctl.store import SQLiteStore as Store
+from wfctl.store import open_store
+
+pytestmark = pytest.mark.both_backends
 
 COMPLETIONS = Path(__file__).parent.parent / "completions"
 SHELLS = ("bash", "zsh", "fish")
@@ -93,10 +94,9 @@ def complete(words: str, env: dict[str, str] | None = None) -> list[str]:
 
 
 @pytest.fixture
-def files(tmp_path: Path) -> tuple[Path, Path]:
+def files(tmp_path: Path, db: str) -> tuple[str, Path]:
     workflows = tmp_path / "workflows.yaml"
     workflows.write_text(textwrap.dedent(DEFINITIONS))
-    db = tmp_path / "wfctl.db"
     with Client(db, workflows) as client:
         for instance_id in ("import-1", "import-2", "export-1"):
             client.start("data_import", instance_id)
@@ -135,19 +135,18 @@ IDS = ["a%b", "a%c", "axb", "a_b", "a_", "aXb", "a\\b", "a\\", "ab", "é-1", "é
 
 @pytest.mark.parametrize("prefix", ["", "a", "a%", "a_", "a\\", "é", "日本", "z\U0010ffff",
                                     "z\ud7ff", "\U0010ffff", "none"])
-def test_instance_ids_are_exactly_those_starting_with_the_prefix(tmp_path, prefix):
-    path = tmp_path / "w.db"
-    Store(path).close()
-    conn = sqlite3.connect(path)
-    conn.executemany(
-        "INSERT INTO instances (workflow_instance_id, workflow_type, definitions_digest, status, "
-        "current_run_id, run_count, child_policy, created_at, updated_at) "
-        "VALUES (?, 't', 'd', 'completed', 'r', 1, 'abandon', '2026-01-01', '2026-01-01')",
-        [(instance_id,) for instance_id in IDS])
-    conn.commit()
-    conn.close()
+def test_instance_ids_are_exactly_those_starting_with_the_prefix(db, prefix):
+    store = open_store(db)
+    created = "2026-01-01T00:00:00.000+00:00"
+    with store.write() as tx:
+        tx.put_definitions("d", "workflows.yaml", "version: 1", created)
+        for instance_id in IDS:
+            tx.insert_instance({
+                "workflow_instance_id": instance_id, "workflow_type": "t",
+                "definitions_digest": "d", "status": "completed", "current_run_id": "r",
+                "run_count": 1, "child_policy": "abandon", "created_at": created,
+                "updated_at": created})
 
-    store = Store(path, create=False)
     with store.read() as tx:
         found = tx.instance_ids(prefix, 100)
         assert tx.instance_ids(prefix, 2) == found[:2]
@@ -156,6 +155,7 @@ def test_instance_ids_are_exactly_those_starting_with_the_prefix(tmp_path, prefi
     assert found == sorted(instance_id for instance_id in IDS if instance_id.startswith(prefix))
 
 
+@pytest.mark.sqlite_only        # a missing file
 def test_completing_never_creates_a_database(tmp_path):
     db = tmp_path / "none.db"
     assert complete(f"wfctl --db {db} describe ") == []

@@ -19,6 +19,8 @@ from wfctl.context import ActivityContext, HeartbeatBuffer
 from wfctl.errors import Conflict, InvalidInput
 from wfctl.watchdog import sweep_deadlines
 
+pytestmark = pytest.mark.both_backends
+
 GUARDED = """
 version: 1
 workflows:

@@ -22,6 +22,8 @@ from wfctl.errors import StoreUnavailable
 from wfctl.watchdog import sweep_deadlines, worker_alive
 from wfctl.worker import ONCE_NOTICE, Worker, WorkerOptions
 
+pytestmark = pytest.mark.both_backends
+
 GUARDED = """
 version: 1
 workflows:
@@ -585,11 +587,11 @@ def test_a_worker_pass_like_once_never_checks_deadlines(make_env):
     assert wfh.deadline_calls == []
 
 
-def _started_an_hour_ago(folder, workflows_yaml: str) -> Client:
+def _started_an_hour_ago(folder, db: str, workflows_yaml: str) -> Client:
     """A Client whose clock reads one hour ago, so that short deadlines have passed for real."""
     (folder / "workflows.yaml").write_text(workflows_yaml)
     an_hour_ago = clock.now() - timedelta(hours=1)
-    return Client(folder / "wfctl.db", folder / "workflows.yaml", clock_now=lambda: an_hour_ago)
+    return Client(db, folder / "workflows.yaml", clock_now=lambda: an_hour_ago)
 
 
 CRON = """
@@ -607,10 +609,10 @@ workflows:
 """
 
 
-def test_work_once_never_checks_deadlines_and_says_so_on_stderr(tmp_path, cli_process_state):
-    with _started_an_hour_ago(tmp_path, CRON) as client:
+def test_work_once_never_checks_deadlines_and_says_so_on_stderr(tmp_path, db, cli_process_state):
+    with _started_an_hour_ago(tmp_path, db, CRON) as client:
         client.start("nightly", "n1", input={"night": 1})
-    base = ["--db", str(tmp_path / "wfctl.db"), "-w", str(tmp_path / "workflows.yaml")]
+    base = ["--db", db, "-w", str(tmp_path / "workflows.yaml")]
 
     result = CliRunner().invoke(app, [*base, "work", "--once"])
 
@@ -621,7 +623,7 @@ def test_work_once_never_checks_deadlines_and_says_so_on_stderr(tmp_path, cli_pr
     assert result.stdout == ""
     assert ONCE_NOTICE == ("deadline checks skipped in --once mode; run 'wfctl deadlines check' "
                            "or a long-running worker")
-    with Client(tmp_path / "wfctl.db", tmp_path / "workflows.yaml") as client:
+    with Client(db, tmp_path / "workflows.yaml") as client:
         doc = client.describe("n1")
         assert (doc["status"], doc["run"]["wait_kind"]) == ("running", "timer")
         assert clock.parse(doc["deadline_at"]) < clock.now()
@@ -629,15 +631,15 @@ def test_work_once_never_checks_deadlines_and_says_so_on_stderr(tmp_path, cli_pr
     assert wfh.deadline_calls == []
 
 
-def test_deadlines_check_json_fails_exactly_the_expired_running_ones(tmp_path):
-    with _started_an_hour_ago(tmp_path, CRON) as client:
+def test_deadlines_check_json_fails_exactly_the_expired_running_ones(tmp_path, db):
+    with _started_an_hour_ago(tmp_path, db, CRON) as client:
         client.start("nightly", "expired", input={"night": 1, "_cursor": 9})
         client.start("nightly", "not-yet", deadline="1d")
         client.start("nightly", "paused")
         client.start("approval", "waiting")
         client.engine.process_workflow_tasks("setup", clock.now() - timedelta(hours=1))
         client.pause("paused")
-    base = ["--db", str(tmp_path / "wfctl.db"), "-w", str(tmp_path / "workflows.yaml")]
+    base = ["--db", db, "-w", str(tmp_path / "workflows.yaml")]
 
     result = CliRunner().invoke(app, [*base, "deadlines", "check", "--json"])
 
@@ -649,7 +651,7 @@ def test_deadlines_check_json_fails_exactly_the_expired_running_ones(tmp_path):
     assert failed["on_deadline"] == "wfh:on_deadline_record"
     assert failed["handler_error"] is None
     assert wfh.deadline_calls == [{"night": 1}]
-    with Client(tmp_path / "wfctl.db", tmp_path / "workflows.yaml") as client:
+    with Client(db, tmp_path / "workflows.yaml") as client:
         statuses = {row["workflow_instance_id"]: row["status"] for row in client.list()}
     assert statuses == {"expired": "failed", "not-yet": "running", "paused": "paused",
                         "waiting": "waiting"}
@@ -658,12 +660,12 @@ def test_deadlines_check_json_fails_exactly_the_expired_running_ones(tmp_path):
     assert json.loads(again.stdout) == {"failed": [], "count": 0}
 
 
-def test_deadlines_check_prints_one_line_per_failed_workflow(tmp_path):
-    with _started_an_hour_ago(tmp_path, CRON.replace("wfh:on_deadline_record",
+def test_deadlines_check_prints_one_line_per_failed_workflow(tmp_path, db):
+    with _started_an_hour_ago(tmp_path, db, CRON.replace("wfh:on_deadline_record",
                                                      "wfh:on_deadline_raise")) as client:
         client.start("nightly", "expired")
         client.engine.process_workflow_tasks("setup", clock.now() - timedelta(hours=1))
-    base = ["--db", str(tmp_path / "wfctl.db"), "-w", str(tmp_path / "workflows.yaml")]
+    base = ["--db", db, "-w", str(tmp_path / "workflows.yaml")]
 
     result = CliRunner().invoke(app, [*base, "deadlines", "check"])
 

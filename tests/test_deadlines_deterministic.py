@@ -16,6 +16,8 @@ from wfctl.errors import StoreUnavailable
 from wfctl.watchdog import sweep_deadlines, worker_alive
 from wfctl.worker import Worker, WorkerOptions
 
+pytestmark = pytest.mark.both_backends
+
 DEFINITIONS = """
 version: 1
 workflows:

@@ -14,7 +14,7 @@ import pytest
 
 from wfctl import Client, clock
 
-pytestmark = pytest.mark.process
+pytestmark = [pytest.mark.process, pytest.mark.both_backends]
 REPO = Path(__file__).resolve().parent.parent
 
 HANDLERS = '''
@@ -61,15 +61,15 @@ def wait_for(condition, timeout: float) -> bool:
 
 
 def test_a_long_running_worker_fails_a_workflow_within_a_second_of_its_deadline_mid_handler(
-        tmp_path: Path):
+        tmp_path: Path, db: str):
     (tmp_path / "busy_handlers.py").write_text(HANDLERS)
     (tmp_path / "workflows.yaml").write_text(textwrap.dedent(WORKFLOWS))
-    db, workflows, log_path = tmp_path / "wfctl.db", tmp_path / "workflows.yaml", tmp_path / "w.log"
+    workflows, log_path = tmp_path / "workflows.yaml", tmp_path / "w.log"
     marker = tmp_path / "on_deadline_calls.txt"
     env = worker_env()
     with log_path.open("w") as log_file:
         worker = subprocess.Popen(
-            [sys.executable, "-m", "wfctl", "--db", str(db), "-w", str(workflows), "work",
+            [sys.executable, "-m", "wfctl", "--db", db, "-w", str(workflows), "work",
              "--grace", "10s"],
             cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=log_file, env=env,
         )
@@ -122,11 +122,11 @@ workflows:
 
 
 def test_twenty_workflows_resumed_after_their_deadline_all_fail_under_a_long_running_worker(
-        tmp_path: Path):
+        tmp_path: Path, db: str):
     """The next step is quicker than the deadline tick, yet never wins: every one fails."""
     (tmp_path / "quick_handlers.py").write_text("def step(state):\n    return None\n")
     (tmp_path / "workflows.yaml").write_text(textwrap.dedent(QUICK_STEPS))
-    db, workflows, log_path = tmp_path / "wfctl.db", tmp_path / "workflows.yaml", tmp_path / "w.log"
+    workflows, log_path = tmp_path / "workflows.yaml", tmp_path / "w.log"
     ids = [f"q{n:02d}" for n in range(20)]
     with Client(db, workflows) as client:
         for instance_id in ids:
@@ -136,7 +136,7 @@ def test_twenty_workflows_resumed_after_their_deadline_all_fail_under_a_long_run
     env = worker_env()
     with log_path.open("w") as log_file:
         worker = subprocess.Popen(
-            [sys.executable, "-m", "wfctl", "--db", str(db), "-w", str(workflows), "work"],
+            [sys.executable, "-m", "wfctl", "--db", db, "-w", str(workflows), "work"],
             cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=log_file, env=env,
         )
     try:

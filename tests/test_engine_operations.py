@@ -9,6 +9,8 @@ from conftest import at
 
 from wfctl.errors import TransientConflict
 
+pytestmark = pytest.mark.both_backends
+
 ONE_STEP = """
 version: 1
 workflows:

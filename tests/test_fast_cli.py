@@ -16,6 +16,8 @@ from conftest import at
 from wfctl import Client
 from wfctl.cli import app, fast, main
 
+pytestmark = pytest.mark.both_backends
+
 REPO = Path(__file__).parent.parent
 DEFINITIONS = """
 version: 1
@@ -62,6 +64,8 @@ def both(env, monkeypatch, capsys):
     application; each gives (exit code, stdout, stderr)."""
     # Rendered views say how long ago things were: both look from the same instant.
     monkeypatch.setattr("wfctl.clock.now", lambda: at(3600))
+    # On PostgreSQL the views look from the database's clock: that one too.
+    monkeypatch.setattr("wfctl.store.postgres.PostgresStore.now", lambda store: at(3600))
     paths = ["--db", env.db, "-w", str(env.folder / "workflows.yaml")]
 
     def outcome(call) -> tuple[int, str, str]:
@@ -131,9 +135,9 @@ def test_the_environment_names_the_files_as_with_typer(both, env, monkeypatch):
     assert fast_outcome[0] == 0
 
 
-@pytest.mark.parametrize("db", ["", "missing.db", "--db=missing.db"])
-def test_a_database_that_cannot_be_read_is_the_same_error(both, env, db):
-    args = [db] if db.startswith("--") else ["--db", db]
+@pytest.mark.parametrize("option", ["", "missing.db", "--db=missing.db"])
+def test_a_database_that_cannot_be_read_is_the_same_error(both, env, option):
+    args = [option] if option.startswith("--") else ["--db", option]
     fast_outcome, typer_outcome = both(*args, "list", "--json", global_options=False)
     assert fast_outcome == typer_outcome
     assert fast_outcome[0] == 1 and fast_outcome[2].startswith("Error: ")

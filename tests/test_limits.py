@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +14,8 @@ from wfctl import Client
 from wfctl.cli import app
 from wfctl.definitions import LIMIT_DEFAULTS
 from wfctl.errors import StructuralLimitExceeded
+
+pytestmark = pytest.mark.both_backends
 
 
 def grow(state: dict[str, Any]) -> dict[str, Any]:
@@ -96,24 +99,25 @@ def test_a_start_input_over_the_payload_limit_is_refused_and_nothing_is_recorded
     assert env.client.list() == []
 
 
-def test_the_cli_refuses_an_oversized_input_with_one_line_and_writes_nothing(tmp_path):
+def test_the_cli_refuses_an_oversized_input_with_one_line_and_writes_nothing(tmp_path, db, backend):
     workflows = tmp_path / "workflows.yaml"
     workflows.write_text(definitions())
     big = tmp_path / "big.json"
     big.write_text(json.dumps({"blob": "x" * (3145767 - size({"blob": ""}))}))
-    args = ["--db", str(tmp_path / "wfctl.db"), "-w", str(workflows), "start", "single", "s1"]
+    args = ["--db", db, "-w", str(workflows), "start", "single", "s1"]
 
     result = CliRunner().invoke(app, [*args, "--input-file", str(big)])
 
     assert result.exit_code == 1
     assert result.stderr == "Error: payload_size limit exceeded: 3145767 bytes (limit 2097152)\n"
     assert result.stdout == ""
-    assert not (tmp_path / "wfctl.db").exists()
+    if backend == "sqlite":
+        assert not Path(db).exists()          # not even an empty database file
 
     CliRunner().invoke(app, [*args[:4], "start", "single", "other"])      # now a database exists
     again = CliRunner().invoke(app, [*args, "--input-file", str(big)])
     assert again.exit_code == 1
-    with Client(tmp_path / "wfctl.db", workflows) as client:
+    with Client(db, workflows) as client:
         assert [row["workflow_instance_id"] for row in client.list()] == ["other"]
 
 
@@ -213,10 +217,10 @@ def test_pending_signals_up_to_the_limit_are_buffered_and_one_more_is_refused(ma
     assert len(env.events("g1", "SignalReceived")) == 2
 
 
-def test_the_cli_reports_a_refused_signal_on_one_line(tmp_path):
+def test_the_cli_reports_a_refused_signal_on_one_line(tmp_path, db):
     workflows = tmp_path / "workflows.yaml"
     workflows.write_text(definitions(limited(pending_signal_count=1)))
-    base = ["--db", str(tmp_path / "wfctl.db"), "-w", str(workflows)]
+    base = ["--db", db, "-w", str(workflows)]
     CliRunner().invoke(app, [*base, "start", "gated", "g1"])
     CliRunner().invoke(app, [*base, "signal", "g1", "later"])
 
@@ -367,12 +371,12 @@ def test_zero_disables_a_limit(make_env):
     assert env.describe("f1")["status"] == "completed"
 
 
-def test_a_bad_environment_limit_is_one_error_line(monkeypatch, tmp_path):
+def test_a_bad_environment_limit_is_one_error_line(monkeypatch, tmp_path, db):
     workflows = tmp_path / "workflows.yaml"
     workflows.write_text(definitions())
     monkeypatch.setenv("WFCTL_LIMIT_HISTORY_SIZE", "lots")
 
-    result = CliRunner().invoke(app, ["--db", str(tmp_path / "wfctl.db"), "-w", str(workflows),
+    result = CliRunner().invoke(app, ["--db", db, "-w", str(workflows),
                                       "start", "single"])
 
     assert (result.exit_code, result.stderr) == (

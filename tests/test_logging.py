@@ -15,6 +15,8 @@ import pytest
 
 from wfctl import Client, log
 
+pytestmark = pytest.mark.both_backends
+
 TESTS = Path(__file__).parent
 DEFINITIONS = """
 version: 1
@@ -33,17 +35,17 @@ TEXT_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (DEBUG|INFO|WAR
                        r"[a-z_]+( [a-z_]+=\S.*)?$")
 
 
-def work_once(tmp_path: Path, *options: str) -> list[str]:
+def work_once(tmp_path: Path, db: str, *options: str) -> list[str]:
     """Start one etl and one broken instance, run `wfctl work --once`; its stderr lines."""
     workflows = tmp_path / "workflows.yaml"
     workflows.write_text(textwrap.dedent(DEFINITIONS))
     env = {**os.environ,
            "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
     env.pop("NO_COLOR", None)
-    with Client(tmp_path / "wfctl.db", workflows) as client:
+    with Client(db, workflows) as client:
         client.start("etl", "e1")
         client.start("broken", "b1")
-    done = subprocess.run([sys.executable, "-m", "wfctl", "--db", str(tmp_path / "wfctl.db"),
+    done = subprocess.run([sys.executable, "-m", "wfctl", "--db", db,
                            "-w", str(workflows), "work", "--once", *options],
                           env=env, capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
@@ -52,8 +54,8 @@ def work_once(tmp_path: Path, *options: str) -> list[str]:
 
 
 @pytest.mark.process
-def test_text_logs_are_one_plain_line_per_event(tmp_path):
-    lines = work_once(tmp_path)
+def test_text_logs_are_one_plain_line_per_event(tmp_path, db):
+    lines = work_once(tmp_path, db)
 
     assert lines and all(TEXT_LINE.match(line) for line in lines), lines
     assert not any("\x1b[" in line for line in lines)
@@ -68,8 +70,8 @@ def test_text_logs_are_one_plain_line_per_event(tmp_path):
 
 
 @pytest.mark.process
-def test_json_logs_are_one_document_per_line(tmp_path):
-    lines = work_once(tmp_path, "--log-format", "json")
+def test_json_logs_are_one_document_per_line(tmp_path, db):
+    lines = work_once(tmp_path, db, "--log-format", "json")
 
     documents = [json.loads(line) for line in lines]
     assert all({"time", "level", "event"} <= set(doc) for doc in documents)
@@ -83,8 +85,8 @@ def test_json_logs_are_one_document_per_line(tmp_path):
 
 
 @pytest.mark.process
-def test_log_level_chooses_what_is_logged(tmp_path):
-    warnings = work_once(tmp_path, "--log-level", "warning", "--log-format", "json")
+def test_log_level_chooses_what_is_logged(tmp_path, db):
+    warnings = work_once(tmp_path, db, "--log-level", "warning", "--log-format", "json")
     levels = {json.loads(line)["level"] for line in warnings}
     assert levels == {"warning"}
     assert {json.loads(line)["event"] for line in warnings} >= {"activity_failed",
@@ -92,8 +94,8 @@ def test_log_level_chooses_what_is_logged(tmp_path):
 
 
 @pytest.mark.process
-def test_debug_adds_the_workflow_task_events(tmp_path):
-    lines = work_once(tmp_path, "--log-level", "debug")
+def test_debug_adds_the_workflow_task_events(tmp_path, db):
+    lines = work_once(tmp_path, db, "--log-level", "debug")
     assert any(" DEBUG   workflow_task_started instance=e1" in line for line in lines)
     assert any(" DEBUG   activity_scheduled instance=e1" in line for line in lines)
     assert any(" DEBUG   activity_started instance=e1" in line for line in lines)
@@ -128,8 +130,8 @@ def test_work_help_lists_the_log_choices():
     assert "--log-level [debug|info|warning|error]" in result.stdout
 
 
-def test_log_level_is_read_whatever_its_case(tmp_path):
-    lines = work_once(tmp_path, "--log-level", "WARNING", "--log-format", "json")
+def test_log_level_is_read_whatever_its_case(tmp_path, db):
+    lines = work_once(tmp_path, db, "--log-level", "WARNING", "--log-format", "json")
     assert all(json.loads(line)["level"] in ("warning", "error") for line in lines)
 
 
@@ -175,7 +177,7 @@ def test_history_events_become_snake_case_lines(capsys, restore_logger):
 
 
 @pytest.mark.process
-def test_at_info_a_successful_step_is_one_line(tmp_path):
-    lines = [line for line in work_once(tmp_path) if " instance=e1 " in line]
+def test_at_info_a_successful_step_is_one_line(tmp_path, db):
+    lines = [line for line in work_once(tmp_path, db) if " instance=e1 " in line]
     events = [line.split()[2] for line in lines]
     assert events == ["activity_completed", "workflow_completed"], lines

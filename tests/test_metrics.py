@@ -28,6 +28,8 @@ from wfctl.cli import app
 from wfctl.metrics import AttemptMetrics
 from wfctl.worker import Worker, WorkerOptions
 
+pytestmark = pytest.mark.both_backends
+
 TESTS = Path(__file__).parent
 
 DEFINITIONS = """
@@ -216,8 +218,8 @@ def test_a_passed_deadline_not_yet_enforced_reads_negative(busy):
     assert of(found, "wfctl_live_workers") == {(): 0}
 
 
-def test_an_empty_database_has_every_counter_at_zero_and_no_pending_deadline(tmp_path):
-    with Client(tmp_path / "w.db") as client:
+def test_an_empty_database_has_every_counter_at_zero_and_no_pending_deadline(db):
+    with Client(db) as client:
         found = samples(client.metrics())
 
     assert set(of(found, "wfctl_timeouts_total").values()) == {0}
@@ -276,8 +278,8 @@ def test_an_attempt_whose_handler_raised_is_recorded_as_failed(make_env):
 # the command line
 
 
-def invoke(db: Path, *args: str):
-    return CliRunner().invoke(app, ["--db", str(db), *args])
+def invoke(db: str, *args: str):
+    return CliRunner().invoke(app, ["--db", db, *args])
 
 
 def test_wfctl_metrics_prints_the_exposition_of_the_database(busy):
@@ -291,6 +293,7 @@ def test_wfctl_metrics_prints_the_exposition_of_the_database(busy):
     assert not any(name.startswith("wfctl_activity_") for name, _ in found)
 
 
+@pytest.mark.sqlite_only        # a missing file
 def test_wfctl_metrics_on_a_missing_database_is_an_error(tmp_path):
     result = invoke(tmp_path / "w.db", "metrics")
 
@@ -300,27 +303,28 @@ def test_wfctl_metrics_on_a_missing_database_is_an_error(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_work_on_a_metrics_port_in_use_is_one_error_line_and_writes_nothing(tmp_path):
+def test_work_on_a_metrics_port_in_use_is_one_error_line_and_writes_nothing(tmp_path, db,
+                                                                            nothing_written):
     (tmp_path / "workflows.yaml").write_text(textwrap.dedent(DEFINITIONS))
     with socket.socket() as taken:
         taken.bind(("", 0))
         taken.listen()
         port = taken.getsockname()[1]
 
-        result = invoke(tmp_path / "w.db", "-w", str(tmp_path / "workflows.yaml"), "work",
+        result = invoke(db, "-w", str(tmp_path / "workflows.yaml"), "work",
                         "--metrics-port", str(port))
 
     assert result.exit_code == 1
     assert result.stderr == (f"Error: --metrics-port {port}: cannot listen: "
                              "Address already in use\n")
-    assert not (tmp_path / "w.db").exists()
+    assert nothing_written()
 
 
-def test_work_once_serves_its_pass_and_lets_the_port_go(tmp_path):
+def test_work_once_serves_its_pass_and_lets_the_port_go(tmp_path, db):
     (tmp_path / "workflows.yaml").write_text(textwrap.dedent(DEFINITIONS))
     port = free_port()
 
-    result = invoke(tmp_path / "w.db", "-w", str(tmp_path / "workflows.yaml"), "work", "--once",
+    result = invoke(db, "-w", str(tmp_path / "workflows.yaml"), "work", "--once",
                     "--metrics-port", str(port))
 
     assert result.exit_code == 0, result.stderr
@@ -329,11 +333,11 @@ def test_work_once_serves_its_pass_and_lets_the_port_go(tmp_path):
 
 
 @pytest.mark.parametrize("port", ["0", "65536", "http"])
-def test_a_metrics_port_out_of_range_is_a_usage_error(tmp_path, port):
-    result = invoke(tmp_path / "w.db", "work", "--metrics-port", port)
+def test_a_metrics_port_out_of_range_is_a_usage_error(db, nothing_written, port):
+    result = invoke(db, "work", "--metrics-port", port)
 
     assert result.exit_code == 2
-    assert not (tmp_path / "w.db").exists()
+    assert nothing_written()
 
 
 # a real worker process
@@ -379,7 +383,7 @@ def eventually(read: Callable[[], Any], what: str, timeout: float = 8.0) -> Any:
 
 
 @pytest.mark.process
-def test_a_worker_serves_metrics_with_its_histograms_after_a_workflow_ran(tmp_path):
+def test_a_worker_serves_metrics_with_its_histograms_after_a_workflow_ran(tmp_path, db):
     (tmp_path / "workflows.yaml").write_text(textwrap.dedent(THREE_STEPS))
     shutil.copy(TESTS / "wfh.py", tmp_path / "wfh.py")
     port = free_port()
@@ -387,12 +391,12 @@ def test_a_worker_serves_metrics_with_its_histograms_after_a_workflow_ran(tmp_pa
         filter(None, [str(TESTS.parent), os.environ.get("PYTHONPATH")]))}
     with (tmp_path / "worker.log").open("w") as log:
         worker = subprocess.Popen(
-            [sys.executable, "-m", "wfctl", "--db", "wfctl.db", "work", "--metrics-port",
+            [sys.executable, "-m", "wfctl", "--db", db, "work", "--metrics-port",
              str(port)], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=log)
     url = f"http://127.0.0.1:{port}/metrics"
     try:
         eventually(lambda: scrape(url), "the metrics endpoint")
-        with Client(tmp_path / "wfctl.db", tmp_path / "workflows.yaml") as client:
+        with Client(db, tmp_path / "workflows.yaml") as client:
             client.start("three", "t1")
             eventually(lambda: client.describe("t1")["status"] == "completed", "t1 to complete")
 

@@ -24,6 +24,8 @@ from rich.console import Console
 from wfctl import clock, render
 from wfctl.vocabulary import EVENT_TYPES
 
+pytestmark = pytest.mark.both_backends
+
 REPO = Path(__file__).parent.parent
 DEFINITIONS = """
 version: 1

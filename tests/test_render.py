@@ -24,6 +24,8 @@ from wfctl.cli import app
 from wfctl.live import follow_history
 from wfctl.worker import Worker, WorkerOptions
 
+pytestmark = pytest.mark.both_backends
+
 DEFINITIONS = """
 version: 1
 workflows:
@@ -360,11 +362,11 @@ workflows:
 
 
 @pytest.fixture
-def worker_thread(tmp_path: Path):
-    """A real worker in a thread on tmp_path/wfctl.db, stopped at the end of the test."""
+def worker_thread(tmp_path: Path, db: str):
+    """A real worker in a thread on the test's database, stopped at the end of the test."""
     workflows = tmp_path / "workflows.yaml"
     workflows.write_text(textwrap.dedent(FOLLOWED))
-    client = Client(tmp_path / "wfctl.db", workflows)
+    client = Client(db, workflows)
     worker = Worker(client.engine, WorkerOptions(poll_interval=0.01))
     thread = threading.Thread(target=worker.run, daemon=True)
     wfh.release.clear()

@@ -21,7 +21,7 @@ from test_systemd import NotifySocket
 
 from wfctl import Client, clock
 
-pytestmark = pytest.mark.process
+pytestmark = [pytest.mark.process, pytest.mark.both_backends]
 
 TESTS = Path(__file__).parent
 REPO = TESTS.parent
@@ -75,9 +75,9 @@ workflows:
 class Project:
     """workflows.yaml and its handler module in a folder, a database, and the workers started."""
 
-    def __init__(self, folder: Path, db: Path | None = None) -> None:
+    def __init__(self, folder: Path, db: str) -> None:
         self.folder = folder
-        self.db = db or folder / "wfctl.db"
+        self.db = db
         self.workflows = folder / "workflows.yaml"
         self.calls_log = folder / "calls.log"
         self.workflows.write_text(textwrap.dedent(DEFINITIONS))
@@ -93,7 +93,7 @@ class Project:
             environment.pop("NOTIFY_SOCKET", None)
         stderr = self.log_path(len(self.workers)).open("w")
         process = subprocess.Popen(
-            [sys.executable, "-m", "wfctl", "--db", str(self.db), "-w", str(self.workflows),
+            [sys.executable, "-m", "wfctl", "--db", self.db, "-w", str(self.workflows),
              "work", *args],
             cwd=self.folder, env=environment, stdout=subprocess.DEVNULL, stderr=stderr)
         stderr.close()
@@ -157,8 +157,8 @@ def log_lines(text: str, event: str) -> list[str]:
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> Iterator[Project]:
-    project = Project(tmp_path)
+def project(tmp_path: Path, db: str) -> Iterator[Project]:
+    project = Project(tmp_path, db)
     yield project
     project.close()
 
@@ -228,6 +228,7 @@ def test_stuck_handlers_are_abandoned_the_worker_keeps_serving_and_sigterm_exits
     assert time.monotonic() - began < 3
 
 
+@pytest.mark.sqlite_only        # SQLite's write lock on its file
 def test_a_write_lock_held_35_seconds_holds_work_up_without_losing_any_or_stopping_a_worker(
         project):
     worker = project.worker("--concurrency", "2")
@@ -291,8 +292,9 @@ def fill(folder: Path) -> Path:
     return filler
 
 
+@pytest.mark.sqlite_only        # the disk of the SQLite file
 def test_work_resumes_when_space_returns_on_a_full_disk(tmp_path, small_disk):
-    project = Project(tmp_path, db=small_disk / "wfctl.db")
+    project = Project(tmp_path, str(small_disk / "wfctl.db"))
     try:
         worker = project.worker("--concurrency", "2")
         for n in range(4):
@@ -400,7 +402,7 @@ def test_work_once_gives_up_a_stuck_handler_after_its_timeout_and_exits(project)
     project.start("stuck", "st1")
     began = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "wfctl", "--db", str(project.db), "-w", str(project.workflows),
+        [sys.executable, "-m", "wfctl", "--db", project.db, "-w", str(project.workflows),
          "work", "--once"],
         cwd=project.folder, capture_output=True, text=True, timeout=20,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(

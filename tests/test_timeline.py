@@ -16,6 +16,8 @@ from wfctl import handlers, timeline
 from wfctl.cli import app
 from wfctl.watchdog import sweep_deadlines
 
+pytestmark = pytest.mark.both_backends
+
 DEFINITIONS = """
 version: 1
 workflows:

@@ -14,6 +14,8 @@ from typer.testing import CliRunner
 from wfctl import handlers, render
 from wfctl.cli import app
 
+pytestmark = pytest.mark.both_backends
+
 DEFINITIONS = """
 version: 1
 workflows:

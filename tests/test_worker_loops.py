@@ -5,10 +5,13 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 import wfh
 
 from wfctl import Client
 from wfctl.worker import WorkerOptions
+
+pytestmark = pytest.mark.both_backends
 
 
 def wait_until(condition, timeout: float = 5.0) -> bool:

@@ -27,6 +27,8 @@ from wfctl.worker.loop import BACKOFF_CAP, Backoff, Outage
 from wfctl.worker.slots import Slot
 from wfctl.worker.watchdog import WATCH_TICK
 
+pytestmark = pytest.mark.both_backends
+
 MISBEHAVING = """
 version: 1
 workflows:
@@ -525,10 +527,10 @@ def test_an_attempt_claimed_after_the_check_began_is_not_judged_by_it(make_env):
 # threads that die, a worker that cannot go on
 
 
-def test_a_slot_thread_that_dies_is_replaced_and_the_worker_serves_on(tmp_path, events,
+def test_a_slot_thread_that_dies_is_replaced_and_the_worker_serves_on(tmp_path, db, events,
                                                                        monkeypatch):
     (tmp_path / "workflows.yaml").write_text(MISBEHAVING)
-    client = Client(tmp_path / "wfctl.db", tmp_path / "workflows.yaml")
+    client = Client(db, tmp_path / "workflows.yaml")
     run_once = Slot.run_once
     died = []
 
@@ -557,9 +559,9 @@ def test_a_slot_thread_that_dies_is_replaced_and_the_worker_serves_on(tmp_path, 
 
 
 def test_a_worker_whose_slots_keep_dying_exits_non_zero_and_gives_back_what_it_holds(
-        tmp_path, events, monkeypatch):
+        tmp_path, db, events, monkeypatch):
     (tmp_path / "workflows.yaml").write_text(MISBEHAVING)
-    client = Client(tmp_path / "wfctl.db", tmp_path / "workflows.yaml")
+    client = Client(db, tmp_path / "workflows.yaml")
 
     def always_dies(self: Slot, now: Any) -> bool:
         raise SystemExit("escaped the loop's own error handling")
@@ -580,9 +582,9 @@ def test_a_worker_whose_slots_keep_dying_exits_non_zero_and_gives_back_what_it_h
 
 
 def test_a_worker_that_cannot_give_back_an_attempt_leaves_its_lease_to_lapse(
-        tmp_path, events, monkeypatch):
+        tmp_path, db, events, monkeypatch):
     (tmp_path / "workflows.yaml").write_text(MISBEHAVING)
-    client = Client(tmp_path / "wfctl.db", tmp_path / "workflows.yaml")
+    client = Client(db, tmp_path / "workflows.yaml")
     client.start("timed", "t1")
     worker = client.worker(WorkerOptions(concurrency=1))
     engine = client.engine

@@ -1,4 +1,4 @@
-"""Real `wfctl work` processes on one file: kill -9, several workers, idle pickup, SIGTERM."""
+"""Real `wfctl work` processes on one database: kill -9, several workers, idle pickup, SIGTERM."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import pytest
 
 from wfctl import Client
 
-pytestmark = pytest.mark.process
+pytestmark = [pytest.mark.process, pytest.mark.both_backends]
 
 TESTS = Path(__file__).parent
 REPO = TESTS.parent
@@ -58,9 +58,9 @@ workflows:
 class Project:
     """workflows.yaml and its handler module in a folder, a database, and the workers started."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, db: str) -> None:
         self.folder = folder
-        self.db = folder / "wfctl.db"
+        self.db = db
         self.workflows = folder / "workflows.yaml"
         self.log = folder / "calls.log"
         self.workflows.write_text(textwrap.dedent(DEFINITIONS))
@@ -74,7 +74,7 @@ class Project:
             filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
         stderr = (self.folder / f"{name}.log").open("w")
         process = subprocess.Popen(
-            [sys.executable, "-m", "wfctl", "--db", str(self.db), "-w", str(self.workflows),
+            [sys.executable, "-m", "wfctl", "--db", self.db, "-w", str(self.workflows),
              *args],
             cwd=self.folder, env=env, stdout=subprocess.DEVNULL, stderr=stderr,
         )
@@ -137,8 +137,8 @@ def stop(process: subprocess.Popen, timeout: float = 10.0) -> int:
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> Iterator[Project]:
-    project = Project(tmp_path)
+def project(tmp_path: Path, db: str) -> Iterator[Project]:
+    project = Project(tmp_path, db)
     yield project
     project.close()
 
@@ -172,7 +172,7 @@ def test_a_workflow_survives_kill_9_of_its_worker_mid_activity(project):
     assert stop(second) == 0
 
 
-def test_three_workers_on_one_file_run_every_step_exactly_once(project):
+def test_three_workers_on_one_database_run_every_step_exactly_once(project):
     workers = [project.worker("--concurrency", "2") for _ in range(3)]
     ids = [f"w{n:02}" for n in range(30)]
     for instance_id in ids:

@@ -15,6 +15,8 @@ from wfctl import handlers
 from wfctl.errors import Conflict
 from wfctl.watchdog import sweep_deadlines
 
+pytestmark = pytest.mark.both_backends
+
 RETRYING = """
 version: 1
 workflows:

@@ -17,6 +17,8 @@ from rich.console import Console
 from wfctl import render
 from wfctl.cli import main
 
+pytestmark = pytest.mark.both_backends
+
 DEFINITIONS = """
 version: 1
 defaults:
@@ -64,7 +66,7 @@ def wfctl(monkeypatch, capsys) -> Callable[..., tuple[int, str, str]]:
 
     def run(env, *args: str) -> tuple[int, str, str]:
         capsys.readouterr()
-        monkeypatch.setattr(sys, "argv", ["wfctl", "--db", str(env.folder / "wfctl.db"),
+        monkeypatch.setattr(sys, "argv", ["wfctl", "--db", env.db,
                                           "-w", str(env.folder / "workflows.yaml"), *args])
         with pytest.raises(SystemExit) as exited:
             main()

@@ -16,6 +16,7 @@ import pytest
 from wfctl import Client, clock
 from wfctl.errors import NotFound
 
+pytestmark = pytest.mark.both_backends
 REPO = Path(__file__).parent.parent
 
 HANDLERS = '''
@@ -69,15 +70,22 @@ def folder(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def spawn(folder: Path, *args: str) -> subprocess.Popen:
+def spawn(folder: Path, db: str, *args: str) -> subprocess.Popen:
+    """A worker, returned once it serves (its start takes seconds on a loaded machine)."""
     # The worker runs in the folder: this checkout's wfctl, not whichever one is installed.
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    log = (folder / "worker.log").open("a")
-    return subprocess.Popen(
-        [sys.executable, "-m", "wfctl", "--db", str(folder / "wfctl.db"), "-w",
-         str(folder / "workflows.yaml"), "work", "--poll-interval", "50ms", *args],
-        cwd=folder, stdout=subprocess.DEVNULL, stderr=log, env=env)
+    log_path = folder / "worker.log"
+    started = log_path.read_text().count("worker_started") if log_path.exists() else 0
+    with log_path.open("a") as log:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "wfctl", "--db", db, "-w",
+             str(folder / "workflows.yaml"), "work", "--poll-interval", "50ms", *args],
+            cwd=folder, stdout=subprocess.DEVNULL, stderr=log, env=env)
+    if "--once" not in args:
+        assert wait_for(lambda: log_path.read_text().count("worker_started") > started, 15), \
+            log_path.read_text()
+    return worker
 
 
 def stop(worker: subprocess.Popen) -> None:
@@ -91,11 +99,11 @@ def stop(worker: subprocess.Popen) -> None:
 
 
 @pytest.mark.process
-def test_a_retry_due_while_its_worker_was_killed_runs_on_time_in_the_next(folder: Path):
-    first = spawn(folder)
+def test_a_retry_due_while_its_worker_was_killed_runs_on_time_in_the_next(folder: Path, db: str):
+    first = spawn(folder, db)
     second = None
     try:
-        with Client(folder / "wfctl.db", folder / "workflows.yaml") as client:
+        with Client(db, folder / "workflows.yaml") as client:
             client.start("flaky", "f1", input={"marker": str(folder / "failed-once")})
             assert wait_for(lambda: (client.describe("f1")["workflow_retry"] or {})
                             .get("next_attempt_at") is not None, 5), "no retry was scheduled"
@@ -103,7 +111,7 @@ def test_a_retry_due_while_its_worker_was_killed_runs_on_time_in_the_next(folder
 
             first.send_signal(signal.SIGKILL)
             first.wait(timeout=5)
-            second = spawn(folder)
+            second = spawn(folder, db)
 
             assert wait_for(lambda: client.describe("f1")["status"] == "completed", 8)
             retried = client.history("f1", event_types=("WorkflowRetried",))[0]
@@ -121,16 +129,16 @@ def test_a_retry_due_while_its_worker_was_killed_runs_on_time_in_the_next(folder
 
 
 @pytest.mark.process
-def test_the_long_running_worker_deletes_what_its_retention_lets_go(folder: Path):
-    with Client(folder / "wfctl.db", folder / "workflows.yaml") as client:
+def test_the_long_running_worker_deletes_what_its_retention_lets_go(folder: Path, db: str):
+    with Client(db, folder / "workflows.yaml") as client:
         client.start("short_lived", "s1")
         client.start("flaky", "kept", input={"marker": str(folder / "failed-once")})
-        once = spawn(folder, "--once")
+        once = spawn(folder, db, "--once")
         assert once.wait(timeout=15) == 0
         assert client.describe("s1")["status"] == "completed"
         time.sleep(1.0)
 
-        worker = spawn(folder)
+        worker = spawn(folder, db)
         try:
             def pruned() -> bool:
                 try:

@@ -237,19 +237,19 @@ def restore_process_state() -> Iterator[None]:
     log.LOGGER.setLevel(saved_level)
 
 
-def test_work_once_times_out_a_run_past_its_deadline(tmp_path, restore_process_state):
+def test_work_once_times_out_a_run_past_its_deadline(tmp_path, db, restore_process_state):
     (tmp_path / "workflows.yaml").write_text(sleepy(run="20m"))
     an_hour_ago = clock.now() - timedelta(hours=1)
-    with Client(tmp_path / "wfctl.db", tmp_path / "workflows.yaml",
+    with Client(db, tmp_path / "workflows.yaml",
                 clock_now=lambda: an_hour_ago) as client:
         client.start("sleepy", "s1")
         client.engine.process_workflow_tasks("setup", an_hour_ago)
 
-    result = CliRunner().invoke(app, ["--db", str(tmp_path / "wfctl.db"),
+    result = CliRunner().invoke(app, ["--db", db,
                                       "-w", str(tmp_path / "workflows.yaml"), "work", "--once"])
 
     assert result.exit_code == 0, result.output
-    with Client(tmp_path / "wfctl.db", tmp_path / "workflows.yaml") as client:
+    with Client(db, tmp_path / "workflows.yaml") as client:
         doc = client.describe("s1")
         assert (doc["status"], doc["failure"]["timeout_kind"]) == ("timed_out", "run_timeout")
         assert doc["timers"][0]["status"] == "cancelled"

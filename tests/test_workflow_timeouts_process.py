@@ -14,6 +14,7 @@ import pytest
 
 from wfctl import Client, clock
 
+pytestmark = pytest.mark.both_backends
 REPO = Path(__file__).parent.parent
 
 HANDLERS = '''
@@ -53,22 +54,24 @@ def wait_for(predicate, seconds: float) -> bool:
 
 @pytest.mark.process
 def test_a_long_running_worker_times_out_a_run_within_a_second_while_a_handler_is_busy(
-        tmp_path: Path):
+        tmp_path: Path, db: str):
     (tmp_path / "wfh_process_busy.py").write_text(HANDLERS)
     workflows = tmp_path / "workflows.yaml"
     workflows.write_text(textwrap.dedent(WORKFLOWS))
-    db = tmp_path / "wfctl.db"
     marker = tmp_path / "handler-started"
     log = (tmp_path / "worker.log").open("w")
     # The worker runs in tmp_path: this checkout's wfctl, not whichever one is installed.
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         filter(None, [str(Path(__file__).parent.parent), os.environ.get("PYTHONPATH")]))}
     worker = subprocess.Popen(
-        [sys.executable, "-m", "wfctl", "--db", str(db), "-w", str(workflows), "work",
+        [sys.executable, "-m", "wfctl", "--db", db, "-w", str(workflows), "work",
          "--concurrency", "1", "--grace", "10s"],
         cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=log, env=env,
     )
     try:
+        # Started only once the worker serves: a run_timeout of 2 s is shorter than a worker's
+        # start on a loaded machine.
+        assert wait_for(lambda: "worker_started" in (tmp_path / "worker.log").read_text(), 15)
         with Client(db, workflows) as client:
             client.start("busy", "b1", input={"marker": str(marker), "sleep": 4})
             assert wait_for(marker.exists, 5), "the worker never ran the handler"
