@@ -172,23 +172,22 @@ def encode_attributes(attributes: dict[str, Any], at: int) -> str:
         head, kinds = plan
         items: list[Any] = [head]
         for kind, value in zip(kinds, attributes.values(), strict=True):
-            if kind == _INSTANT:
-                value = _encode_instant(value, at)
-            elif kind == _POLICY:
-                value = encode_policy_value(value)
-            items.append(value)
+            items.append(_stored(kind, value, at) if kind else value)
         return jsonvalue.dumps(items)
     items = []
     for key, value in attributes.items():
         code = _NAME_CODE.get(key)
         items.append(key if code is None else code)
-        kind = _value_kind(key)
-        if kind == _INSTANT:
-            value = _encode_instant(value, at)
-        elif kind == _POLICY:
-            value = encode_policy_value(value)
-        items.append(value)
+        items.append(_stored(_value_kind(key), value, at))
     return jsonvalue.dumps(items)
+
+
+def _stored(kind: int, value: Any, at: int) -> Any:
+    if kind == _INSTANT:
+        return _encode_instant(value, at)
+    if kind == _POLICY:
+        return encode_policy_value(value)
+    return value
 
 
 def decode_attributes(text: str, at: int) -> dict[str, Any]:
