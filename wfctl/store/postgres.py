@@ -129,7 +129,7 @@ _COUNTS_UPSERT = (
 # The channel write transactions notify when they leave work ready (payload-free: a listener
 # only learns that it should look again), and workers LISTEN on, one connection per process.
 READY_CHANNEL = "wfctl_ready"
-_NOTIFY_READY = f"NOTIFY {READY_CHANNEL}"
+_NOTIFY_AND_COMMIT = f"NOTIFY {READY_CHANNEL}; COMMIT"
 # Tables whose presence without wfctl's migrations table means the database is another's.
 _OWN_TABLES = ("instances", "runs", "events", "activities", "workflow_tasks")
 
@@ -391,8 +391,8 @@ class PostgresStore:
 
     @contextmanager
     def write(self) -> Iterator[PostgresTx]:
-        """A READ COMMITTED write transaction, after the writers before it (see the module's
-        text); the events appended are written at its end, then it commits."""
+        """A READ COMMITTED write transaction that locks the families it changes (see the
+        module's text); the events appended are written at its end, then it commits."""
         try:
             with self._connections().connection() as conn:
                 try:
@@ -400,11 +400,10 @@ class PostgresStore:
                     tx = PostgresTx(conn, locking=True)
                     yield tx
                     tx.flush()
-                    if tx.readied:
-                        # Delivered at the commit, and only if it commits: workers on every
-                        # host look for work at once instead of at their next poll.
-                        conn.execute(_NOTIFY_READY)
-                    conn.execute("COMMIT")
+                    # A NOTIFY is delivered at the commit, and only if it commits: workers on
+                    # every host look for work at once instead of at their next poll. Sent with
+                    # the COMMIT, in one round trip.
+                    conn.execute(_NOTIFY_AND_COMMIT if tx.readied else "COMMIT")
                 except BaseException:
                     _roll_back(conn)
                     raise
