@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 from wfctl import clock, log
 from wfctl.context import HeartbeatBuffer
 from wfctl.engine.activities import ActivityTask
-from wfctl.errors import StoreUnavailable
 from wfctl.worker.executor import HandlerCall
 
 if TYPE_CHECKING:
@@ -62,13 +61,8 @@ class Attempt:
     def _write_heartbeat(self, details: Any) -> bool:
         worker = self._worker
         at = worker.clock()
-        began = worker.outage.instant()
-        try:
+        with worker.outage.writing():
             written = worker.engine.record_heartbeat(self.task, details, at)
-        except StoreUnavailable as exc:
-            worker.outage.failed(exc)
-            raise
-        worker.outage.recovered(began)
         if written:
             self.heartbeats.heartbeat_deadline_at = clock.after(at, self.task.heartbeat_timeout)
         return written

@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, TypeVar
 
@@ -57,6 +58,18 @@ class Outage:
         """Now, as `recovered(began=...)` takes it: read before a write is begun."""
         return self._monotonic()
 
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """Around one write: the database being unavailable starts an outage (the error goes
+        on to the caller, who backs off), and the write's success ends one."""
+        began = self._monotonic()
+        try:
+            yield
+        except StoreUnavailable as exc:
+            self.failed(exc)
+            raise
+        self.recovered(began)
+
     def failed(self, error: StoreUnavailable) -> None:
         with self._lock:
             if self._since is not None:
@@ -87,16 +100,13 @@ def until_written(worker: Worker, write: Callable[[], T]) -> tuple[bool, T | Non
     told to stop at once. What was computed before is kept meanwhile, never lost."""
     backoff = Backoff()
     while True:
-        began = worker.outage.instant()
         try:
-            with worker.engine_turn:
+            with worker.outage.writing(), worker.engine_turn:
                 value = write()
-        except StoreUnavailable as exc:
-            worker.outage.failed(exc)
+        except StoreUnavailable:
             if worker.forced.wait(backoff.next()):
                 return False, None
             continue
-        worker.outage.recovered(began)
         return True, value
 
 

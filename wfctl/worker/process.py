@@ -48,7 +48,7 @@ EXECUTOR_CLOSE_TIMEOUT = 2.0
 
 
 # Connections the worker needs besides one per slot (see `Worker.__init__`).
-OTHER_CONNECTIONS = 6
+OTHER_CONNECTIONS = 7
 
 
 class Worker:
@@ -71,7 +71,7 @@ class Worker:
         self.outage = Outage()
         # One connection per slot (a heartbeat is written from the slot's thread), one for the
         # step path and one for each loop that writes (watchdog, deadline runner, lease,
-        # housekeeping) or reads (metrics).
+        # housekeeping, pruner) or reads (metrics).
         engine.store.fit_connections(self.options.concurrency + OTHER_CONNECTIONS)
         # Slots, the watchdog and the deadline runner take turns at the engine's decisions.
         self.engine_turn = threading.Lock()
@@ -288,14 +288,12 @@ class Worker:
             self._take_signals()
             if self.stopping:
                 return False
-            began = self.outage.instant()
             try:
-                self.register(self.clock())
-            except StoreUnavailable as exc:
-                self.outage.failed(exc)
+                with self.outage.writing():
+                    self.register(self.clock())
+            except StoreUnavailable:
                 self._tick.wait(backoff.next())
                 continue
-            self.outage.recovered(began)
             return True
 
     def _started(self, once: bool) -> None:

@@ -224,13 +224,12 @@ class StepPath:
     def _combine(self, batch: list[Exchange]) -> None:
         worker, engine = self.worker, self.worker.engine
         now = worker.clock()
-        began = worker.outage.instant()
         wanting = [exchange for exchange in batch if exchange.claim]
         budget = worker.claim_budget(len(wanting))
         tasks: list[ActivityTask] = []
         decided = 0
         try:
-            with engine.batch() as done:
+            with worker.outage.writing(), engine.batch() as done:
                 for exchange in batch:
                     if exchange.attempt is not None:
                         exchange.rejected = _record(engine, exchange, now)
@@ -243,7 +242,6 @@ class StepPath:
                         break
                     tasks.append(claimed)
         except StoreUnavailable as exc:
-            worker.outage.failed(exc)
             for exchange in batch:
                 exchange.unavailable = exc
                 exchange.done.set()
@@ -251,7 +249,6 @@ class StepPath:
         except Exception:
             self._one_by_one(batch, now)
             return
-        worker.outage.recovered(began)
         for exchange in batch:
             exchange.recorded = exchange.attempt is not None
         for exchange, task in zip(wanting, tasks, strict=False):
