@@ -31,6 +31,8 @@ class Engine:
         self.store = store
         self._definitions: dict[str, Definitions] = {}
         self._saved_digests: set[str] = set()
+        # `Ctx.fixed`: the unchanging instance fields of the runs this process touched.
+        self.fixed_fields: dict[str, dict[str, Any]] = {}
         self.deadline_claims = ClaimsInHand()
         self._lock = threading.Lock()
         self._batch = threading.local()

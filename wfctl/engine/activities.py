@@ -202,8 +202,7 @@ def _complete(c: Ctx, task: ActivityTask, result: Any, heartbeat_details: Any) -
                         extra=_heartbeat_fields(heartbeat_details))
         return None
     try:
-        result_text = check_payload(c.limits(c.instance(run["workflow_instance_id"])),
-                                    result)
+        result_text = check_payload(c.limits(c.fixed(run)), result)
         if result:
             merge_state(c, run, result)
     except StructuralLimitExceeded as exc:
@@ -216,6 +215,8 @@ def _complete(c: Ctx, task: ActivityTask, result: Any, heartbeat_details: Any) -
         return None
     c.tx.update_activity(activity["activity_id"], status="completed", closed_at=c.at,
                          owner=None, **_heartbeat_fields(heartbeat_details))
+    if activity["branch_index"] == 0 and not activity["superseded"]:
+        c.completed_steps.add((activity["workflow_run_id"], activity["step_index"]))
     c.event(run, "ActivityCompleted", activity_id=activity["activity_id"],
             step=activity["step"], attempt=activity["attempt"],
             scheduled_event_id=activity["scheduled_event_id"],

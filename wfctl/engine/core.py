@@ -28,6 +28,12 @@ if TYPE_CHECKING:
 CLAIM_TRIES = 8
 
 
+# Instance fields that never change for a run once it exists: read once per process and run
+# (`Ctx.fixed`), not once per transaction. A run id is never reused, so an entry never goes stale.
+FIXED_INSTANCE_FIELDS = ("definitions_digest", "workflow_type", "child_depth", "child_policy")
+# Runs whose fixed fields a process keeps at most (the cache starts over beyond it).
+FIXED_KEPT = 10_000
+
 # How many times an operation runs in all when the store keeps asking for it to be run again.
 OPERATION_RUNS = 8
 Op = TypeVar("Op", bound=Callable[..., Any])
@@ -81,6 +87,9 @@ class Ctx:
         self.pending_tasks: dict[str, Row] = {}
         # What only a commit makes true (a cache entry, say): done after it, never before.
         self.after_commit: list[Callable[[], None]] = []
+        # (run id, step index) of single-activity steps whose activity completed in this
+        # transaction: deciding them needs no read of the step's activities.
+        self.completed_steps: set[tuple[str, int]] = set()
         # Run fields changed but not written yet, by run id (`set_run_later`).
         self._unwritten: dict[str, tuple[Row, dict[str, Any]]] = {}
 
@@ -114,6 +123,20 @@ class Ctx:
 
     def limits(self, instance: Row) -> Limits:
         return self.definitions(instance).limits
+
+    def fixed(self, run: Row) -> Row:
+        """The fields of the run's instance that never change (`FIXED_INSTANCE_FIELDS`): enough
+        for its definitions, type, limits, child depth and child policy, without reading the
+        instance row in every transaction."""
+        kept = self.engine.fixed_fields
+        found = kept.get(run["workflow_run_id"])
+        if found is None:
+            instance = self.instance(run["workflow_instance_id"])
+            found = {name: instance[name] for name in FIXED_INSTANCE_FIELDS}
+            if len(kept) >= FIXED_KEPT:
+                kept.clear()
+            kept[run["workflow_run_id"]] = found
+        return found
 
     def instance(self, instance_id: str) -> Row:
         """The instance row, read once per transaction (set_status keeps it current)."""
@@ -168,7 +191,7 @@ class Ctx:
     def _retain_until(self, run: Row, closed_at: str | None) -> str | None:
         if closed_at is None:
             return None
-        retention = self.workflow_type(self.instance(run["workflow_instance_id"])).retention
+        retention = self.workflow_type(self.fixed(run)).retention
         return clock.iso(clock.after(clock.parse(closed_at), retention))
 
     def update_instance(self, instance_id: str, **fields: Any) -> None:
@@ -200,7 +223,7 @@ def merge_state(c: Ctx, run: Row, values: dict[str, Any]) -> None:
     """Merge a result into the run's state; a state over the payload limit is refused."""
     state = dict(state_of(run))
     state.update(values)
-    text = check_payload(c.limits(c.instance(run["workflow_instance_id"])), state)
+    text = check_payload(c.limits(c.fixed(run)), state)
     run["_state"] = state
     c.set_run(run, state=text)
 
@@ -300,8 +323,7 @@ def fail_run(c: Ctx, run: Row, *, category: str, message: str, keep_task: int | 
 
 def apply_child_policy(c: Ctx, run: Row) -> None:
     """Apply the parent's child_policy to each of its children still open (SWF ParentClosePolicy)."""
-    instance = c.instance(run["workflow_instance_id"])
-    policy = instance["child_policy"]
+    policy = c.fixed(run)["child_policy"]
     for child in c.tx.run_children(run["workflow_run_id"]):
         if child["status"] not in OPEN_RUN:
             continue

@@ -176,8 +176,8 @@ def decide(c: Ctx, run: Row, task_id: int | None, worker_id: str) -> None:
     if run["status"] == "running" and deadline_passed(c, run):
         hand_over_deadline(c, run, worker_id)
         return
-    instance = c.instance(run["workflow_instance_id"])
-    limits = c.limits(instance)
+    fixed = c.fixed(run)
+    limits = c.limits(fixed)
     events = c.tx.history_count(run)
     if limits.history_size and events > limits.history_size:
         fail_run(c, run, category="structural_limit", keep_task=task_id,
@@ -194,7 +194,7 @@ def decide(c: Ctx, run: Row, task_id: int | None, worker_id: str) -> None:
     if run["status"] == "paused" or run["wait_kind"] == RETRY_WAIT:
         # Paused, or waiting out a retry policy's backoff: no step runs until it ends.
         return
-    wf = c.workflow_type(instance)
+    wf = c.workflow_type(fixed)
     # Whether the step at step_index was reached in this loop: nothing of it exists yet.
     fresh = False
     while True:
@@ -210,7 +210,7 @@ def decide(c: Ctx, run: Row, task_id: int | None, worker_id: str) -> None:
         step = wf.steps[run["step_index"]]
         outcome = None
         if not run["step_started"]:
-            began = _begin_step(c, run, instance, wf, step, task_id, fresh=fresh)
+            began = _begin_step(c, run, fixed, wf, step, task_id, fresh=fresh)
             if began == CLOSED:
                 return
             c.set_run(run, step_started=1)
@@ -242,16 +242,17 @@ def _show_waiting(c: Ctx, run: Row, step: Step) -> None:
         c.set_status(run, status, wait_kind=wait_kind)
 
 
-def _begin_step(c: Ctx, run: Row, instance: Row, wf: WorkflowType, step: Step,
+def _begin_step(c: Ctx, run: Row, fixed: Row, wf: WorkflowType, step: Step,
                 task_id: int | None, *, fresh: bool = False) -> str:
-    """Start what the step needs. `fresh`: the step was reached in this decision, once every
-    step before it ended, so it has no activity or child yet and no activity is open."""
+    """Start what the step needs (`fixed`: the instance's unchanging fields). `fresh`: the step
+    was reached in this decision, once every step before it ended, so it has no activity or
+    child yet and no activity is open."""
     if step.kind in ("activity", "workflow", "parallel"):
         branches = step.branches or (step,)
         existing = set() if fresh else \
             {item["branch_index"] for item in _step_items(c, run, step)}
         missing = [(b, branch) for b, branch in enumerate(branches) if b not in existing]
-        limits = c.limits(instance)
+        limits = c.limits(fixed)
         wanted = sum(1 for _, branch in missing if branch.kind == "activity")
         pending = wanted if fresh else \
             c.tx.count_open_activities(run["workflow_run_id"]) + wanted
@@ -259,7 +260,7 @@ def _begin_step(c: Ctx, run: Row, instance: Row, wf: WorkflowType, step: Step,
             _fail_structural(c, run, step, task_id, "pending_activity_count", pending,
                              limits.pending_activity_count)
             return CLOSED
-        depth = instance["child_depth"] + 1
+        depth = fixed["child_depth"] + 1
         if limits.child_depth and depth > limits.child_depth \
                 and any(branch.kind == "workflow" for _, branch in missing):
             # A type that starts itself (directly or not) stops here instead of recursing.
@@ -269,7 +270,7 @@ def _begin_step(c: Ctx, run: Row, instance: Row, wf: WorkflowType, step: Step,
             if branch.kind == "activity":
                 schedule_activity(c, run, step, branch, branch_index)
             else:
-                start_child(c, run, instance, step, branch, branch_index)
+                start_child(c, run, fixed, step, branch, branch_index)
     elif step.kind == "delay":
         _schedule_timer(c, run, step, "delay", step.duration)
     elif step.kind == "wait_for_signal":
@@ -279,7 +280,7 @@ def _begin_step(c: Ctx, run: Row, instance: Row, wf: WorkflowType, step: Step,
         if step.timeout is not None:
             _schedule_timer(c, run, step, "signal_timeout", step.timeout)
     elif step.kind == "continue_as_new" and state_of(run).get(step.while_key):
-        continue_as_new(c, run, instance, wf, task_id)
+        continue_as_new(c, run, c.instance(run["workflow_instance_id"]), wf, task_id)
         return CLOSED
     return OPEN
 
@@ -344,17 +345,17 @@ def _schedule_timer(c: Ctx, run: Row, step: Step, kind: str, seconds: float) -> 
     })
 
 
-def start_child(c: Ctx, run: Row, instance: Row, step: Step, branch: Step,
+def start_child(c: Ctx, run: Row, fixed: Row, step: Step, branch: Step,
                 branch_index: int) -> None:
     from wfctl.engine.start import create_instance
 
-    definitions = c.definitions(instance)
+    definitions = c.definitions(fixed)
     child_type = definitions.types[branch.workflow_type]
     child_id = f"{run['workflow_instance_id']}.{branch.name}.{new_id()[:8]}"
     child_run = create_instance(c, definitions, child_type, child_id,
                                 public_state(state_of(run)), {},
                                 parent_instance_id=run["workflow_instance_id"],
-                                child_depth=instance["child_depth"] + 1)
+                                child_depth=fixed["child_depth"] + 1)
     seq = c.event(run, "ChildWorkflowStarted", child_instance_id=child_id,
                   child_run_id=child_run["workflow_run_id"], workflow_type=child_type.name,
                   step=branch.name)
@@ -384,6 +385,10 @@ def _check_step(c: Ctx, run: Row, step: Step) -> str:
 
 
 def _check_branches(c: Ctx, run: Row, step: Step) -> str:
+    if step.kind == "activity" and not step.branches and \
+            (run["workflow_run_id"], run["step_index"]) in c.completed_steps:
+        # Its one activity completed in this transaction: nothing else can have ended it.
+        return DONE
     items = _step_items(c, run, step)
     activities = [item for item in items if "activity_id" in item]
     children = [item for item in items if "child_instance_id" in item]

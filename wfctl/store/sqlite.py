@@ -487,6 +487,14 @@ class _Translating:
             raise translate(exc, self._path) from exc
 
 
+_GET_RUN = (
+    "SELECT r.*, i.instance_key AS _instance_key, (SELECT coalesce(max(seq), 0) FROM events "
+    "WHERE instance_key = i.instance_key) AS _last_seq FROM runs r "
+    "LEFT JOIN instances i ON i.workflow_instance_id = r.workflow_instance_id "
+    "WHERE r.workflow_run_id = ?"
+)
+
+
 class SQLiteTx:
     """The queries of one transaction."""
 
@@ -586,7 +594,16 @@ class SQLiteTx:
         return [row["workflow_instance_id"] for row in rows]
 
     def get_run(self, run_id: str) -> Row | None:
-        return self._one("SELECT * FROM runs WHERE workflow_run_id = ?", (run_id,))
+        """The run row; its instance's history key and last seq come along in the same
+        statement, since a transaction that reads a run mostly appends to its history."""
+        row = self._one(_GET_RUN, (run_id,))
+        if row is not None:
+            key, seq = row.pop("_instance_key"), row.pop("_last_seq")
+            if key is not None:
+                instance_id = row["workflow_instance_id"]
+                self._keys.setdefault(instance_id, key)
+                self._seq.setdefault(instance_id, seq)
+        return row
 
     def get_run_by_number(self, instance_id: str, run_number: int) -> Row | None:
         return self._one(
