@@ -21,6 +21,8 @@ from typer.testing import CliRunner
 
 from wfctl import Client
 from wfctl.cli import app
+from wfctl.clock import iso
+from wfctl.engine.decide import process_workflow_tasks
 from wfctl.errors import (
     DatabaseError,
     DatabaseNotFound,
@@ -292,3 +294,37 @@ def test_a_workers_pool_holds_a_connection_for_each_slot_and_loop(pg_url):
         assert store._connections().max_size == 24 + OTHER_CONNECTIONS
     finally:
         store.close()
+
+
+def _rows_read(plan: dict[str, Any], table: str) -> int:
+    """Rows the plan's scans of `table` returned, over every loop."""
+    own = plan.get("Actual Rows", 0) * plan.get("Actual Loops", 1) \
+        if plan.get("Relation Name") == table else 0
+    return own + sum(_rows_read(child, table) for child in plan.get("Plans", ()))
+
+
+def test_a_claim_reads_the_oldest_ready_activity_not_every_ready_one(tmp_path, pg_url,
+                                                                      monkeypatch):
+    (tmp_path / "workflows.yaml").write_text(textwrap.dedent(ETL))
+    clock = Clock()
+    client = Client(pg_url, tmp_path / "workflows.yaml", clock_now=clock)
+    try:
+        for n in range(300):
+            client.start("etl", f"e{n:03d}")
+        process_workflow_tasks(client.engine, "w1", clock())
+        statements: list[tuple[str, Any]] = []
+        one = postgres.PostgresTx._one
+        monkeypatch.setattr(postgres.PostgresTx, "_one", lambda tx, sql, params=None: (
+            statements.append((sql, params)), one(tx, sql, params))[1])
+        with client.engine.store.write() as tx:
+            first = tx.next_ready_activity(["default"], iso(clock()))
+        monkeypatch.undo()
+        assert first is not None and first["workflow_instance_id"] == "e000"
+        sql, params = next((s, p) for s, p in statements if "FOR UPDATE SKIP LOCKED" in s)
+        # A fresh database, no statistics yet (as the planner finds a new one).
+        with psycopg.connect(pg_url) as conn:
+            plan = conn.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", params).fetchone()[0]
+        # 300 activities are ready: the claim takes the first in the ready index's order.
+        assert _rows_read(plan[0]["Plan"], "activities") == 1
+    finally:
+        client.close()
