@@ -143,6 +143,7 @@ def _current(c: Ctx, task: ActivityTask) -> tuple[Row | None, str | None]:
     An attempt past any of its deadlines is not current even before the watchdog noticed:
     the timeout is enforced here and now, so a late result can never be applied.
     """
+    c.tx.hold(task.workflow_instance_id)
     activity = c.tx.get_activity(task.activity_id)
     if activity is None:
         return None, "activity not found"

@@ -840,6 +840,12 @@ class PostgresTx:
         )
         return [row["workflow_instance_id"] for row in rows]
 
+    def hold(self, instance_id: str) -> None:
+        """Take the instance's family lock before its rows are read: each is then read once,
+        instead of read, locked and read again."""
+        if self._locking:
+            self._lock_family(instance_id)
+
     def get_run(self, run_id: str) -> Row | None:
         """The run row (read after its family's lock); its instance's history key and last
         seq come along in the same statement, since a transaction that reads a run mostly

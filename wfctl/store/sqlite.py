@@ -593,6 +593,9 @@ class SQLiteTx:
         )
         return [row["workflow_instance_id"] for row in rows]
 
+    def hold(self, instance_id: str) -> None:
+        """The write transaction holds the whole file already."""
+
     def get_run(self, run_id: str) -> Row | None:
         """The run row; its instance's history key and last seq come along in the same
         statement, since a transaction that reads a run mostly appends to its history."""
