@@ -53,7 +53,7 @@ from wfctl.errors import (
 )
 from wfctl.store import codec
 from wfctl.store import postgres_schema as schema
-from wfctl.store.sqlite import _prefix_upper_bound, _sql_list
+from wfctl.store.sqlite import _prefix_upper_bound, _sql_list, keep_history_position
 from wfctl.vocabulary import (
     CLOSED_INSTANCE,
     OPEN_ACTIVITY,
@@ -850,14 +850,7 @@ class PostgresTx:
         """The run row (read after its family's lock); its instance's history key and last
         seq come along in the same statement, since a transaction that reads a run mostly
         appends to its history."""
-        row = self._owned(_GET_RUN, (run_id,))
-        if row is not None:
-            key, seq = row.pop("_instance_key"), row.pop("_last_seq")
-            if key is not None:
-                instance_id = row["workflow_instance_id"]
-                self._keys.setdefault(instance_id, key)
-                self._seq.setdefault(instance_id, seq)
-        return row
+        return keep_history_position(self._owned(_GET_RUN, (run_id,)), self._keys, self._seq)
 
     def get_run_by_number(self, instance_id: str, run_number: int) -> Row | None:
         return self._owned(

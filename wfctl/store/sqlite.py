@@ -487,6 +487,18 @@ class _Translating:
             raise translate(exc, self._path) from exc
 
 
+def keep_history_position(run: Row | None, keys: dict[str, int],
+                          seqs: dict[str, int]) -> Row | None:
+    """The run row read with `_GET_RUN`, its instance's history key and last seq moved into a
+    transaction's caches (`keys`, `seqs`: what it knew already stays)."""
+    if run is not None:
+        key, seq = run.pop("_instance_key"), run.pop("_last_seq")
+        if key is not None:
+            keys.setdefault(run["workflow_instance_id"], key)
+            seqs.setdefault(run["workflow_instance_id"], seq)
+    return run
+
+
 _GET_RUN = (
     "SELECT r.*, i.instance_key AS _instance_key, (SELECT coalesce(max(seq), 0) FROM events "
     "WHERE instance_key = i.instance_key) AS _last_seq FROM runs r "
@@ -599,14 +611,7 @@ class SQLiteTx:
     def get_run(self, run_id: str) -> Row | None:
         """The run row; its instance's history key and last seq come along in the same
         statement, since a transaction that reads a run mostly appends to its history."""
-        row = self._one(_GET_RUN, (run_id,))
-        if row is not None:
-            key, seq = row.pop("_instance_key"), row.pop("_last_seq")
-            if key is not None:
-                instance_id = row["workflow_instance_id"]
-                self._keys.setdefault(instance_id, key)
-                self._seq.setdefault(instance_id, seq)
-        return row
+        return keep_history_position(self._one(_GET_RUN, (run_id,)), self._keys, self._seq)
 
     def get_run_by_number(self, instance_id: str, run_number: int) -> Row | None:
         return self._one(
