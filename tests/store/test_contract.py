@@ -108,6 +108,28 @@ def test_a_conditional_change_says_whether_it_won(store):
     assert (first, second) == (True, False)
 
 
+def test_a_run_read_in_a_write_transaction_still_sees_a_workflow_task_added_after(store):
+    with store.write() as tx:
+        add_instance(tx, "i1")
+        add_instance(tx, "i2")
+    with store.write() as tx:
+        tx.insert_workflow_task({"workflow_run_id": "i2-r1", "workflow_instance_id": "i2",
+                                 "status": "scheduled", "reason": "r",
+                                 "available_at": clock.iso(T0), "scheduled_event_id": 1})
+    with store.write() as tx:
+        assert tx.get_run("i1-r1")["workflow_run_id"] == "i1-r1"
+        assert tx.get_run("i2-r1")["workflow_run_id"] == "i2-r1"
+        none_yet = tx.open_workflow_task("i1-r1")
+        tx.insert_workflow_task({"workflow_run_id": "i1-r1", "workflow_instance_id": "i1",
+                                 "status": "scheduled", "reason": "r",
+                                 "available_at": clock.iso(T0), "scheduled_event_id": 2})
+        added = tx.open_workflow_task("i1-r1")
+        other = tx.open_workflow_task("i2-r1")
+    assert none_yet is None
+    assert added is not None and added["scheduled_event_id"] == 2
+    assert other is not None and other["scheduled_event_id"] == 1
+
+
 def test_a_deadline_claim_is_won_once(store):
     with store.write() as tx:
         add_instance(tx, "i1")

@@ -53,7 +53,7 @@ from wfctl.errors import (
 )
 from wfctl.store import codec
 from wfctl.store import postgres_schema as schema
-from wfctl.store.sqlite import _prefix_upper_bound, _sql_list, keep_history_position
+from wfctl.store.sqlite import _prefix_upper_bound, _sql_list, keep_run_extras
 from wfctl.vocabulary import (
     CLOSED_INSTANCE,
     OPEN_ACTIVITY,
@@ -596,7 +596,9 @@ class _PerStatement:
 
 _GET_RUN = (
     "SELECT r.*, i.instance_key AS _instance_key, (SELECT coalesce(max(seq), 0) FROM events "
-    "WHERE instance_key = i.instance_key) AS _last_seq FROM runs r "
+    "WHERE instance_key = i.instance_key) AS _last_seq, (SELECT t.task_id FROM workflow_tasks t "
+    f"WHERE t.workflow_run_id = r.workflow_run_id AND t.status IN {_OPEN_WORKFLOW_TASK} "
+    "LIMIT 1) AS _open_task FROM runs r "
     "LEFT JOIN instances i ON i.workflow_instance_id = r.workflow_instance_id "
     "WHERE r.workflow_run_id = %s"
 )
@@ -609,6 +611,8 @@ class PostgresTx:
     def __init__(self, conn: psycopg.Connection | _PerStatement, *, locking: bool) -> None:
         self.conn = conn
         self._cursor = conn.cursor() if isinstance(conn, psycopg.Connection) else None
+        # Runs read (after their family's lock) without an open workflow task (`keep_run_extras`).
+        self._without_task: set[str] = set()
         self._locking = locking
         self._lock = " FOR UPDATE SKIP LOCKED" if locking else ""
         # The family keys this transaction holds, and the family of each instance it looked up.
@@ -850,7 +854,8 @@ class PostgresTx:
         """The run row (read after its family's lock); its instance's history key and last
         seq come along in the same statement, since a transaction that reads a run mostly
         appends to its history."""
-        return keep_history_position(self._owned(_GET_RUN, (run_id,)), self._keys, self._seq)
+        return keep_run_extras(self._owned(_GET_RUN, (run_id,)), self._keys, self._seq,
+                               self._without_task if self._locking else None)
 
     def get_run_by_number(self, instance_id: str, run_number: int) -> Row | None:
         return self._owned(
@@ -974,12 +979,15 @@ class PostgresTx:
     # workflow tasks
 
     def open_workflow_task(self, run_id: str) -> Row | None:
+        if self._locking and run_id in self._without_task:
+            return None
         return self._one(
             "SELECT * FROM workflow_tasks WHERE workflow_run_id = %s "
             f"AND status IN {_OPEN_WORKFLOW_TASK} LIMIT 1", (run_id,),
         )
 
     def insert_workflow_task(self, row: Row) -> int:
+        self._without_task.discard(row["workflow_run_id"])
         task_id = self._insert("workflow_tasks", row, "task_id")
         if row.get("status") == "scheduled":
             self._readied.add(("workflow_task", task_id))

@@ -345,7 +345,7 @@ class SQLiteStore:
             try:
                 conn = self._writer_connection()
                 conn.execute("BEGIN IMMEDIATE")
-                tx = SQLiteTx(conn)
+                tx = SQLiteTx(conn, writing=True)
                 try:
                     yield tx
                     tx.flush()
@@ -487,21 +487,27 @@ class _Translating:
             raise translate(exc, self._path) from exc
 
 
-def keep_history_position(run: Row | None, keys: dict[str, int],
-                          seqs: dict[str, int]) -> Row | None:
-    """The run row read with `_GET_RUN`, its instance's history key and last seq moved into a
-    transaction's caches (`keys`, `seqs`: what it knew already stays)."""
+def keep_run_extras(run: Row | None, keys: dict[str, int], seqs: dict[str, int],
+                    without_task: set[str] | None) -> Row | None:
+    """The run row read with `_GET_RUN`, less what came with it: its instance's history key and
+    last seq go into a transaction's caches (`keys`, `seqs`: what it knew already stays), and,
+    in a write transaction (`without_task` given), that the run has no open workflow task, so
+    that `open_workflow_task` need not ask (inserting one for the run forgets it)."""
     if run is not None:
-        key, seq = run.pop("_instance_key"), run.pop("_last_seq")
+        key, seq, task = run.pop("_instance_key"), run.pop("_last_seq"), run.pop("_open_task")
         if key is not None:
             keys.setdefault(run["workflow_instance_id"], key)
             seqs.setdefault(run["workflow_instance_id"], seq)
+        if without_task is not None and task is None:
+            without_task.add(run["workflow_run_id"])
     return run
 
 
 _GET_RUN = (
     "SELECT r.*, i.instance_key AS _instance_key, (SELECT coalesce(max(seq), 0) FROM events "
-    "WHERE instance_key = i.instance_key) AS _last_seq FROM runs r "
+    "WHERE instance_key = i.instance_key) AS _last_seq, (SELECT t.task_id FROM workflow_tasks t "
+    f"WHERE t.workflow_run_id = r.workflow_run_id AND t.status IN {_OPEN_WORKFLOW_TASK} "
+    "LIMIT 1) AS _open_task FROM runs r "
     "LEFT JOIN instances i ON i.workflow_instance_id = r.workflow_instance_id "
     "WHERE r.workflow_run_id = ?"
 )
@@ -510,10 +516,12 @@ _GET_RUN = (
 class SQLiteTx:
     """The queries of one transaction."""
 
-    def __init__(self, conn: sqlite3.Connection | _Translating) -> None:
+    def __init__(self, conn: sqlite3.Connection | _Translating, *, writing: bool = False) -> None:
         self.conn = conn
         self._seq: dict[str, int] = {}
         self._keys: dict[str, int] = {}
+        # In a write transaction: runs read without an open workflow task (`keep_run_extras`).
+        self._without_task: set[str] | None = set() if writing else None
         # Events appended in this transaction, written in one executemany before any read of
         # the history and at commit.
         self._events: list[tuple[Any, ...]] = []
@@ -611,7 +619,8 @@ class SQLiteTx:
     def get_run(self, run_id: str) -> Row | None:
         """The run row; its instance's history key and last seq come along in the same
         statement, since a transaction that reads a run mostly appends to its history."""
-        return keep_history_position(self._one(_GET_RUN, (run_id,)), self._keys, self._seq)
+        return keep_run_extras(self._one(_GET_RUN, (run_id,)), self._keys, self._seq,
+                               self._without_task)
 
     def get_run_by_number(self, instance_id: str, run_number: int) -> Row | None:
         return self._one(
@@ -733,12 +742,16 @@ class SQLiteTx:
     # workflow tasks
 
     def open_workflow_task(self, run_id: str) -> Row | None:
+        if self._without_task is not None and run_id in self._without_task:
+            return None
         return self._one(
             "SELECT * FROM workflow_tasks WHERE workflow_run_id = ? "
             f"AND status IN {_OPEN_WORKFLOW_TASK}", (run_id,),
         )
 
     def insert_workflow_task(self, row: Row) -> int:
+        if self._without_task is not None:
+            self._without_task.discard(row["workflow_run_id"])
         return self._insert("workflow_tasks", row)
 
     def get_workflow_task(self, task_id: int) -> Row | None:
