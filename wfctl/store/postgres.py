@@ -709,11 +709,22 @@ class PostgresTx:
     def _claimable(self, sql: str, params: dict[str, Any], key: str) -> Row | None:
         """The first row the claim query finds (rows of `_passed_over` left out, as
         %(passed)s) whose family this transaction holds or could take at once."""
+        if not self._locking:
+            return self._one(sql, {**params, "passed": []})
+        # The family lock is tried in the same statement, for the one row found: a row the
+        # claim locks is read as it is now, and the family's other rows are read after.
+        sql = (f"SELECT c.*, i.family_key AS _family, pg_try_advisory_xact_lock(i.family_key) "
+               f"AS _locked FROM ({sql}) c JOIN instances i "
+               "ON i.workflow_instance_id = c.workflow_instance_id")
         for _ in range(_CLAIM_SKIPS):
             passed = self._passed_over.setdefault(key, [])
             row = self._one(sql, {**params, "passed": passed})
-            if row is None or not self._locking or \
-                    self._lock_family(row["workflow_instance_id"], wait=False) is not None:
+            if row is None:
+                return None
+            family, locked = row.pop("_family"), row.pop("_locked")
+            self._family[row["workflow_instance_id"]] = family
+            if locked or family in self._created:
+                self._held.add(family)
                 return row
             passed.append(row[key])
         return None
