@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -27,10 +26,6 @@ IDLE_WAIT = 1.0
 # How often a slot whose outcome waits looks whether the engine turn is free: a combiner serves
 # whatever waits before it lets go, so this matters only after other holders of the turn.
 TURN_LOOK = 0.02
-# How many times a combiner lets other threads run before it takes a batch while some slot's
-# handler has returned and its outcome is not handed in yet: a few microseconds each, for
-# batches of three or four outcomes instead of one or two with fast handlers.
-GATHER_YIELDS = 3
 
 
 class Slot(Loop):
@@ -214,10 +209,6 @@ class StepPath:
         while turn.acquire(blocking=False):
             try:
                 while True:
-                    for _ in range(GATHER_YIELDS):
-                        if not self._finishing():
-                            break
-                        time.sleep(0)
                     with self._queue_lock:
                         batch, self._queue = self._queue, []
                     if not batch:
@@ -229,14 +220,6 @@ class StepPath:
                 if not self._queue:
                     return True
         return False
-
-    def _finishing(self) -> bool:
-        """Whether a handler returned whose outcome is not handed in yet (its slot is on its
-        way here)."""
-        returned = sum(1 for attempt in self.worker.attempts() if not attempt.handler_running)
-        with self._queue_lock:
-            handed = sum(1 for exchange in self._queue if exchange.attempt is not None)
-        return returned > handed
 
     def _combine(self, batch: list[Exchange]) -> None:
         worker, engine = self.worker, self.worker.engine
