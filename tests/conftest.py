@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 import textwrap
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -57,6 +58,15 @@ def pg_url(pg_server):
     url = pg_server.create()
     yield url
     pg_server.drop(url)
+
+
+def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+    """Wait for another process to make `predicate` true (real-process tests only)."""
+    end = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {timeout}s waiting for: {what}")
+        time.sleep(0.02)
 
 
 def at(seconds: float) -> datetime:

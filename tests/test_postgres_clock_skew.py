@@ -14,12 +14,13 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import psycopg
 import pytest
+from conftest import wait_until
 
 from wfctl import Client
 
@@ -79,13 +80,6 @@ def server_now(url: str) -> datetime:
     with psycopg.connect(url) as conn:
         return conn.execute("SELECT clock_timestamp()").fetchone()[0]
 
-
-def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    end = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {timeout}s waiting for: {what}")
-        time.sleep(0.05)
 
 
 class Project:

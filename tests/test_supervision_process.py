@@ -13,10 +13,11 @@ import sys
 import tempfile
 import textwrap
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import wait_until
 from test_systemd import NotifySocket
 
 from wfctl import Client, clock
@@ -134,13 +135,6 @@ class Project:
                 process.wait()
         self.client.close()
 
-
-def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    end = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {timeout}s waiting for: {what}")
-        time.sleep(0.02)
 
 
 def received(listener: NotifySocket, pattern: str, timeout: float = 10.0) -> str:

@@ -10,11 +10,12 @@ import sys
 import textwrap
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
 import pytest
+from conftest import wait_until
 
 from wfctl import Client
 
@@ -118,13 +119,6 @@ class Project:
                 process.wait()
         self.client.close()
 
-
-def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
-    end = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {timeout}s waiting for: {what}")
-        time.sleep(0.02)
 
 
 def seconds_between(earlier: str, later: str) -> float:
