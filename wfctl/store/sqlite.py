@@ -7,6 +7,7 @@ import os
 import sqlite3
 import stat
 import threading
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -37,8 +38,16 @@ from wfctl.vocabulary import (
 Row = dict[str, Any]
 _BUSY_TIMEOUT_MS = 30_000
 # A WAL longer than this (in pages, 4 KiB each: what SQLite lets one grow to by default) is
-# copied to its end with writers held back, so that the next commit starts it over.
+# started over: copied to its end with writers held back, and written again from its beginning
+# once no reader needs what it holds.
 _WAL_RESTART_PAGES = 1_000
+# How long starting the WAL over waits for readers still reading from it, writers held back
+# meanwhile. While readers outlast it, the next tries come later and later (from 1 s up to 30 s
+# apart), so that a reader that never ends does not hold writers back again and again.
+_WAL_RESTART_WAIT_MS = 50
+_WAL_RESTART_RETRY = (1.0, 30.0)
+# A WAL file that grew past this many bytes is cut back to it when the WAL starts over.
+_WAL_FILE_LIMIT = 64 * 1024 * 1024
 # SQLite's default: a commit that leaves more pages than this in the WAL copies them to the file.
 _WAL_AUTOCHECKPOINT = 1_000
 
@@ -197,6 +206,10 @@ class SQLiteStore:
         # the others' commits.
         self._writer: sqlite3.Connection | None = None
         self._checkpoints_deferred = False
+        # When `checkpoint` may next try to start the WAL over (time.monotonic()), and the
+        # wait before the try after that, should readers outlast this one too.
+        self._restart_at = 0.0
+        self._restart_retry = _WAL_RESTART_RETRY[0]
         self._connections: list[tuple[threading.Thread, sqlite3.Connection]] = []
         self._connections_lock = threading.Lock()
         _check_path(self.path, create)
@@ -234,6 +247,8 @@ class SQLiteStore:
             conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
             # References between runs, tasks and instances are checked, not assumed.
             conn.execute("PRAGMA foreign_keys=ON")
+            # The WAL file keeps the size it grew to; one that grew large gives the space back.
+            conn.execute(f"PRAGMA journal_size_limit={_WAL_FILE_LIMIT}")
         except sqlite3.Error as exc:
             raise translate(exc, self.path) from None
         return conn
@@ -415,21 +430,39 @@ class SQLiteStore:
                 self._writer.execute("PRAGMA wal_autocheckpoint=0")
 
     def checkpoint(self) -> int:
-        """Copy the WAL into the database without holding up writers; returns the WAL's pages.
+        """Copy the WAL into the database, holding writers up briefly at most; returns the
+        WAL's pages.
 
-        A passive checkpoint copies what was committed when it began while writers go on. Once
-        the WAL has grown long, a second pass with this process's writers held back lets it be
-        copied to the end, so that the next commit starts it over instead of growing it.
+        A passive checkpoint copies what was committed when it began while writers go on; so
+        while they never pause, it never reaches the WAL's end, and the WAL is never started
+        over: it would grow by every page every commit writes, for as long as the writes go
+        on. Once it has grown long, a second pass holds writers back (this process's, and
+        other processes' through SQLite's write lock), copies the rest, and waits up to
+        `_WAL_RESTART_WAIT_MS` for readers to finish with it, so that the next commit writes
+        the WAL from its beginning.
         """
         conn = self.conn
         try:
             row = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-            if row["log"] > _WAL_RESTART_PAGES and row["checkpointed"] < row["log"]:
-                with self._write_lock:
-                    row = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            if row["log"] > _WAL_RESTART_PAGES and time.monotonic() >= self._restart_at:
+                row = self._restart(conn)
         except sqlite3.Error as exc:
             raise translate(exc, self.path) from exc
         return row["log"]
+
+    def _restart(self, conn: sqlite3.Connection) -> Row:
+        with self._write_lock:
+            conn.execute(f"PRAGMA busy_timeout={_WAL_RESTART_WAIT_MS}")
+            try:
+                row = conn.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
+            finally:
+                conn.execute(f"PRAGMA busy_timeout={_BUSY_TIMEOUT_MS}")
+        if row["busy"]:
+            self._restart_at = time.monotonic() + self._restart_retry
+            self._restart_retry = min(2 * self._restart_retry, _WAL_RESTART_RETRY[1])
+        else:
+            self._restart_at, self._restart_retry = 0.0, _WAL_RESTART_RETRY[0]
+        return row
 
     def peek(self) -> SQLiteTx:
         """Queries outside a transaction: each one statement, for cheap single reads."""
