@@ -19,7 +19,7 @@ from wfctl.context import HeartbeatBuffer
 from wfctl.errors import InvalidInput, StoreUnavailable
 from wfctl.handlers import Outcome
 from wfctl.watchdog import sweep, sweep_deadlines
-from wfctl.worker import Worker, WorkerOptions
+from wfctl.worker import Worker, WorkerOptions, slots
 from wfctl.worker.attempts import Attempt
 from wfctl.worker.deadlines import keeping_lease
 from wfctl.worker.executor import HandlerCall
@@ -778,3 +778,86 @@ def test_an_on_deadline_handler_raising_keyboard_interrupt_is_recorded_as_its_er
 
     assert failed["handler_error"]["exception_class"] == "KeyboardInterrupt"
     assert env.describe("p1")["status"] == "failed"
+
+
+# a burst of decisions
+
+BURST = """
+version: 1
+workflows:
+  gate:
+    steps:
+      - activity: wfh_supervision:stuck
+        max_attempts: 1
+  one:
+    steps:
+      - activity: wfh:noop
+"""
+
+
+class Ticking(Clock):
+    """A clock that moves on a second each time it is read; `hook`, when set, runs on the first
+    reading from the thread that set it."""
+
+    def __init__(self, start: datetime) -> None:
+        super().__init__(start)
+        self.hook: tuple[threading.Thread, Any] | None = None
+
+    def __call__(self) -> datetime:
+        now, self.now = self.now, self.now + timedelta(seconds=1)
+        if self.hook is not None and self.hook[0] is threading.current_thread():
+            hook, self.hook = self.hook[1], None
+            hook()
+        return now
+
+
+def test_each_batch_of_a_long_run_of_decisions_is_stamped_with_the_instant_it_began(make_env):
+    env = make_env(BURST)
+    for n in range(20):
+        env.start("one", f"b{n:02d}")
+    worker = Worker(env.engine, WorkerOptions(concurrency=1), clock=Ticking(at(10)))
+
+    worker.watchdog.run_once(at(10))
+
+    scheduled = sorted(e["at"] for n in range(20) for e in env.history(f"b{n:02d}")
+                       if e["event_type"] == "ActivityScheduled")
+    assert len(scheduled) == 20
+    assert scheduled[0] == clock.iso(at(10))
+    # What later batches scheduled, and the deadlines they set, count from when they ran.
+    assert scheduled[-1] > clock.iso(at(10))
+
+
+def test_an_outcome_handed_in_during_a_burst_of_decisions_is_recorded_between_its_batches(
+        make_env, monkeypatch):
+    env = make_env(BURST)
+    env.start("gate", "g1")
+    worker = Worker(env.engine, WorkerOptions(concurrency=1), clock=Clock(at(10)))
+    worker.watchdog.run_once(at(10))   # g1's activity is ready
+    for n in range(200):
+        env.start("one", f"b{n:03d}")
+    running = threading.Thread(target=worker.slots[0].run_once, args=(at(10),), daemon=True)
+    running.start()   # claims g1's activity; its handler waits for `release`
+    assert wait_until(lambda: env.describe("g1")["activities"]
+                      and env.describe("g1")["activities"][0]["status"] == "started")
+
+    # While the watchdog decides the burst, batch by batch, g1's handler returns.
+    burst = threading.current_thread()
+    seen: list[str] = []
+    decide = slots._decide
+
+    def deciding(worker: Worker, now: datetime, limit: int) -> int:
+        decided = decide(worker, now, limit)
+        if threading.current_thread() is burst:
+            if not seen:
+                wfh_supervision.release.set()
+                assert wait_until(lambda: worker.steps.waiting() > 0)
+            seen.append(env.describe("g1")["activities"][0]["status"])
+        return decided
+
+    monkeypatch.setattr(slots, "_decide", deciding)
+    worker.watchdog.run_once(at(10))
+    running.join(10)
+
+    assert len(seen) > 2 and seen[0] == "started"
+    assert seen[-1] == "completed", "the outcome waited for the whole burst"
+    assert all(env.describe(f"b{n:03d}")["activities"] for n in range(200))
