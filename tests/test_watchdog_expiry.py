@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from conftest import at
 
+from wfctl import clock
 from wfctl.engine import time as engine_time
 
 pytestmark = pytest.mark.both_backends
@@ -66,3 +67,21 @@ def test_what_another_watchdog_enforced_between_the_scan_and_its_transaction_is_
 
     assert (others, done.activities_timed_out) == ([1], 0)
     assert env.event_types("s1").count("ActivityRetryScheduled") == 1
+
+
+def test_a_long_pass_enforces_each_instance_at_the_instant_its_transaction_runs(make_env):
+    env = make_env(DEFINITIONS)
+    for n in range(5):
+        env.start("slow", f"s{n}")
+    env.decide(0)
+    for _ in range(5):
+        env.claim(0)
+    readings = iter(at(20 + n) for n in range(100))
+
+    # Due at +10s, found at +20s; the clock reads a second later at each transaction.
+    done = env.engine.expire(at(20), 500, lambda: next(readings))
+
+    assert done.activities_timed_out == 5
+    retried = sorted(e["at"] for n in range(5) for e in env.history(f"s{n}")
+                     if e["event_type"] == "ActivityRetryScheduled")
+    assert retried == [clock.iso(at(20 + n)) for n in range(5)]

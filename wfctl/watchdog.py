@@ -96,11 +96,14 @@ def worker_alive(worker: Row | None, at: str) -> bool:
     return worker["pid_started"] is None or started is None or started == worker["pid_started"]
 
 
-def sweep(engine: Engine, now: datetime, *, alive: Collection[str] = ()) -> SweepReport:
+def sweep(engine: Engine, now: datetime, *, alive: Collection[str] = (),
+          clock_now: Callable[[], datetime] | None = None) -> SweepReport:
     """One pass: lost workers, activity and workflow-task timeouts, timers, run deadlines.
 
     `alive` names workers known to be alive whatever their lease says: the sweeping worker
-    itself, whose lease may have lapsed while the database was unavailable.
+    itself, whose lease may have lapsed while the database was unavailable. With `clock_now`,
+    what is found due at `now` is enforced instance by instance at the instant the clock
+    reads then (see `Engine.expire`).
     """
     report = SweepReport()
     at = clock.iso(now)
@@ -113,7 +116,7 @@ def sweep(engine: Engine, now: datetime, *, alive: Collection[str] = ()) -> Swee
         engine.lose_workers(ids, now)
         report.workers_lost.extend(ids)
     if due is not None and due <= at:
-        expired = engine.expire(now, BATCH)
+        expired = engine.expire(now, BATCH, clock_now)
         report.activities_timed_out += expired.activities_timed_out
         report.workflow_tasks_timed_out += expired.workflow_tasks_timed_out
         report.timers_fired += expired.timers_fired

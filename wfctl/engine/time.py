@@ -5,6 +5,7 @@ The watchdog finds what is due and calls these; each is an engine operation at a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -56,13 +57,17 @@ class _Due:
     runs: list[str] = field(default_factory=list)
 
 
-def expire(engine: Engine, now: datetime, limit: int) -> Expired:
+def expire(engine: Engine, now: datetime, limit: int,
+           clock_now: Callable[[], datetime] | None = None) -> Expired:
     """Enforce what is due at `now`, up to `limit` of each kind: activity and workflow-task
     timeouts, timers, and runs past a deadline that have no workflow task to notice it.
 
     What is due is found by a read, which locks nothing; then each instance's share is
     enforced in a short transaction of its own, which reads it again and acts only on what is
     still due (a worker may have completed it, or another watchdog enforced it, meanwhile).
+    With `clock_now`, each of those transactions acts at the instant it reads when it begins
+    (what was due at `now` is due then too): a long pass must not stamp what it records, and
+    the backoffs and deadlines counted from it, with the instant it began.
     Due timers are read a page at a time: a page none of whose timers could fire (each due
     after its run's own timeout, which comes first) is followed by the next one.
     """
@@ -83,7 +88,7 @@ def expire(engine: Engine, now: datetime, limit: int) -> Expired:
         for timer in page:
             due.setdefault(timer["workflow_instance_id"], _Due()).timers.append(timer)
         for instance_due in due.values():
-            _add(done, _expire_instance(engine, now, instance_due))
+            _add(done, _expire_instance(engine, _at(now, clock_now), instance_due))
         due.clear()
         if len(page) < limit or done.timers_fired:
             break
@@ -95,8 +100,12 @@ def expire(engine: Engine, now: datetime, limit: int) -> Expired:
             due.setdefault(run["workflow_instance_id"], _Due()).runs.append(
                 run["workflow_run_id"])
     for instance_due in due.values():
-        _add(done, _expire_instance(engine, now, instance_due))
+        _add(done, _expire_instance(engine, _at(now, clock_now), instance_due))
     return done
+
+
+def _at(now: datetime, clock_now: Callable[[], datetime] | None) -> datetime:
+    return now if clock_now is None else max(now, clock_now())
 
 
 def _add(total: Expired, part: Expired) -> None:
