@@ -352,7 +352,7 @@ def decide_ready(worker: Worker, now: datetime, limit: int) -> int:
         if done < size:
             break
         worker.steps.serve_waiting()
-        now = worker.clock()
+        now = max(now, worker.clock())
     return decided
 
 
