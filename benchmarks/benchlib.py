@@ -114,8 +114,7 @@ class Scratch:
         self.workflows.write_text(textwrap.dedent(DEFINITIONS).lstrip())
         self.db: Path | str = db or self.folder / "wfctl.db"
         if not reuse and db is None:
-            for suffix in ("", "-wal", "-shm"):
-                Path(f"{self.db}{suffix}").unlink(missing_ok=True)
+            remove_database(self.db)
         if str(HERE) not in sys.path:
             sys.path.insert(0, str(HERE))
 
@@ -178,6 +177,12 @@ def newest_not_completed(client: wfctl.Client, count: int) -> list[str]:
             if row["status"] != "completed"]
 
 
+def remove_database(path: Path | str) -> None:
+    """Delete an SQLite file with its write-ahead log and shared-memory index, where present."""
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
 def checkpoint(db: Path) -> None:
     """Move the WAL's pages into the file, so that the file's size is the database's."""
     conn = sqlite3.connect(db, isolation_level=None)
@@ -202,8 +207,7 @@ def bare_sqlite_pairs(folder: Path, seconds: float = 1.0, done_rows: int = 0) ->
     """Claim+complete pairs per second on a bare indexed table, two BEGIN IMMEDIATE
     transactions each, with `done_rows` finished rows already in the table."""
     path = folder / "bare.db"
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    remove_database(path)
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
@@ -230,8 +234,7 @@ def bare_sqlite_pairs(folder: Path, seconds: float = 1.0, done_rows: int = 0) ->
         pairs += 1
     rate = pairs / (time.perf_counter() - started)
     conn.close()
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    remove_database(path)
     return rate
 
 

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import pglib
-from benchlib import Scratch, checkpoint, header, load
+from benchlib import Scratch, checkpoint, header, load, remove_database
 
 from wfctl import clock, log
 from wfctl.store import sqlite as sqlite_store
@@ -91,11 +91,6 @@ def recording_connections() -> Iterator[list[Statement]]:
         _Recording.log = None
 
 
-def _remove(path: Path) -> None:
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
-
-
 def replay(workflows: int, folder: Path) -> tuple[float, float, int]:
     """Drain with one slot while recording, then replay; (wfctl s, replay s, statements)."""
     snapshot = folder / "snapshot.db"
@@ -106,7 +101,7 @@ def replay(workflows: int, folder: Path) -> tuple[float, float, int]:
         worker = client.worker(WorkerOptions(concurrency=1))
         worker.register(clock.now())
         checkpoint(scratch.db)
-        _remove(snapshot)
+        remove_database(snapshot)
         shutil.copy(scratch.db, snapshot)
         settings = list(statements)
         statements.clear()
@@ -136,7 +131,7 @@ def replay(workflows: int, folder: Path) -> tuple[float, float, int]:
     replayed = time.perf_counter() - started
     for conn in bare.values():
         conn.close()
-    _remove(snapshot)
+    remove_database(snapshot)
     return drained, replayed, len(recorded)
 
 
@@ -219,7 +214,7 @@ def lean_sqlite(folder: Path, workflows: int, k: int) -> float:
     """Steps/s of the lean step on a fresh SQLite file (WAL, synchronous=NORMAL, automatic
     checkpoints: wfctl's settings)."""
     path = folder / "lean.db"
-    _remove(path)
+    remove_database(path)
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
@@ -243,7 +238,7 @@ def lean_sqlite(folder: Path, workflows: int, k: int) -> float:
     steps = lean.drain(k)
     rate = steps / (time.perf_counter() - started)
     conn.close()
-    _remove(path)
+    remove_database(path)
     return rate
 
 

@@ -44,6 +44,7 @@ from benchlib import (
     header,
     load,
     percentile,
+    remove_database,
     start_workflows,
     wfctl_command,
     worker_env,
@@ -180,8 +181,7 @@ def lengthen(db: Path, runs: int) -> tuple[str, int]:
 
 
 def copy_database(source: Scratch, target: Scratch, *, retained: bool) -> None:
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{target.db}{suffix}").unlink(missing_ok=True)
+    remove_database(target.db)
     shutil.copyfile(source.db, target.db)
     shutil.copyfile(source.workflows, target.workflows)
     if not retained:

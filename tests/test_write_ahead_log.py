@@ -53,15 +53,23 @@ def test_a_worker_that_never_pauses_keeps_its_write_ahead_log_bounded(make_env):
     client.close()
 
 
-def test_a_log_file_that_grew_large_is_cut_back_when_the_log_starts_over(tmp_path):
-    path = tmp_path / "w.db"
+def store_with_a_long_log(path: Path, rows: int,
+                          row_bytes: int) -> tuple[SQLiteStore, sqlite3.Connection]:
+    """A store whose log holds `rows` rows of padding, none of it copied into the file yet;
+    with the connection that wrote them (log copies left to `checkpoint`)."""
     store = SQLiteStore(path)
     conn = store.conn
     conn.execute("PRAGMA wal_autocheckpoint=0")
     conn.execute("CREATE TABLE padding (x)")
+    for _ in range(rows):
+        conn.execute("INSERT INTO padding VALUES (?)", ("x" * row_bytes,))
+    return store, conn
+
+
+def test_a_log_file_that_grew_large_is_cut_back_when_the_log_starts_over(tmp_path):
+    path = tmp_path / "w.db"
     # More than the limit of log pages, left behind as an older wfctl would have.
-    for _ in range(3):
-        conn.execute("INSERT INTO padding VALUES (?)", ("x" * 30_000_000,))
+    store, conn = store_with_a_long_log(path, 3, 30_000_000)
     wal = Path(f"{path}-wal")
     assert wal.stat().st_size > FILE_LIMIT
 
@@ -74,11 +82,7 @@ def test_a_log_file_that_grew_large_is_cut_back_when_the_log_starts_over(tmp_pat
 
 def test_a_reader_that_keeps_its_snapshot_holds_writers_back_for_a_moment_only(tmp_path):
     path = tmp_path / "w.db"
-    store = SQLiteStore(path)
-    conn = store.conn
-    conn.execute("PRAGMA wal_autocheckpoint=0")
-    conn.execute("CREATE TABLE padding (x)")
-    conn.execute("INSERT INTO padding VALUES (?)", ("x" * 8_000_000,))
+    store, conn = store_with_a_long_log(path, 1, 8_000_000)
     reader = sqlite3.connect(path, isolation_level=None)
     reader.execute("BEGIN")
     reader.execute("SELECT count(*) FROM padding").fetchone()

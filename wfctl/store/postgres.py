@@ -53,7 +53,7 @@ from wfctl.errors import (
 )
 from wfctl.store import codec
 from wfctl.store import postgres_schema as schema
-from wfctl.store.sqlite import _prefix_upper_bound, _sql_list, keep_run_extras
+from wfctl.store.sqlite import _prefix_upper_bound, _sql_list, keep_run_extras, run_with_extras
 from wfctl.vocabulary import (
     CLOSED_INSTANCE,
     OPEN_ACTIVITY,
@@ -594,14 +594,7 @@ class _PerStatement:
             raise self._store._error(exc) from None
 
 
-_GET_RUN = (
-    "SELECT r.*, i.instance_key AS _instance_key, (SELECT coalesce(max(seq), 0) FROM events "
-    "WHERE instance_key = i.instance_key) AS _last_seq, (SELECT t.task_id FROM workflow_tasks t "
-    f"WHERE t.workflow_run_id = r.workflow_run_id AND t.status IN {_OPEN_WORKFLOW_TASK} "
-    "LIMIT 1) AS _open_task FROM runs r "
-    "LEFT JOIN instances i ON i.workflow_instance_id = r.workflow_instance_id "
-    "WHERE r.workflow_run_id = %s"
-)
+_GET_RUN = run_with_extras("%s")
 
 
 class PostgresTx:

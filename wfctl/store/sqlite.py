@@ -536,14 +536,20 @@ def keep_run_extras(run: Row | None, keys: dict[str, int], seqs: dict[str, int],
     return run
 
 
-_GET_RUN = (
-    "SELECT r.*, i.instance_key AS _instance_key, (SELECT coalesce(max(seq), 0) FROM events "
-    "WHERE instance_key = i.instance_key) AS _last_seq, (SELECT t.task_id FROM workflow_tasks t "
-    f"WHERE t.workflow_run_id = r.workflow_run_id AND t.status IN {_OPEN_WORKFLOW_TASK} "
-    "LIMIT 1) AS _open_task FROM runs r "
-    "LEFT JOIN instances i ON i.workflow_instance_id = r.workflow_instance_id "
-    "WHERE r.workflow_run_id = ?"
-)
+def run_with_extras(placeholder: str) -> str:
+    """The query of one run row with what `keep_run_extras` keeps, in both SQL dialects (their
+    placeholders differ)."""
+    return (
+        "SELECT r.*, i.instance_key AS _instance_key, (SELECT coalesce(max(seq), 0) FROM events "
+        "WHERE instance_key = i.instance_key) AS _last_seq, (SELECT t.task_id FROM "
+        f"workflow_tasks t WHERE t.workflow_run_id = r.workflow_run_id AND t.status IN "
+        f"{_OPEN_WORKFLOW_TASK} LIMIT 1) AS _open_task FROM runs r "
+        "LEFT JOIN instances i ON i.workflow_instance_id = r.workflow_instance_id "
+        f"WHERE r.workflow_run_id = {placeholder}"
+    )
+
+
+_GET_RUN = run_with_extras("?")
 
 
 class SQLiteTx:
