@@ -19,7 +19,6 @@ from collections.abc import Callable
 from benchlib import Scratch, header
 
 import wfctl
-from wfctl import clock
 
 DEFINITIONS = """
 version: 1
@@ -80,7 +79,7 @@ def main() -> None:
                     with store.write() as tx:
                         tx.get_instance(instance_id)
                         time.sleep(hold)
-                        tx.update_instance(instance_id, updated_at=clock.iso(store.now()))
+                        tx.update_instance(instance_id, updated_at=store.now())
             return run
 
         alone = args.transactions * hold

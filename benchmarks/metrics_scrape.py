@@ -79,7 +79,7 @@ def create(client: wfctl.Client, workflow_type: str, count: int, now) -> None:
     workflow = definitions.types[workflow_type]
     for first in range(0, count, BATCH):
         with engine.transaction(now) as c:
-            engine.save_definitions(c.tx, definitions, c.at)
+            engine.save_definitions(c, definitions)
             for n in range(first, min(count, first + BATCH)):
                 create_instance(c, definitions, workflow, f"{workflow_type}-{n:06d}", {}, {})
 
@@ -148,7 +148,7 @@ def measure(scratch: Scratch, repeat: int, processes: int) -> tuple[list[float],
     show("GET /metrics over HTTP (the work --metrics-port server)", over_http)
 
     print("\n-- each store read of a scrape (one read transaction holds them all)")
-    now = clock.iso(clock.now())
+    now = clock.now()
     with store.read() as tx:
         for name, args in (("instance_counts", ()), ("open_activity_counts", ()),
                            ("ready_activity_counts", (now,)),

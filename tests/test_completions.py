@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -137,7 +138,7 @@ IDS = ["a%b", "a%c", "axb", "a_b", "a_", "aXb", "a\\b", "a\\", "ab", "é-1", "é
                                     "z\ud7ff", "\U0010ffff", "none"])
 def test_instance_ids_are_exactly_those_starting_with_the_prefix(db, prefix):
     store = open_store(db)
-    created = "2026-01-01T00:00:00.000+00:00"
+    created = datetime(2026, 1, 1, tzinfo=UTC)
     with store.write() as tx:
         tx.put_definitions("d", "workflows.yaml", "version: 1", created)
         for instance_id in IDS:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
+from datetime import UTC, datetime
 
 import pytest
 from conftest import at
@@ -65,14 +66,14 @@ def test_a_step_path_batch_that_conflicts_is_recorded_once(make_env):
     assert types[-1] == "WorkflowCompleted"
 
 
-# It reads with SQLite's own transaction class and text-ordered instants.
+# It writes with SQLite's own transaction class.
 @pytest.mark.sqlite_only
 def test_a_claim_lost_to_another_writer_is_not_acted_on(make_env):
     env = make_env(ONE_STEP)
     env.start("one", "o1")
     env.decide(0)
     with env.engine.store.read() as tx:
-        stale = tx.next_ready_activity(("default",), "9999")
+        stale = tx.next_ready_activity(("default",), datetime(9999, 1, 1, tzinfo=UTC))
     assert env.claim(1, worker_id="first") is not None
 
     # A writer that still sees the activity as ready (its snapshot predates the claim) tries

@@ -127,7 +127,7 @@ def test_workers_of_a_database_from_before_hosts_keep_their_rows_and_are_known_b
     store = open_store(url)
     try:
         [old] = store.peek().live_workers()
-        at = clock.iso(clock.now())
+        at = clock.now()
         assert old["host_id"] is None
         assert worker_alive(old, at) is False, "this hostname's: its pid is looked at"
         assert worker_alive({**old, "hostname": "elsewhere"}, at) is True

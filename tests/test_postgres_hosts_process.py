@@ -11,6 +11,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pg
@@ -137,7 +138,7 @@ def test_a_worker_killed_mid_step_has_its_work_retried_by_a_worker_on_another_ho
     retried = [e for i in ids for e in project.events(i, "ActivityRetryScheduled")]
     assert retried and {e["attributes"]["reason"] for e in retried} == {"worker_lost"}
     # The survivor is on another host: it waited for the lease, whatever the pid said.
-    assert min(e["at"] for e in retried) >= lease_expires_at
+    assert min(datetime.fromisoformat(e["at"]) for e in retried) >= lease_expires_at
     for wf in ids:
         for step in STEPS:
             runs = [(attempt, pid) for w, s, attempt, pid, _ in project.calls()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 
 import psycopg
 import pytest
@@ -543,9 +544,9 @@ def test_prune_finds_its_batch_through_indexes_however_many_instances_are_closed
     with store.read() as tx:
         statements: list[str] = []
         tx.conn.set_trace_callback(statements.append)
-        tx.prunable_instances("2026-01-01T00:00:00+00:00", closed_before=None, limit=10)
-        tx.prunable_instances("2026-01-01T00:00:00+00:00",
-                              closed_before="2026-01-01T00:00:00+00:00", limit=10)
+        tx.prunable_instances(datetime(2026, 1, 1, tzinfo=UTC), closed_before=None, limit=10)
+        tx.prunable_instances(datetime(2026, 1, 1, tzinfo=UTC),
+                              closed_before=datetime(2026, 1, 1, tzinfo=UTC), limit=10)
         tx.count_owned_rows(["a", "b"])
         tx.conn.set_trace_callback(None)
         plans = [[row["detail"] for row in tx.conn.execute(f"EXPLAIN QUERY PLAN {sql}")]

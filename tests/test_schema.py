@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import sqlite3
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -323,8 +324,8 @@ def test_the_watchdog_finds_expired_work_through_the_partial_indexes_alone(tmp_p
     with store.read() as tx:
         statements: list[str] = []
         tx.conn.set_trace_callback(statements.append)
-        tx.expired_activities("2026-01-01T00:00:00+00:00", 10)
-        tx.next_due("2026-01-01T00:00:00+00:00")
+        tx.expired_activities(datetime(2026, 1, 1, tzinfo=UTC), 10)
+        tx.next_due(datetime(2026, 1, 1, tzinfo=UTC))
         tx.conn.set_trace_callback(None)
         plans = []
         for sql in statements:
@@ -384,7 +385,7 @@ def test_the_0_1_database_is_upgraded_with_its_instances_counted(tmp_path):
 
 def test_metrics_read_index_ranges_and_minimums_never_a_table(tmp_path):
     store = Store(tmp_path / "w.db")
-    now = "2026-01-01T00:00:00+00:00"
+    now = datetime(2026, 1, 1, tzinfo=UTC)
     with store.read() as tx:
         statements: list[str] = []
         tx.conn.set_trace_callback(statements.append)

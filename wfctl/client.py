@@ -7,7 +7,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from wfctl import clock, durations, jsonvalue, views
+from wfctl import durations, jsonvalue, views
 from wfctl.errors import InvalidInput
 from wfctl.store import Store, open_store
 from wfctl.vocabulary import INSTANCE_STATUSES
@@ -169,7 +169,7 @@ class Client:
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise InvalidInput(f"limit must be a whole number of at least 1 (got {limit!r})")
         return views.list_instances(self.store, status=status, workflow_type=workflow_type,
-                                    since=clock.iso(since), limit=min(limit, _MAX_LIMIT))
+                                    since=since, limit=min(limit, _MAX_LIMIT))
 
     def instance_ids(self, prefix: str = "", limit: int = 200) -> list[str]:
         """Instance ids starting with `prefix`, newest first (shell completion)."""
@@ -180,7 +180,7 @@ class Client:
     def serves(self, queue: str | None) -> bool:
         """Whether a live worker (not stopped, its lease not lapsed) serves `queue` (None: any
         queue, as every worker decides workflow tasks)."""
-        now = clock.iso(self._now())
+        now = self._now()
         with self.store.read() as tx:
             workers = tx.live_workers()
         return any(worker["lease_expires_at"] > now

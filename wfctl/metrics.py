@@ -94,16 +94,15 @@ class StoreCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         now = self._now()
-        at = clock.iso(now)
         with self._store.read() as tx:
             instances = tx.instance_counts()
             open_activities = tx.open_activity_counts()
-            ready = tx.ready_activity_counts(at)
-            ready_workflow = tx.ready_workflow_task_count(at)
+            ready = tx.ready_activity_counts(now)
+            ready_workflow = tx.ready_workflow_task_count(now)
             timeouts = tx.timeout_event_counts()
             deadlines = tx.next_deadlines()
             workers = [w for w in tx.live_workers()
-                       if w["kind"] == "worker" and w["lease_expires_at"] > at]
+                       if w["kind"] == "worker" and w["lease_expires_at"] > now]
 
         family = GaugeMetricFamily("wfctl_instances", "Workflow instances by type and status.",
                                    labels=["workflow_type", "status"])
@@ -133,7 +132,7 @@ class StoreCollector(Collector):
                                  ("workflow", "", ready_workflow)):
             count = row["count"] if row else 0
             tasks.add_metric([task, queue], count)
-            oldest = clock.parse(row["oldest"]) if count else None
+            oldest = row["oldest"] if count else None
             ages.add_metric([task, queue],
                             max(0.0, (now - oldest).total_seconds()) if oldest else 0.0)
         yield tasks
@@ -159,7 +158,7 @@ class StoreCollector(Collector):
             "wfctl_next_deadline_seconds", "Seconds from now to the earliest pending deadline "
             "of each kind; negative once passed and not yet enforced.", labels=["kind"])
         for kind in DEADLINE_KINDS:
-            due = clock.parse(deadlines[kind])
+            due = deadlines[kind]
             if due is not None:
                 family.add_metric([kind], (due - now).total_seconds())
         yield family

@@ -6,12 +6,13 @@ the current step of a run that has not completed.
 
 from __future__ import annotations
 
-import json
+from datetime import datetime
 from typing import Any
 
 from wfctl import durations
+from wfctl.clock import iso
 from wfctl.errors import NotFound
-from wfctl.store import Row, Store, Tx, codec
+from wfctl.store import Row, Store, Tx
 from wfctl.vocabulary import RETRY_TIMER
 
 _DEADLINE_COLUMNS = (
@@ -37,7 +38,7 @@ def describe(store: Store, instance_id: str, run_number: int | None = None) -> d
         assert run is not None
         step_index = run["step_index"]
         timers = tx.run_timers(run["workflow_run_id"])
-        retry_policy = json.loads(instance["retry_policy"]) if instance["retry_policy"] else None
+        retry_policy = instance["retry_policy"]
         return {
             "found": True,
             "workflow_instance_id": instance_id,
@@ -46,13 +47,13 @@ def describe(store: Store, instance_id: str, run_number: int | None = None) -> d
             "execution_timeout_seconds": durations.whole_seconds(
                 instance["execution_timeout_seconds"]),
             "deadline_seconds": durations.whole_seconds(instance["deadline_seconds"]),
-            "deadline_at": run["deadline_at"],
+            "deadline_at": iso(run["deadline_at"]),
             "on_deadline": instance["on_deadline"],
             "child_policy": instance["child_policy"],
             "retry_policy": retry_policy,
             "parent_workflow_instance_id": instance["parent_instance_id"],
-            "created_at": instance["created_at"],
-            "closed_at": instance["closed_at"],
+            "created_at": iso(instance["created_at"]),
+            "closed_at": iso(instance["closed_at"]),
             "run_count": instance["run_count"],
             "run": {
                 "workflow_run_id": run["workflow_run_id"],
@@ -60,18 +61,18 @@ def describe(store: Store, instance_id: str, run_number: int | None = None) -> d
                 "status": run["status"],
                 "closed_reason": run["closed_reason"],
                 "run_timeout_seconds": durations.whole_seconds(run["run_timeout_seconds"]),
-                "execution_deadline_at": run["execution_deadline_at"],
-                "run_deadline_at": run["run_deadline_at"],
+                "execution_deadline_at": iso(run["execution_deadline_at"]),
+                "run_deadline_at": iso(run["run_deadline_at"]),
                 "workflow_task_timeout_seconds": durations.whole_seconds(
                     run["workflow_task_timeout_seconds"]),
-                "started_at": run["started_at"],
-                "closed_at": run["closed_at"],
+                "started_at": iso(run["started_at"]),
+                "closed_at": iso(run["closed_at"]),
                 "current_step": _current_step(tx, instance, run),
                 "step_index": step_index,
                 "wait_kind": run["wait_kind"],
-                "cancel_requested": bool(run["cancel_requested"]),
+                "cancel_requested": run["cancel_requested"],
                 "stop_reason": stop_reason(tx, run),
-                "deadline_claimed_at": run["deadline_claimed_at"],
+                "deadline_claimed_at": iso(run["deadline_claimed_at"]),
                 "continued_to_run_id": _continued_to(tx, run),
             },
             "workflow_retry": _workflow_retry(retry_policy, run, timers),
@@ -81,7 +82,7 @@ def describe(store: Store, instance_id: str, run_number: int | None = None) -> d
             "children": [_child(ch) for ch in tx.run_children(run["workflow_run_id"])],
             "failure": failure_view(tx.get_failure(run["failure_id"]))
             if run["failure_id"] else None,
-            "state": json.loads(run["state"]),
+            "state": run["state"],
         }
 
 
@@ -104,7 +105,7 @@ def _workflow_retry(policy: dict[str, Any] | None, run: Row,
     return {
         "attempt": run["retry_attempt"],
         "max_attempts": policy["max_attempts"],
-        "next_attempt_at": pending[0] if pending else None,
+        "next_attempt_at": iso(pending[0]) if pending else None,
     }
 
 
@@ -148,7 +149,6 @@ def _continued_to(tx: Tx, run: Row) -> str | None:
 
 
 def _activity(row: Row) -> dict[str, Any]:
-    details = row["last_heartbeat_details"]
     return {
         "activity_id": row["activity_id"],
         "step": row["step"],
@@ -157,19 +157,19 @@ def _activity(row: Row) -> dict[str, Any]:
         "status": row["status"],
         "attempt": row["attempt"],
         "max_attempts": row["max_attempts"],
-        "retry_policy": codec.decode_policy(row["retry_policy"]),
-        "scheduled_at": row["scheduled_at"],
-        "available_at": row["available_at"],
-        "started_at": row["started_at"],
-        "closed_at": row["closed_at"],
-        "schedule_deadline_at": row["schedule_deadline_at"],
-        "close_deadline_at": row["close_deadline_at"],
-        "schedule_to_close_deadline_at": row["schedule_to_close_deadline_at"],
-        "heartbeat_deadline_at": row["heartbeat_deadline_at"],
-        "last_heartbeat_at": row["last_heartbeat_at"],
-        "last_heartbeat_details": json.loads(details) if details else None,
-        "last_error": json.loads(row["last_error"]) if row["last_error"] else None,
-        "superseded": bool(row["superseded"]),
+        "retry_policy": row["retry_policy"],
+        "scheduled_at": iso(row["scheduled_at"]),
+        "available_at": iso(row["available_at"]),
+        "started_at": iso(row["started_at"]),
+        "closed_at": iso(row["closed_at"]),
+        "schedule_deadline_at": iso(row["schedule_deadline_at"]),
+        "close_deadline_at": iso(row["close_deadline_at"]),
+        "schedule_to_close_deadline_at": iso(row["schedule_to_close_deadline_at"]),
+        "heartbeat_deadline_at": iso(row["heartbeat_deadline_at"]),
+        "last_heartbeat_at": iso(row["last_heartbeat_at"]),
+        "last_heartbeat_details": row["last_heartbeat_details"],
+        "last_error": row["last_error"],
+        "superseded": row["superseded"],
     }
 
 
@@ -178,7 +178,7 @@ def _timer(row: Row) -> dict[str, Any]:
         "timer_id": row["timer_id"],
         "step": row["step"],
         "kind": row["kind"],
-        "fire_at": row["fire_at"],
+        "fire_at": iso(row["fire_at"]),
         "status": row["status"],
     }
 
@@ -189,7 +189,7 @@ def _child(row: Row) -> dict[str, Any]:
         "workflow_type": row["workflow_type"],
         "step": row["step"],
         "status": row["status"],
-        "closed_at": row["closed_at"],
+        "closed_at": iso(row["closed_at"]),
     }
 
 
@@ -210,7 +210,7 @@ def history(store: Store, instance_id: str, *, run_number: int | None = None,
             {
                 "seq": row["seq"],
                 "event_type": row["event_type"],
-                "at": row["at"],
+                "at": iso(row["at"]),
                 "run_number": row["run_number"],
                 "attributes": row["attributes"],
             }
@@ -219,7 +219,7 @@ def history(store: Store, instance_id: str, *, run_number: int | None = None,
 
 
 def list_instances(store: Store, *, status: str | None = None,
-                   workflow_type: str | None = None, since: str | None = None,
+                   workflow_type: str | None = None, since: datetime | None = None,
                    limit: int = 50) -> list[dict[str, Any]]:
     """Instances, newest first, each with the nearest deadline still ahead of it."""
     with store.read() as tx:
@@ -235,9 +235,9 @@ def list_instances(store: Store, *, status: str | None = None,
             "workflow_type": row["workflow_type"],
             "status": row["status"],
             "run_number": row["run_number"],
-            "created_at": row["created_at"],
-            "closed_at": row["closed_at"],
-            "nearest_deadline": {"kind": nearest[1], "at": nearest[0]} if nearest else None,
+            "created_at": iso(row["created_at"]),
+            "closed_at": iso(row["closed_at"]),
+            "nearest_deadline": {"kind": nearest[1], "at": iso(nearest[0])} if nearest else None,
         })
     return result
 
@@ -251,10 +251,10 @@ def failure_view(failure: Row | None) -> dict[str, Any] | None:
         "timeout_kind": failure["timeout_kind"],
         "message": failure["message"],
         "exception_class": failure["exception_class"],
-        "deadline_at": failure["deadline_at"],
+        "deadline_at": iso(failure["deadline_at"]),
         "propagation_kind": failure["propagation_kind"],
         "activity_id": failure["activity_id"],
     }
     if failure["details"]:
-        view.update(json.loads(failure["details"]))
+        view.update(failure["details"])
     return view

@@ -79,7 +79,7 @@ def same_host(worker: Row) -> bool:
     return recorded == host_id()
 
 
-def worker_alive(worker: Row | None, at: str) -> bool:
+def worker_alive(worker: Row | None, at: datetime) -> bool:
     """A worker is alive while its lease holds, and, on this host, while its process exists;
     a worker on another host is judged by its lease only."""
     if worker is None or worker["stopped_at"] is not None or worker["lease_expires_at"] <= at:
@@ -106,23 +106,22 @@ def sweep(engine: Engine, now: datetime, *, alive: Collection[str] = (),
     reads then (see `Engine.expire`).
     """
     report = SweepReport()
-    at = clock.iso(now)
     with engine.store.read() as tx:
         lost = [w for w in tx.live_workers()
-                if w["worker_id"] not in alive and not worker_alive(w, at)]
-        due = tx.next_due(at)
+                if w["worker_id"] not in alive and not worker_alive(w, now)]
+        due = tx.next_due(now)
     if lost:
         ids = [w["worker_id"] for w in lost]
         engine.lose_workers(ids, now)
         report.workers_lost.extend(ids)
-    if due is not None and due <= at:
+    if due is not None and due <= now:
         expired = engine.expire(now, BATCH, clock_now)
         report.activities_timed_out += expired.activities_timed_out
         report.workflow_tasks_timed_out += expired.workflow_tasks_timed_out
         report.timers_fired += expired.timers_fired
         report.runs_woken += expired.runs_woken
     with engine.store.read() as tx:
-        report.next_due = clock.parse(tx.next_due(at))
+        report.next_due = tx.next_due(now)
     return report
 
 
@@ -179,7 +178,7 @@ def record_deadline(engine: Engine, claim: DeadlineClaim, handler_error: Handler
     return {
         "workflow_instance_id": claim.workflow_instance_id,
         "workflow_run_id": claim.workflow_run_id,
-        "deadline_at": claim.deadline_at,
+        "deadline_at": clock.iso(claim.deadline_at),
         "on_deadline": claim.on_deadline,
         "handler_error": handler_error,
         "reclaimed": claim.reclaimed,

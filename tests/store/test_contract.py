@@ -5,7 +5,7 @@ Every backend runs these; a backend joins by adding itself to the `opener` fixtu
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -14,6 +14,9 @@ from wfctl.store import Store, open_store
 from wfctl.vocabulary import EVENT_TYPES, TIMEOUT_EVENTS
 
 T0 = datetime(2026, 4, 12, 12, 0, tzinfo=UTC)
+POLICY = {"max_attempts": 3, "backoff_seconds": [1, 2], "schedule_to_start_timeout": None,
+          "start_to_close_timeout": 30.0, "schedule_to_close_timeout": None,
+          "heartbeat_timeout": None, "non_retryable": ["ValueError"]}
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -41,18 +44,18 @@ def store(opener):
 
 
 def add_instance(tx, instance_id: str, *, created: datetime = T0, **fields) -> None:
-    tx.put_definitions("d", "workflows.yaml", "version: 1", clock.iso(T0))
+    tx.put_definitions("d", "workflows.yaml", "version: 1", T0)
     run_id = f"{instance_id}-r1"
     tx.insert_instance({
         "workflow_instance_id": instance_id, "workflow_type": "t", "definitions_digest": "d",
         "status": "running", "current_run_id": run_id, "run_count": 1,
-        "child_policy": "abandon", "created_at": clock.iso(created),
-        "updated_at": clock.iso(created), **fields,
+        "child_policy": "abandon", "created_at": created,
+        "updated_at": created, **fields,
     })
     tx.insert_run({
         "workflow_run_id": run_id, "workflow_instance_id": instance_id, "run_number": 1,
-        "status": "running", "state": '{"k": "v"}', "first_seq": 1,
-        "started_at": clock.iso(created),
+        "status": "running", "state": {"k": "v"}, "first_seq": 1,
+        "started_at": created,
     })
 
 
@@ -61,8 +64,8 @@ def add_activity(tx, activity_id: str, run_id: str, *, status: str = "scheduled"
         "activity_id": activity_id, "workflow_run_id": run_id,
         "workflow_instance_id": run_id.removesuffix("-r1"), "step_index": 0,
         "branch_index": 0, "step": "s", "handler": "h:f", "queue": "default",
-        "status": status, "attempt": 1, "max_attempts": 3, "retry_policy": "{}",
-        "available_at": clock.iso(T0), "scheduled_at": clock.iso(T0), "scheduled_event_id": 1,
+        "status": status, "attempt": 1, "max_attempts": 3, "retry_policy": POLICY,
+        "available_at": T0, "scheduled_at": T0, "scheduled_event_id": 1,
     })
 
 
@@ -115,14 +118,14 @@ def test_a_run_read_in_a_write_transaction_still_sees_a_workflow_task_added_afte
     with store.write() as tx:
         tx.insert_workflow_task({"workflow_run_id": "i2-r1", "workflow_instance_id": "i2",
                                  "status": "scheduled", "reason": "r",
-                                 "available_at": clock.iso(T0), "scheduled_event_id": 1})
+                                 "available_at": T0, "scheduled_event_id": 1})
     with store.write() as tx:
         assert tx.get_run("i1-r1")["workflow_run_id"] == "i1-r1"
         assert tx.get_run("i2-r1")["workflow_run_id"] == "i2-r1"
         none_yet = tx.open_workflow_task("i1-r1")
         tx.insert_workflow_task({"workflow_run_id": "i1-r1", "workflow_instance_id": "i1",
                                  "status": "scheduled", "reason": "r",
-                                 "available_at": clock.iso(T0), "scheduled_event_id": 2})
+                                 "available_at": T0, "scheduled_event_id": 2})
         added = tx.open_workflow_task("i1-r1")
         other = tx.open_workflow_task("i2-r1")
     assert none_yet is None
@@ -134,9 +137,9 @@ def test_a_deadline_claim_is_won_once(store):
     with store.write() as tx:
         add_instance(tx, "i1")
     with store.write() as tx:
-        assert tx.claim_deadline("i1-r1", "w1", clock.iso(T0), None) is True
-        assert tx.claim_deadline("i1-r1", "w2", clock.iso(T0), None) is False
-        assert tx.claim_deadline("i1-r1", "w2", clock.iso(T0), "w1") is True
+        assert tx.claim_deadline("i1-r1", "w1", T0, None) is True
+        assert tx.claim_deadline("i1-r1", "w2", T0, None) is False
+        assert tx.claim_deadline("i1-r1", "w2", T0, "w1") is True
 
 
 def test_event_instants_and_attributes_round_trip(store):
@@ -150,17 +153,70 @@ def test_event_instants_and_attributes_round_trip(store):
         (event,) = tx.events("i1")
     assert event["seq"] == seq == 1
     assert event["event_type"] == "ActivityCompleted"
-    assert event["at"] == clock.iso(at)
+    assert event["at"] == at and event["at"].tzinfo is UTC
     assert event["attributes"] == attributes and list(event["attributes"]) == list(attributes)
 
 
-def test_json_text_round_trips_unchanged(store):
-    state = '{"emoji":"😀","nested":{"a":[1,{"b":null}]},"big":12345678901234567890}'
+def test_json_values_round_trip(store):
+    state = {"emoji": "😀", "nested": {"a": [1, {"b": None}]}, "big": 12345678901234567890,
+             "x": 0.1, "order": "kept"}
+    other_policy = {"max_attempts": 1, "backoff_seconds": []}
+    with store.write() as tx:
+        add_instance(tx, "i1", retry_policy=other_policy)
+        tx.update_run("i1-r1", state=state)
+        add_activity(tx, "a1", "i1-r1")
+        tx.update_activity("a1", last_error={"exception_class": "E", "message": "m"},
+                           last_heartbeat_details=[1, "two"])
+        tx.insert_signal({"workflow_instance_id": "i1", "name": "go", "data": None,
+                          "received_at": T0, "received_event_id": 1})
+    with store.read() as tx:
+        run, activity = tx.get_run("i1-r1"), tx.get_activity("a1")
+        instance, signal = tx.get_instance("i1"), tx.first_pending_signal("i1", "go")
+    assert run["state"] == state and list(run["state"]) == list(state)
+    assert activity["retry_policy"] == POLICY and list(activity["retry_policy"]) == list(POLICY)
+    assert instance["retry_policy"] == other_policy
+    assert activity["last_error"] == {"exception_class": "E", "message": "m"}
+    assert activity["last_heartbeat_details"] == [1, "two"]
+    assert signal["data"] is None
+
+
+def test_instants_round_trip_to_the_microsecond_and_sort_in_time_order(store):
+    exact = datetime(2026, 4, 12, 12, 0, 1, 234000, tzinfo=UTC)
+    fine = datetime(2026, 4, 12, 12, 0, 1, 234567, tzinfo=UTC)
+    # Another zone's instant is the same instant.
+    elsewhere = (exact + timedelta(seconds=1)).astimezone(timezone(timedelta(hours=-5)))
+    with store.write() as tx:
+        add_instance(tx, "i1", deadline_at=fine)
+        tx.update_run("i1-r1", run_deadline_at=exact, execution_deadline_at=elsewhere)
+        for timer_id, fire_at in (("late", fine), ("early", exact),
+                                  ("first", exact - timedelta(microseconds=1))):
+            tx.insert_timer({"timer_id": timer_id, "workflow_run_id": "i1-r1",
+                             "workflow_instance_id": "i1", "step_index": 0, "step": "s",
+                             "kind": "delay", "fire_at": fire_at, "status": "scheduled",
+                             "scheduled_event_id": 1})
+    with store.read() as tx:
+        instance, run = tx.get_instance("i1"), tx.get_run("i1-r1")
+        due = [t["timer_id"] for t in tx.due_timers(fine, 10)]
+        due_before_fine = [t["timer_id"] for t in tx.due_timers(fine - timedelta(microseconds=1), 10)]
+        next_due = tx.next_due(T0)
+    assert instance["deadline_at"] == fine and instance["deadline_at"].tzinfo is UTC
+    assert run["run_deadline_at"] == exact and run["run_deadline_at"].tzinfo is UTC
+    assert run["execution_deadline_at"] == exact + timedelta(seconds=1)
+    assert run["execution_deadline_at"].tzinfo is UTC
+    assert due == ["first", "early", "late"] and due_before_fine == ["first", "early"]
+    assert next_due == exact - timedelta(microseconds=1)
+
+
+def test_flags_come_back_as_bools(store):
     with store.write() as tx:
         add_instance(tx, "i1")
-        tx.update_run("i1-r1", state=state)
+        add_activity(tx, "a1", "i1-r1")
+        tx.update_run("i1-r1", cancel_requested=True)
+        tx.update_activity("a1", superseded=True)
     with store.read() as tx:
-        assert tx.get_run("i1-r1")["state"] == state
+        run, activity = tx.get_run("i1-r1"), tx.get_activity("a1")
+    assert run["cancel_requested"] is True and run["step_started"] is False
+    assert activity["superseded"] is True
 
 
 def test_an_uncommitted_write_is_invisible_to_another_connection(opener):

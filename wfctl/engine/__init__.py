@@ -139,7 +139,7 @@ class Engine:
         digest = definitions.digest
         if digest in self._saved_digests:
             return
-        c.tx.put_definitions(digest, definitions.path, definitions.source, c.at)
+        c.tx.put_definitions(digest, definitions.path, definitions.source, c.now)
 
         def saved() -> None:
             with self._lock:

@@ -17,12 +17,11 @@ from wfctl.engine.core import (
     operation,
     record_failure,
     schedule_workflow_task,
-    state_of,
 )
 from wfctl.engine.deadlines import deadline_passed, hand_over_deadline
 from wfctl.engine.decide import decide_now, expired_workflow_timeout, time_out_run
 from wfctl.errors import StructuralLimitExceeded
-from wfctl.store import Row, codec, dumps
+from wfctl.store import Row
 from wfctl.vocabulary import ACTIVITY_TIMEOUT_KINDS, CLOSED_RUN, OPEN_ACTIVITY, PENDING_ACTIVITY
 
 if TYPE_CHECKING:
@@ -78,7 +77,7 @@ def claim_activity(engine: Engine, worker_id: str, queues: Sequence[str],
     not ours, and the next ready one is tried."""
     with engine.transaction(now) as c:
         for _ in range(CLAIM_TRIES):
-            activity = c.tx.next_ready_activity(queues, c.at)
+            activity = c.tx.next_ready_activity(queues, c.now)
             if activity is None:
                 return None
             claimed = _claim(c, activity, worker_id)
@@ -90,16 +89,16 @@ def claim_activity(engine: Engine, worker_id: str, queues: Sequence[str],
 def _claim(c: Ctx, activity: Row, worker_id: str) -> ActivityTask | None:
     now = c.now
     run = c.run(activity["workflow_run_id"])
-    policy = codec.decode_policy(activity["retry_policy"])
+    policy = activity["retry_policy"]
     close_deadline = clock.after(now, policy["start_to_close_timeout"])
     heartbeat_deadline = clock.after(now, policy["heartbeat_timeout"])
     seq = c.next_seq(run)
     won = c.tx.update_activity(
         activity["activity_id"], expect_attempt=activity["attempt"],
         expect_status=PENDING_ACTIVITY,
-        status="started", owner=worker_id, started_at=c.at, started_event_id=seq,
-        schedule_deadline_at=None, close_deadline_at=clock.iso(close_deadline),
-        heartbeat_deadline_at=clock.iso(heartbeat_deadline),
+        status="started", owner=worker_id, started_at=c.now, started_event_id=seq,
+        schedule_deadline_at=None, close_deadline_at=close_deadline,
+        heartbeat_deadline_at=heartbeat_deadline,
         # Each attempt records its first heartbeat at once, whatever the last one did.
         last_heartbeat_event_at=None,
     )
@@ -108,9 +107,7 @@ def _claim(c: Ctx, activity: Row, worker_id: str) -> ActivityTask | None:
     c.event(run, "ActivityStarted", activity_id=activity["activity_id"],
             step=activity["step"], attempt=activity["attempt"], worker_id=worker_id,
             scheduled_event_id=activity["scheduled_event_id"],
-            close_deadline_at=clock.iso(close_deadline),
-            heartbeat_deadline_at=clock.iso(heartbeat_deadline))
-    details = activity["last_heartbeat_details"]
+            close_deadline_at=close_deadline, heartbeat_deadline_at=heartbeat_deadline)
     return ActivityTask(
         activity_id=activity["activity_id"],
         attempt=activity["attempt"],
@@ -120,15 +117,15 @@ def _claim(c: Ctx, activity: Row, worker_id: str) -> ActivityTask | None:
         workflow_run_id=activity["workflow_run_id"],
         step=activity["step"],
         handler=activity["handler"],
-        state=dict(state_of(run)),
-        last_heartbeat_details=json.loads(details) if details else None,
+        state=dict(run["state"]),
+        last_heartbeat_details=activity["last_heartbeat_details"],
         heartbeat_timeout=policy["heartbeat_timeout"],
-        schedule_to_close_deadline_at=clock.parse(activity["schedule_to_close_deadline_at"]),
+        schedule_to_close_deadline_at=activity["schedule_to_close_deadline_at"],
         close_deadline_at=close_deadline,
         heartbeat_deadline_at=heartbeat_deadline,
         non_retryable=tuple(policy["non_retryable"]),
         queue=activity["queue"],
-        schedule_to_start_seconds=(now - clock.parse(activity["available_at"])).total_seconds(),
+        schedule_to_start_seconds=(now - activity["available_at"]).total_seconds(),
     )
 
 
@@ -150,7 +147,7 @@ def _current(c: Ctx, task: ActivityTask) -> tuple[Row | None, str | None]:
     if (activity["status"] != "started" or activity["attempt"] != task.attempt
             or activity["owner"] != task.worker_id):
         return None, f"attempt {task.attempt} is no longer current (activity {activity['status']})"
-    expired = expired_timeout(activity, c.at)
+    expired = expired_timeout(activity, c.now)
     if expired is not None:
         time_out_activity(c, activity, expired)
         return None, f"attempt {task.attempt} passed its {expired} deadline"
@@ -158,22 +155,22 @@ def _current(c: Ctx, task: ActivityTask) -> tuple[Row | None, str | None]:
     if run["deadline_claimed_at"] is not None:
         return None, "the workflow's deadline expired"
     # Likewise a run past its execution or run timeout: the timeout procedure runs now.
-    expired_run = expired_workflow_timeout(run, c.at)
+    expired_run = expired_workflow_timeout(run, c.now)
     if expired_run is not None:
         time_out_run(c, run, *expired_run, keep_task=None)
-        return None, f"the workflow's {expired_run[0]} expired at {expired_run[1]}"
+        return None, f"the workflow's {expired_run[0]} expired at {clock.iso(expired_run[1])}"
     # And past its deadline (where deadlines are checked): the handler ran across it, so the
     # run never advances past this step; the deadline path takes it from here.
     if run["status"] == "running" and deadline_passed(c, run):
         hand_over_deadline(c, run, task.worker_id)
-        return None, f"the workflow's deadline expired at {run['deadline_at']}"
+        return None, f"the workflow's deadline expired at {clock.iso(run['deadline_at'])}"
     return activity, None
 
 
 def _heartbeat_fields(details: Any) -> dict[str, Any]:
     if details is _KEEP:
         return {}
-    return {"last_heartbeat_details": dumps(details)}
+    return {"last_heartbeat_details": details}
 
 
 @operation
@@ -214,7 +211,7 @@ def _complete(c: Ctx, task: ActivityTask, result: Any, heartbeat_details: Any) -
                                  "limit": exc.limit},
                         extra=_heartbeat_fields(heartbeat_details))
         return None
-    c.tx.update_activity(activity["activity_id"], status="completed", closed_at=c.at,
+    c.tx.update_activity(activity["activity_id"], status="completed", closed_at=c.now,
                          owner=None, **_heartbeat_fields(heartbeat_details))
     if activity["branch_index"] == 0 and not activity["superseded"]:
         c.completed_steps.add((activity["workflow_run_id"], activity["step_index"]))
@@ -279,11 +276,11 @@ def record_heartbeat(engine: Engine, task: ActivityTask, details: Any, now: date
         if activity is None:
             return False
         fields: dict[str, Any] = {
-            "last_heartbeat_at": c.at,
-            "last_heartbeat_details": dumps(details),
-            "heartbeat_deadline_at": clock.iso(clock.after(now, task.heartbeat_timeout)),
+            "last_heartbeat_at": c.now,
+            "last_heartbeat_details": details,
+            "heartbeat_deadline_at": clock.after(now, task.heartbeat_timeout),
         }
-        last_event = clock.parse(activity["last_heartbeat_event_at"])
+        last_event = activity["last_heartbeat_event_at"]
         due = last_event is None or \
             now - last_event >= timedelta(seconds=task.heartbeat_event_interval)
         if due:
@@ -293,12 +290,12 @@ def record_heartbeat(engine: Engine, task: ActivityTask, details: Any, now: date
                     scheduled_event_id=activity["scheduled_event_id"],
                     started_event_id=activity["started_event_id"],
                     heartbeat_deadline_at=fields["heartbeat_deadline_at"])
-            fields["last_heartbeat_event_at"] = c.at
+            fields["last_heartbeat_event_at"] = c.now
         c.tx.update_activity(activity["activity_id"], expect_attempt=task.attempt, **fields)
         return True
 
 
-def expired_timeout(activity: Row, at: str) -> str | None:
+def expired_timeout(activity: Row, at: datetime) -> str | None:
     """The timeout kind that expired, in the order schedule_to_close, schedule_to_start,
     heartbeat, start_to_close; None when every deadline still holds."""
     for kind, column, statuses in TIMEOUT_ORDER:
@@ -326,7 +323,7 @@ def lose_attempt(c: Ctx, activity: Row, worker_id: str) -> None:
 
 def _attempt_failed(c: Ctx, run: Row, activity: Row, *, retryable: bool, reason: str,
                     exception_class: str | None = None, message: str | None = None,
-                    timeout_kind: str | None = None, deadline_at: str | None = None,
+                    timeout_kind: str | None = None, deadline_at: datetime | None = None,
                     category: str | None = None, details: dict[str, Any] | None = None,
                     backoff: float | None = None, extra: dict[str, Any] | None = None,
                     traceback: str | None = None) -> None:
@@ -345,7 +342,7 @@ def _attempt_failed(c: Ctx, run: Row, activity: Row, *, retryable: bool, reason:
     error = None if timeout_kind else {"exception_class": exception_class, "message": message}
     if error is not None and traceback:
         error["traceback"] = traceback
-    policy = codec.decode_policy(activity["retry_policy"])
+    policy = activity["retry_policy"]
     if retryable and activity["attempt"] < activity["max_attempts"]:
         waits = policy["backoff_seconds"]
         wait = backoff if backoff is not None else (
@@ -355,14 +352,13 @@ def _attempt_failed(c: Ctx, run: Row, activity: Row, *, retryable: bool, reason:
         c.tx.update_activity(
             activity["activity_id"], expect_attempt=activity["attempt"],
             status="retry_scheduled", attempt=activity["attempt"] + 1, owner=None,
-            available_at=clock.iso(available), started_at=None, started_event_id=None,
+            available_at=available, started_at=None, started_event_id=None,
             close_deadline_at=None, heartbeat_deadline_at=None,
-            schedule_deadline_at=clock.iso(clock.after(available,
-                                                       policy["schedule_to_start_timeout"])),
-            last_error=dumps(error) if error else None, **extra,
+            schedule_deadline_at=clock.after(available, policy["schedule_to_start_timeout"]),
+            last_error=error, **extra,
         )
         attributes = {**common, "reason": reason, "next_attempt": activity["attempt"] + 1,
-                      "retry_available_at": clock.iso(available),
+                      "retry_available_at": available,
                       "backoff_seconds": durations.whole_seconds(wait),
                       "max_attempts": activity["max_attempts"]}
         if timeout_kind:
@@ -373,10 +369,8 @@ def _attempt_failed(c: Ctx, run: Row, activity: Row, *, retryable: bool, reason:
         c.woke = True
         return
     status = "timed_out" if timeout_kind else "failed"
-    c.tx.update_activity(activity["activity_id"], status=status, owner=None, closed_at=c.at,
-                         last_error=dumps(error) if error else None, **extra)
-    details_json = activity["last_heartbeat_details"]
-    last_details = json.loads(details_json) if details_json else None
+    c.tx.update_activity(activity["activity_id"], status=status, owner=None, closed_at=c.now,
+                         last_error=error, **extra)
     if timeout_kind:
         message = f"Activity {activity['step']} timed out: {timeout_kind}"
         c.event(run, "ActivityTimedOut", **common, timeout_kind=timeout_kind,
@@ -386,7 +380,7 @@ def _attempt_failed(c: Ctx, run: Row, activity: Row, *, retryable: bool, reason:
                 schedule_to_close_deadline_at=activity["schedule_to_close_deadline_at"],
                 heartbeat_deadline_at=activity["heartbeat_deadline_at"],
                 last_heartbeat_at=activity["last_heartbeat_at"],
-                last_heartbeat_details=last_details)
+                last_heartbeat_details=activity["last_heartbeat_details"])
         record_failure(c, run, category="timeout", propagation_kind="timeout",
                        timeout_kind=timeout_kind, exception_class="ActivityTimeoutException",
                        deadline_at=deadline_at, message=message,

@@ -44,7 +44,8 @@ def signal(engine: Engine, instance_id: str, name: str, data: dict[str, Any] | N
     with engine.transaction(now) as c:
         instance, run = _open_run(c, instance_id, "signal")
         limits = c.limits(instance)
-        data_text = check_payload(limits, data) if data is not None else None
+        if data is not None:
+            check_payload(limits, data)
         pending = c.tx.count_pending_signals(instance_id) + 1
         if limits.pending_signal_count and pending > limits.pending_signal_count:
             raise StructuralLimitExceeded("pending_signal_count", pending,
@@ -56,8 +57,8 @@ def signal(engine: Engine, instance_id: str, name: str, data: dict[str, Any] | N
         c.tx.insert_signal({
             "workflow_instance_id": instance_id,
             "name": name,
-            "data": data_text,
-            "received_at": c.at,
+            "data": data,
+            "received_at": c.now,
             "received_event_id": seq,
         })
         if awaited and run["status"] != "paused":
@@ -146,8 +147,8 @@ def _backoff_note(c: Ctx, instance: Row) -> str:
     if run["wait_kind"] != RETRY_WAIT:
         return ""
     due = [t["fire_at"] for t in c.tx.open_timers(run["workflow_run_id"]) if t["kind"] == RETRY_TIMER]
-    return f", waiting to retry at {due[0]} (its retry policy's attempt {run['retry_attempt']})" \
-        if due else ""
+    return f", waiting to retry at {clock.iso(due[0])} (its retry policy's attempt " \
+        f"{run['retry_attempt']})" if due else ""
 
 
 def retry_run(c: Ctx, instance: Row, run: Row, *, previous_status: str,
@@ -165,21 +166,21 @@ def retry_run(c: Ctx, instance: Row, run: Row, *, previous_status: str,
     run_id = run["workflow_run_id"]
     for activity in c.tx.step_activities(run_id, index):
         if activity["status"] in UNSUCCESSFUL_ACTIVITY:
-            c.tx.update_activity(activity["activity_id"], superseded=1)
+            c.tx.update_activity(activity["activity_id"], superseded=True)
     for timer in c.tx.step_timers(run_id, index):
-        c.tx.update_timer(timer["timer_id"], superseded=1)
+        c.tx.update_timer(timer["timer_id"], superseded=True)
     c.tx.supersede_children(run_id, index)
     previous = run["deadline_at"]
     if clear_deadline:
         deadline_at, change = None, "cleared"
     elif extend_deadline is not None:
-        deadline_at, change = clock.iso(clock.after(c.now, extend_deadline)), "extended"
+        deadline_at, change = clock.after(c.now, extend_deadline), "extended"
     else:
         deadline_at, change = previous, "kept"
-    run_deadline_at = clock.iso(clock.after(c.now, run["run_timeout_seconds"]))
+    run_deadline_at = clock.after(c.now, run["run_timeout_seconds"])
     status = "paused" if run["status"] == "paused" else "running"
     c.set_status(run, status, closed_at=None, closed_reason=None, failure_id=None,
-                 step_started=0, wait_kind=None, cancel_requested=0,
+                 step_started=False, wait_kind=None, cancel_requested=False,
                  deadline_claimed_by=None, deadline_claimed_at=None,
                  deadline_at=deadline_at, run_deadline_at=run_deadline_at,
                  retry_attempt=attempt)
@@ -202,23 +203,23 @@ def retry_run(c: Ctx, instance: Row, run: Row, *, previous_status: str,
     c.event(run, "WorkflowRetried", **attributes)
     schedule_workflow_task(c, run, "retried")
     warnings = []
-    if deadline_at is not None and deadline_at <= c.at:
+    if deadline_at is not None and deadline_at <= c.now:
         warnings.append(
-            f"its deadline already passed at {deadline_at}: the next deadline check will "
-            "fail it again; retry with --extend-deadline D or --clear-deadline"
+            f"its deadline already passed at {clock.iso(deadline_at)}: the next deadline check "
+            "will fail it again; retry with --extend-deadline D or --clear-deadline"
         )
     execution_deadline_at = run["execution_deadline_at"]
-    if execution_deadline_at is not None and execution_deadline_at <= c.at:
+    if execution_deadline_at is not None and execution_deadline_at <= c.now:
         warnings.append(
-            f"its execution timeout expired at {execution_deadline_at} and is never reset: "
-            "it will time out again at its next workflow task; start a new instance instead"
+            f"its execution timeout expired at {clock.iso(execution_deadline_at)} and is never "
+            "reset: it will time out again at its next workflow task; start a new instance instead"
         )
     return {
         "retried": True,
         "workflow_instance_id": instance_id,
         "workflow_run_id": run_id,
         "step": step,
-        "deadline_at": deadline_at,
+        "deadline_at": clock.iso(deadline_at),
         "deadline_change": change,
         "warnings": warnings,
     }

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 import os
 import random
 import time
@@ -73,7 +72,6 @@ class Ctx:
         self.engine = engine
         self.tx = tx
         self.now = now
-        self.at: str = clock.iso(now)
         self.woke = False
         # Set when this transaction claimed a passed deadline for the deciding worker: its
         # deadline runner is woken after the commit to run on_deadline and record the failure.
@@ -101,6 +99,9 @@ class Ctx:
             self.woke = True
 
     def event(self, run: Row, event_type: str, **attributes: Any) -> int:
+        """Append an event to the run's history; its attributes are its JSON (SPEC §5), so an
+        instant given as a datetime is recorded as ISO text."""
+        attributes = as_json(attributes)
         seq = self.tx.append_event(run, event_type, self.now, attributes)
         self.appended.append({
             "workflow_instance_id": run["workflow_instance_id"],
@@ -182,36 +183,39 @@ class Ctx:
         self.set_run(run, status=status, **fields)
         if status == "continued_as_new":
             return
-        instance_fields: dict[str, Any] = {"status": status, "updated_at": self.at}
+        instance_fields: dict[str, Any] = {"status": status, "updated_at": self.now}
         if "closed_at" in fields:
             instance_fields["closed_at"] = fields["closed_at"]
             instance_fields["retain_until"] = self._retain_until(run, fields["closed_at"])
         self.update_instance(run["workflow_instance_id"], **instance_fields)
 
-    def _retain_until(self, run: Row, closed_at: str | None) -> str | None:
+    def _retain_until(self, run: Row, closed_at: datetime | None) -> datetime | None:
         if closed_at is None:
             return None
         retention = self.workflow_type(self.fixed(run)).retention
-        return clock.iso(clock.after(clock.parse(closed_at), retention))
+        return clock.after(closed_at, retention)
 
     def update_instance(self, instance_id: str, **fields: Any) -> None:
         self.tx.update_instance(instance_id, **fields)
         self._instances.pop(instance_id, None)
 
 
-def state_of(run: Row) -> dict[str, Any]:
-    cached = run.get("_state")
-    if cached is None:
-        cached = run["_state"] = json.loads(run["state"])
-    return cached
-
-
 def public_state(state: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in state.items() if not str(key).startswith("_")}
 
 
+def as_json(attributes: dict[str, Any]) -> dict[str, Any]:
+    """Attributes with each datetime among them as ISO text."""
+    for value in attributes.values():
+        if isinstance(value, datetime):
+            return {key: clock.iso(value) if isinstance(value, datetime) else value
+                    for key, value in attributes.items()}
+    return attributes
+
+
 def check_payload(limits: Limits, value: Any) -> str:
-    """Serialize a payload, refusing it when it is larger than the payload_size limit."""
+    """A payload as JSON text, refused when it is not strict JSON or is larger than the
+    payload_size limit."""
     text = dumps(value)
     size = len(text.encode())
     if limits.payload_size and size > limits.payload_size:
@@ -221,11 +225,10 @@ def check_payload(limits: Limits, value: Any) -> str:
 
 def merge_state(c: Ctx, run: Row, values: dict[str, Any]) -> None:
     """Merge a result into the run's state; a state over the payload limit is refused."""
-    state = dict(state_of(run))
+    state = dict(run["state"])
     state.update(values)
-    text = check_payload(c.limits(c.fixed(run)), state)
-    run["_state"] = state
-    c.set_run(run, state=text)
+    check_payload(c.limits(c.fixed(run)), state)
+    c.set_run(run, state=state)
 
 
 def schedule_workflow_task(c: Ctx, run: Row, reason: str) -> None:
@@ -240,7 +243,7 @@ def schedule_workflow_task(c: Ctx, run: Row, reason: str) -> None:
         "workflow_instance_id": run["workflow_instance_id"],
         "status": "scheduled",
         "reason": reason,
-        "available_at": c.at,
+        "available_at": c.now,
         "scheduled_event_id": seq,
     }
 
@@ -248,7 +251,8 @@ def schedule_workflow_task(c: Ctx, run: Row, reason: str) -> None:
 def record_failure(c: Ctx, run: Row, *, category: str, message: str,
                    activity_id: str | None = None, propagation_kind: str | None = None,
                    timeout_kind: str | None = None, exception_class: str | None = None,
-                   deadline_at: str | None = None, details: dict[str, Any] | None = None) -> int:
+                   deadline_at: datetime | None = None,
+                   details: dict[str, Any] | None = None) -> int:
     return c.tx.insert_failure({
         "workflow_instance_id": run["workflow_instance_id"],
         "workflow_run_id": run["workflow_run_id"],
@@ -259,8 +263,8 @@ def record_failure(c: Ctx, run: Row, *, category: str, message: str,
         "exception_class": exception_class,
         "message": message,
         "deadline_at": deadline_at,
-        "details": dumps(details) if details is not None else None,
-        "created_at": c.at,
+        "details": details,
+        "created_at": c.now,
     })
 
 
@@ -270,14 +274,14 @@ def cancel_open_work(c: Ctx, run: Row, reason: str, keep_task: int | None = None
     c.flush_tasks()
     c.tx.close_workflow_tasks(run_id, keep_task)
     for activity in c.tx.open_activities(run_id):
-        c.tx.update_activity(activity["activity_id"], status="cancelled", closed_at=c.at,
+        c.tx.update_activity(activity["activity_id"], status="cancelled", closed_at=c.now,
                              owner=None)
         c.event(run, "ActivityCancelled", activity_id=activity["activity_id"],
                 step=activity["step"], attempt=activity["attempt"], reason=reason,
                 scheduled_event_id=activity["scheduled_event_id"],
                 started_event_id=activity["started_event_id"])
     for timer in c.tx.open_timers(run_id):
-        c.tx.update_timer(timer["timer_id"], status="cancelled", closed_at=c.at)
+        c.tx.update_timer(timer["timer_id"], status="cancelled", closed_at=c.now)
         c.event(run, "TimerCancelled", timer_id=timer["timer_id"], step=timer["step"],
                 kind=timer["kind"], fire_at=timer["fire_at"], reason=reason,
                 scheduled_event_id=timer["scheduled_event_id"])
@@ -294,7 +298,7 @@ def close_run(c: Ctx, run: Row, status: str, event_type: str, attributes: dict[s
     paused = run["status"] == "paused"
     cancel_open_work(c, run, reason, keep_task)
     c.event(run, event_type, **attributes)
-    c.set_status(run, status, closed_at=c.at, closed_reason=reason, wait_kind=None,
+    c.set_status(run, status, closed_at=c.now, closed_reason=reason, wait_kind=None,
                  failure_id=failure_id)
     if apply_policy:
         apply_child_policy(c, run)
@@ -342,7 +346,7 @@ def apply_child_policy(c: Ctx, run: Row) -> None:
 def request_cancel(c: Ctx, run: Row, reason: str | None) -> None:
     if run["cancel_requested"]:
         return
-    c.set_run(run, cancel_requested=1)
+    c.set_run(run, cancel_requested=True)
     c.event(run, "WorkflowCancelRequested", reason=reason)
     schedule_workflow_task(c, run, "cancel_requested")
 
@@ -363,7 +367,7 @@ def notify_parent(c: Ctx, run: Row, status: str) -> None:
         "initiated_event_id": link["started_event_id"],
     }
     if status == "completed":
-        merge_state(c, parent, {link["step"]: public_state(state_of(run))})
+        merge_state(c, parent, {link["step"]: public_state(run["state"])})
     elif run["failure_id"] is not None:
         failure = c.tx.get_failure(run["failure_id"])
         attributes["failure"] = failure_view(failure)

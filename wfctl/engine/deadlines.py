@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from wfctl import clock
 from wfctl.engine.core import (
     Ctx,
     cancel_open_work,
@@ -16,7 +15,6 @@ from wfctl.engine.core import (
     operation,
     public_state,
     record_failure,
-    state_of,
 )
 from wfctl.store import Row
 from wfctl.vocabulary import CLOSED_RUN
@@ -34,7 +32,7 @@ class DeadlineClaim:
     worker_id: str
     workflow_instance_id: str
     workflow_run_id: str
-    deadline_at: str
+    deadline_at: datetime
     on_deadline: str | None
     state: dict[str, Any]
     reclaimed: bool
@@ -52,9 +50,9 @@ class ClaimsInHand:
         self._lock = threading.Lock()
         self._held: set[str] = set()
         self._dropped: set[str] = set()
-        self._handed_over: str | None = None
+        self._handed_over: datetime | None = None
 
-    def handed_over(self, deadline_at: str) -> None:
+    def handed_over(self, deadline_at: datetime) -> None:
         """A decision claimed this deadline (in a transaction not yet committed)."""
         with self._lock:
             if self._handed_over is None or deadline_at < self._handed_over:
@@ -64,7 +62,7 @@ class ClaimsInHand:
         with self._lock:
             self._handed_over = None
 
-    def earliest_handed_over(self) -> str | None:
+    def earliest_handed_over(self) -> datetime | None:
         return self._handed_over
 
     def held(self, run_id: str) -> bool:
@@ -88,7 +86,7 @@ class ClaimsInHand:
 def deadline_passed(c: Ctx, run: Row) -> bool:
     """Whether this process checks deadlines and the run's has passed (at, not before, it)."""
     return c.engine.checks_deadlines and run["deadline_at"] is not None \
-        and run["deadline_at"] <= c.at
+        and run["deadline_at"] <= c.now
 
 
 def hand_over_deadline(c: Ctx, run: Row, worker_id: str) -> None:
@@ -98,9 +96,9 @@ def hand_over_deadline(c: Ctx, run: Row, worker_id: str) -> None:
     from here on it advances no further, as after a claim by the deadline loop, so the
     outcome never depends on which of the two got there first.
     """
-    if not c.tx.claim_deadline(run["workflow_run_id"], worker_id, c.at, None):
+    if not c.tx.claim_deadline(run["workflow_run_id"], worker_id, c.now, None):
         return
-    run.update(deadline_claimed_by=worker_id, deadline_claimed_at=c.at)
+    run.update(deadline_claimed_by=worker_id, deadline_claimed_at=c.now)
     if run["status"] != "running":
         # A wait that ended after the deadline: the run is no longer waiting, it is expiring.
         c.set_status(run, "running", wait_kind=None)
@@ -110,7 +108,7 @@ def hand_over_deadline(c: Ctx, run: Row, worker_id: str) -> None:
 
 @operation
 def claim_expired_deadlines(engine: Engine, worker_id: str, now: datetime,
-                            is_alive: Callable[[Row | None, str], bool],
+                            is_alive: Callable[[Row | None, datetime], bool],
                             limit: int = 100) -> list[DeadlineClaim]:
     """Claim running runs past their deadline; take up claims handed over and left behind.
 
@@ -135,16 +133,16 @@ def claim_expired_deadlines(engine: Engine, worker_id: str, now: datetime,
             # Every decision that handed a deadline over before this point has committed
             # (this transaction holds the write lock), so the scan below sees its claim.
             in_hand.take_handed_over()
-            for run in c.tx.expired_deadlines(c.at, limit):
-                if c.tx.claim_deadline(run["workflow_run_id"], worker_id, c.at, None):
+            for run in c.tx.expired_deadlines(c.now, limit):
+                if c.tx.claim_deadline(run["workflow_run_id"], worker_id, c.now, None):
                     take(_claim(c, worker_id, run, reclaimed=False))
             for run in c.tx.claimed_deadlines():
                 run_id, owner = run["workflow_run_id"], run["deadline_claimed_by"]
                 if owner == worker_id:
                     if not in_hand.held(run_id):
                         take(_claim(c, worker_id, run, reclaimed=in_hand.was_dropped(run_id)))
-                elif not is_alive(c.tx.get_worker(owner), c.at) \
-                        and c.tx.claim_deadline(run_id, worker_id, c.at, owner):
+                elif not is_alive(c.tx.get_worker(owner), c.now) \
+                        and c.tx.claim_deadline(run_id, worker_id, c.now, owner):
                     take(_claim(c, worker_id, run, reclaimed=True))
     except BaseException:
         for claim in claims:
@@ -161,7 +159,7 @@ def _claim(c: Ctx, worker_id: str, run: Row, *, reclaimed: bool) -> DeadlineClai
         workflow_run_id=run["workflow_run_id"],
         deadline_at=run["deadline_at"],
         on_deadline=instance["on_deadline"],
-        state=public_state(state_of(run)),
+        state=public_state(run["state"]),
         reclaimed=reclaimed,
     )
 
@@ -216,4 +214,4 @@ def earliest_deadline(engine: Engine) -> datetime | None:
     with engine.store.read() as tx:
         pending = [at for at in (tx.earliest_deadline(),
                                  engine.deadline_claims.earliest_handed_over()) if at]
-    return clock.parse(min(pending)) if pending else None
+    return min(pending) if pending else None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -19,10 +18,9 @@ from wfctl.engine.core import (
     public_state,
     record_failure,
     schedule_workflow_task,
-    state_of,
 )
 from wfctl.engine.deadlines import deadline_passed, hand_over_deadline
-from wfctl.store import Row, codec
+from wfctl.store import Row
 from wfctl.views import stop_reason
 from wfctl.vocabulary import (
     CLOSED_RUN,
@@ -43,7 +41,7 @@ def claim_workflow_task(engine: Engine, worker_id: str, now: datetime) -> Row | 
     """Claim the oldest ready workflow task; its workflow_task_timeout starts now."""
     with engine.transaction(now) as c:
         for _ in range(CLAIM_TRIES):
-            task = c.tx.next_ready_workflow_task(c.at)
+            task = c.tx.next_ready_workflow_task(c.now)
             if task is None:
                 return None
             started = _start_task(c, task, c.run(task["workflow_run_id"]), worker_id)
@@ -61,7 +59,7 @@ def complete_workflow_task(engine: Engine, task: Row, now: datetime) -> bool:
                 or current["owner"] != task["owner"]
                 or current["started_event_id"] != task["started_event_id"]):
             return False
-        if current["timeout_at"] is not None and current["timeout_at"] <= c.at:
+        if current["timeout_at"] is not None and current["timeout_at"] <= c.now:
             time_out_workflow_task(c, current)
             return False
         _complete_task(c, current, c.run(current["workflow_run_id"]))
@@ -77,7 +75,7 @@ def decide_now(c: Ctx, run: Row, worker_id: str) -> None:
     """
     task = c.pending_tasks.pop(run["workflow_run_id"], None) or \
         c.tx.open_workflow_task(run["workflow_run_id"])
-    if task is not None and task["status"] == "scheduled" and task["available_at"] <= c.at:
+    if task is not None and task["status"] == "scheduled" and task["available_at"] <= c.now:
         started = _start_task(c, task, run, worker_id)
         if started is not None:
             _complete_task(c, started, run)
@@ -86,8 +84,8 @@ def decide_now(c: Ctx, run: Row, worker_id: str) -> None:
 def _start_task(c: Ctx, task: Row, run: Row, worker_id: str) -> Row | None:
     """Start a scheduled task; None when another writer started it first (a task scheduled in
     this transaction has no row yet, and is this transaction's alone)."""
-    timeout_at = clock.iso(clock.after(c.now, run["workflow_task_timeout_seconds"]))
-    fields = {"status": "started", "owner": worker_id, "started_at": c.at,
+    timeout_at = clock.after(c.now, run["workflow_task_timeout_seconds"])
+    fields = {"status": "started", "owner": worker_id, "started_at": c.now,
               "timeout_at": timeout_at, "started_event_id": c.next_seq(run)}
     if "task_id" in task and not c.tx.update_workflow_task(task["task_id"],
                                                            expect_status="scheduled", **fields):
@@ -132,7 +130,7 @@ def time_out_workflow_task(c: Ctx, task: Row) -> None:
     schedule_workflow_task(c, run, "workflow_task_timed_out")
 
 
-def expired_workflow_timeout(run: Row, at: str) -> tuple[str, str] | None:
+def expired_workflow_timeout(run: Row, at: datetime) -> tuple[str, datetime] | None:
     """(timeout_kind, deadline) when a workflow timeout expired; execution wins over run."""
     if run["execution_deadline_at"] is not None and run["execution_deadline_at"] <= at:
         return "execution_timeout", run["execution_deadline_at"]
@@ -141,10 +139,11 @@ def expired_workflow_timeout(run: Row, at: str) -> tuple[str, str] | None:
     return None
 
 
-def time_out_run(c: Ctx, run: Row, kind: str, deadline: str, keep_task: int | None) -> None:
+def time_out_run(c: Ctx, run: Row, kind: str, deadline: datetime,
+                 keep_task: int | None) -> None:
     """The timeout procedure, in the caller's transaction."""
     scope = "execution" if kind == "execution_timeout" else "run"
-    message = f"Workflow {scope} deadline expired at {deadline}"
+    message = f"Workflow {scope} deadline expired at {clock.iso(deadline)}"
     failure_id = record_failure(
         c, run, category="timeout", message=message, timeout_kind=kind,
         exception_class="WorkflowTimeoutException", deadline_at=deadline,
@@ -169,7 +168,7 @@ def decide(c: Ctx, run: Row, task_id: int | None, worker_id: str) -> None:
     """
     if run["status"] in CLOSED_RUN or run["deadline_claimed_at"] is not None:
         return
-    expired = expired_workflow_timeout(run, c.at)
+    expired = expired_workflow_timeout(run, c.now)
     if expired:
         time_out_run(c, run, *expired, keep_task=task_id)
         return
@@ -204,7 +203,7 @@ def decide(c: Ctx, run: Row, task_id: int | None, worker_id: str) -> None:
             return
         if run["step_index"] >= len(wf.steps):
             close_run(c, run, "completed", "WorkflowCompleted",
-                      {"state_keys": sorted(public_state(state_of(run)))},
+                      {"state_keys": sorted(public_state(run["state"]))},
                       reason="completed", keep_task=task_id)
             return
         step = wf.steps[run["step_index"]]
@@ -213,7 +212,7 @@ def decide(c: Ctx, run: Row, task_id: int | None, worker_id: str) -> None:
             began = _begin_step(c, run, fixed, wf, step, task_id, fresh=fresh)
             if began == CLOSED:
                 return
-            c.set_run(run, step_started=1)
+            c.set_run(run, step_started=True)
             if fresh and step.kind in ("activity", "workflow", "parallel"):
                 # Every branch was just started: none can have ended yet.
                 outcome = OPEN
@@ -224,7 +223,7 @@ def decide(c: Ctx, run: Row, task_id: int | None, worker_id: str) -> None:
             return
         if outcome == CLOSED:
             return
-        c.set_run_later(run, step_index=run["step_index"] + 1, step_started=0)
+        c.set_run_later(run, step_index=run["step_index"] + 1, step_started=False)
         fresh = True
 
 
@@ -274,12 +273,12 @@ def _begin_step(c: Ctx, run: Row, fixed: Row, wf: WorkflowType, step: Step,
     elif step.kind == "delay":
         _schedule_timer(c, run, step, "delay", step.duration)
     elif step.kind == "wait_for_signal":
-        timeout_at = clock.iso(clock.after(c.now, step.timeout))
+        timeout_at = clock.after(c.now, step.timeout)
         c.event(run, "SignalWaitOpened", signal=step.signal, step=step.name,
                 timeout_seconds=durations.whole_seconds(step.timeout), timeout_at=timeout_at)
         if step.timeout is not None:
             _schedule_timer(c, run, step, "signal_timeout", step.timeout)
-    elif step.kind == "continue_as_new" and state_of(run).get(step.while_key):
+    elif step.kind == "continue_as_new" and run["state"].get(step.while_key):
         continue_as_new(c, run, c.instance(run["workflow_instance_id"]), wf, task_id)
         return CLOSED
     return OPEN
@@ -298,8 +297,8 @@ def schedule_activity(c: Ctx, run: Row, step: Step, branch: Step, branch_index: 
     assert options is not None and branch.handler is not None
     activity_id = new_id()
     policy = options.retry_policy()
-    schedule_deadline_at = clock.iso(clock.after(c.now, options.schedule_to_start))
-    total_deadline_at = clock.iso(clock.after(c.now, options.schedule_to_close))
+    schedule_deadline_at = clock.after(c.now, options.schedule_to_start)
+    total_deadline_at = clock.after(c.now, options.schedule_to_close)
     seq = c.event(run, "ActivityScheduled", activity_id=activity_id, step=branch.name,
                   handler=branch.handler, queue=options.queue, attempt=1,
                   max_attempts=options.max_attempts, retry_policy=policy,
@@ -317,9 +316,9 @@ def schedule_activity(c: Ctx, run: Row, step: Step, branch: Step, branch_index: 
         "status": "scheduled",
         "attempt": 1,
         "max_attempts": options.max_attempts,
-        "retry_policy": codec.encode_policy(policy),
-        "available_at": c.at,
-        "scheduled_at": c.at,
+        "retry_policy": policy,
+        "available_at": c.now,
+        "scheduled_at": c.now,
         "schedule_deadline_at": schedule_deadline_at,
         "schedule_to_close_deadline_at": total_deadline_at,
         "scheduled_event_id": seq,
@@ -329,7 +328,7 @@ def schedule_activity(c: Ctx, run: Row, step: Step, branch: Step, branch_index: 
 
 def _schedule_timer(c: Ctx, run: Row, step: Step, kind: str, seconds: float) -> None:
     timer_id = new_id()
-    fire_at = clock.iso(clock.after(c.now, seconds))
+    fire_at = clock.after(c.now, seconds)
     seq = c.event(run, "TimerScheduled", timer_id=timer_id, step=step.name, kind=kind,
                   duration_seconds=durations.whole_seconds(seconds), fire_at=fire_at)
     c.tx.insert_timer({
@@ -353,7 +352,7 @@ def start_child(c: Ctx, run: Row, fixed: Row, step: Step, branch: Step,
     child_type = definitions.types[branch.workflow_type]
     child_id = f"{run['workflow_instance_id']}.{branch.name}.{new_id()[:8]}"
     child_run = create_instance(c, definitions, child_type, child_id,
-                                public_state(state_of(run)), {},
+                                public_state(run["state"]), {},
                                 parent_instance_id=run["workflow_instance_id"],
                                 child_depth=fixed["child_depth"] + 1)
     seq = c.event(run, "ChildWorkflowStarted", child_instance_id=child_id,
@@ -368,7 +367,7 @@ def start_child(c: Ctx, run: Row, fixed: Row, step: Step, branch: Step,
         "step": branch.name,
         "workflow_type": child_type.name,
         "started_event_id": seq,
-        "created_at": c.at,
+        "created_at": c.now,
     })
 
 
@@ -410,7 +409,7 @@ def _check_branches(c: Ctx, run: Row, step: Step) -> str:
                 exception_class=failure["exception_class"] if failure else None,
                 deadline_at=failure["deadline_at"] if failure else None,
                 # e.g. a structural limit's limit_kind, value and limit
-                details=json.loads(failure["details"]) if failure and failure["details"] else None,
+                details=failure["details"] if failure else None,
             )
             return CLOSED
     for child in children:
@@ -441,8 +440,7 @@ def _fail_for_child(c: Ctx, run: Row, child: Row) -> None:
     detail = f": {failure['message']}" if failure else ""
     details = {"child_instance_id": child["child_instance_id"], "child_status": child["status"]}
     # A child that failed on a handler's exception: the parent's failure shows where, too.
-    traceback = json.loads(failure["details"]).get("traceback") \
-        if failure and failure["details"] else None
+    traceback = failure["details"].get("traceback") if failure and failure["details"] else None
     if traceback:
         details["traceback"] = traceback
     fail_run(
@@ -469,13 +467,13 @@ def _check_signal(c: Ctx, run: Row, step: Step) -> str:
                                   and t["fire_at"] <= signal["received_at"] for t in timers):
         signal = None
     if signal is not None:
-        c.tx.consume_signal(signal["signal_id"], run_id, index, c.at)
-        data = json.loads(signal["data"]) if signal["data"] else None
+        c.tx.consume_signal(signal["signal_id"], run_id, index, c.now)
+        data = signal["data"]
         if isinstance(data, dict) and data:
             merge_state(c, run, data)
         for timer in timers:
             if timer["status"] == "scheduled":
-                c.tx.update_timer(timer["timer_id"], status="cancelled", closed_at=c.at)
+                c.tx.update_timer(timer["timer_id"], status="cancelled", closed_at=c.now)
                 c.event(run, "TimerCancelled", timer_id=timer["timer_id"], step=timer["step"],
                         kind=timer["kind"], fire_at=timer["fire_at"], reason="signal_received",
                         scheduled_event_id=timer["scheduled_event_id"])
@@ -484,7 +482,8 @@ def _check_signal(c: Ctx, run: Row, step: Step) -> str:
     if fired is not None:
         fail_run(c, run, category="timeout", step=step.name, timeout_kind=SIGNAL_WAIT,
                  exception_class="SignalWaitTimeout", deadline_at=fired["fire_at"],
-                 message=f"Signal {step.signal!r} not received by {fired['fire_at']}")
+                 message=f"Signal {step.signal!r} not received by "
+                         f"{clock.iso(fired['fire_at'])}")
         return CLOSED
     return OPEN
 
@@ -496,7 +495,7 @@ def continue_as_new(c: Ctx, run: Row, instance: Row, wf: WorkflowType,
 
     new_run_id = new_id()
     run_number = instance["run_count"] + 1
-    new_run_deadline_at = clock.iso(clock.after(c.now, run["run_timeout_seconds"]))
+    new_run_deadline_at = clock.after(c.now, run["run_timeout_seconds"])
     close_run(c, run, "continued_as_new", "WorkflowContinuedAsNew", {
         "new_run_id": new_run_id,
         "new_run_number": run_number,
@@ -505,8 +504,8 @@ def continue_as_new(c: Ctx, run: Row, instance: Row, wf: WorkflowType,
         "deadline_at": run["deadline_at"],
     }, reason="continued_as_new", keep_task=task_id, apply_policy=False)
     c.update_instance(run["workflow_instance_id"], current_run_id=new_run_id,
-                      run_count=run_number, status="running", updated_at=c.at)
-    state = state_of(run)
+                      run_count=run_number, status="running", updated_at=c.now)
+    state = run["state"]
     create_run(
         c, run["workflow_instance_id"], new_run_id, run_number, state,
         execution_deadline_at=run["execution_deadline_at"],

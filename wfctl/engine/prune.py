@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from wfctl import clock, durations
+from wfctl import durations
 
 if TYPE_CHECKING:
     from wfctl.engine import Engine
@@ -87,8 +87,8 @@ class Pacer:
             self._unflushed = 0
 
 
-def _closed_before(now: datetime, older_than: float | None) -> str | None:
-    return None if older_than is None else clock.iso(now - timedelta(seconds=older_than))
+def _closed_before(now: datetime, older_than: float | None) -> datetime | None:
+    return None if older_than is None else now - timedelta(seconds=older_than)
 
 
 def prune_batch(engine: Engine, now: datetime, *, older_than: float | None = None,
@@ -107,7 +107,7 @@ def prune_batch(engine: Engine, now: datetime, *, older_than: float | None = Non
         began = time.perf_counter()
         marked = tx.pruning_instance()
         if marked is None:
-            candidates = tx.prunable_instances(clock.iso(now),
+            candidates = tx.prunable_instances(now,
                                                closed_before=_closed_before(now, older_than),
                                                limit=BATCH_INSTANCES)
             chosen, weight = [], 0
@@ -118,7 +118,7 @@ def prune_batch(engine: Engine, now: datetime, *, older_than: float | None = Non
                 weight += row["events"]
             if weight > events:
                 marked = chosen[0]
-                tx.mark_pruning(marked, clock.iso(now))
+                tx.mark_pruning(marked, now)
             elif chosen:
                 batch.instance_ids = chosen
                 batch.rows = tx.delete_instances(chosen)
@@ -146,7 +146,7 @@ def prune(engine: Engine, now: datetime, *, older_than: float | None = None,
     rows = dict.fromkeys(ROW_TABLES, 0)
     if dry_run:
         with engine.store.read() as tx:
-            candidates = tx.prunable_instances(clock.iso(now),
+            candidates = tx.prunable_instances(now,
                                                closed_before=_closed_before(now, older_than),
                                                limit=-1)
             ids = [row["workflow_instance_id"] for row in candidates]

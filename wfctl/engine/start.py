@@ -11,7 +11,7 @@ from wfctl import clock, durations
 from wfctl.definitions import Definitions, WorkflowType
 from wfctl.engine.core import Ctx, check_payload, new_id, operation, schedule_workflow_task
 from wfctl.errors import Conflict, InvalidInput
-from wfctl.store import Row, dumps
+from wfctl.store import Row
 from wfctl.vocabulary import OPEN_RUN
 
 if TYPE_CHECKING:
@@ -74,9 +74,9 @@ def _result(instance: Row, run: Row, started: bool, outcome: str) -> dict[str, A
         "workflow_instance_id": instance["workflow_instance_id"],
         "workflow_run_id": run["workflow_run_id"],
         "workflow_type": instance["workflow_type"],
-        "execution_deadline_at": run["execution_deadline_at"],
-        "run_deadline_at": run["run_deadline_at"],
-        "deadline_at": instance["deadline_at"],
+        "execution_deadline_at": clock.iso(run["execution_deadline_at"]),
+        "run_deadline_at": clock.iso(run["run_deadline_at"]),
+        "deadline_at": clock.iso(instance["deadline_at"]),
     }
 
 
@@ -89,7 +89,7 @@ def create_instance(c: Ctx, definitions: Definitions, wf: WorkflowType, instance
     `child_depth` is 0 for a workflow started on its own, its parent's plus one for a child.
     """
     values = {key: overrides.get(key, getattr(wf, key)) for key in OVERRIDABLE}
-    deadline_at = clock.iso(clock.after(c.now, values["deadline"]))
+    deadline_at = clock.after(c.now, values["deadline"])
     run_number = existing["run_count"] + 1 if existing else 1
     run_id = new_id()
     instance = {
@@ -105,18 +105,18 @@ def create_instance(c: Ctx, definitions: Definitions, wf: WorkflowType, instance
         "child_policy": wf.child_policy,
         "parent_instance_id": parent_instance_id,
         "child_depth": child_depth,
-        "retry_policy": dumps(wf.retry.view()) if wf.retry else None,
-        "updated_at": c.at,
+        "retry_policy": wf.retry.view() if wf.retry else None,
+        "updated_at": c.now,
         "closed_at": None,
         "retain_until": None,
     }
     if existing is None:
-        c.tx.insert_instance({"workflow_instance_id": instance_id, "created_at": c.at, **instance})
+        c.tx.insert_instance({"workflow_instance_id": instance_id, "created_at": c.now, **instance})
     else:
         c.update_instance(instance_id, **instance)
     return create_run(
         c, instance_id, run_id, run_number, state,
-        execution_deadline_at=clock.iso(clock.after(c.now, values["execution_timeout"])),
+        execution_deadline_at=clock.after(c.now, values["execution_timeout"]),
         run_timeout=values["run_timeout"],
         deadline_at=deadline_at,
         workflow_task_timeout=wf.workflow_task_timeout,
@@ -133,8 +133,8 @@ def create_instance(c: Ctx, definitions: Definitions, wf: WorkflowType, instance
 
 
 def create_run(c: Ctx, instance_id: str, run_id: str, run_number: int, state: dict[str, Any], *,
-               execution_deadline_at: str | None, run_timeout: float | None,
-               deadline_at: str | None, workflow_task_timeout: float | None,
+               execution_deadline_at: datetime | None, run_timeout: float | None,
+               deadline_at: datetime | None, workflow_task_timeout: float | None,
                started: dict[str, Any]) -> Row:
     run = {
         "workflow_run_id": run_id,
@@ -143,13 +143,14 @@ def create_run(c: Ctx, instance_id: str, run_id: str, run_number: int, state: di
         "status": "running",
         "run_timeout_seconds": run_timeout,
         "execution_deadline_at": execution_deadline_at,
-        "run_deadline_at": clock.iso(clock.after(c.now, run_timeout)),
+        "run_deadline_at": clock.after(c.now, run_timeout),
         "workflow_task_timeout_seconds": workflow_task_timeout,
         "deadline_at": deadline_at,
-        "state": check_payload(c.limits(c.instance(instance_id)), state),
-        "started_at": c.at,
+        "state": state,
+        "started_at": c.now,
         "first_seq": c.tx.last_seq(instance_id) + 1,
     }
+    check_payload(c.limits(c.instance(instance_id)), state)
     c.tx.insert_run(run)
     run = c.run(run_id)
     c.event(

@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from wfctl import clock
 from wfctl.engine.activities import expired_timeout, lose_attempt, time_out_activity
 from wfctl.engine.core import Ctx, operation, schedule_workflow_task
 from wfctl.engine.decide import expired_workflow_timeout, time_out_workflow_task
@@ -38,7 +37,7 @@ def lose_workers(engine: Engine, worker_ids: list[str], now: datetime) -> None:
     policy decides), and each workflow task they held is scheduled again."""
     with engine.transaction(now) as c:
         for worker_id in worker_ids:
-            c.tx.stop_worker(worker_id, c.at)
+            c.tx.stop_worker(worker_id, c.now)
         for activity in c.tx.activities_owned_by(worker_ids):
             lose_attempt(c, activity, activity["owner"])
         for task in c.tx.workflow_tasks_owned_by(worker_ids):
@@ -71,20 +70,19 @@ def expire(engine: Engine, now: datetime, limit: int,
     Due timers are read a page at a time: a page none of whose timers could fire (each due
     after its run's own timeout, which comes first) is followed by the next one.
     """
-    at = clock.iso(now)
     due: dict[str, _Due] = {}
     with engine.store.read() as tx:
-        for activity in tx.expired_activities(at, limit):
+        for activity in tx.expired_activities(now, limit):
             due.setdefault(activity["workflow_instance_id"], _Due()).activities.append(
                 activity["activity_id"])
-        for task in tx.timed_out_workflow_tasks(at, limit):
+        for task in tx.timed_out_workflow_tasks(now, limit):
             due.setdefault(task["workflow_instance_id"], _Due()).workflow_tasks.append(
                 task["task_id"])
     done = Expired()
-    after: tuple[str, str] | None = None
+    after: tuple[datetime, str] | None = None
     while True:
         with engine.store.read() as tx:
-            page = tx.due_timers(at, limit, after)
+            page = tx.due_timers(now, limit, after)
         for timer in page:
             due.setdefault(timer["workflow_instance_id"], _Due()).timers.append(timer)
         for instance_due in due.values():
@@ -96,7 +94,7 @@ def expire(engine: Engine, now: datetime, limit: int,
     # Runs are woken last: a timer due after its run's timeout is the timeout's to cancel,
     # and fires no more once the run has a workflow task.
     with engine.store.read() as tx:
-        for run in tx.runs_past_deadline_without_task(at, limit):
+        for run in tx.runs_past_deadline_without_task(now, limit):
             due.setdefault(run["workflow_instance_id"], _Due()).runs.append(
                 run["workflow_run_id"])
     for instance_due in due.values():
@@ -122,14 +120,14 @@ def _expire_instance(engine: Engine, now: datetime, due: _Due) -> Expired:
     with engine.transaction(now) as c:
         for activity_id in due.activities:
             activity = c.tx.get_activity(activity_id)
-            kind = None if activity is None else expired_timeout(activity, c.at)
+            kind = None if activity is None else expired_timeout(activity, c.now)
             if kind is not None:
                 time_out_activity(c, activity, kind)
                 done.activities_timed_out += 1
         for task_id in due.workflow_tasks:
             task = c.tx.get_workflow_task(task_id)
             if task is not None and task["status"] == "started" and \
-                    task["timeout_at"] is not None and task["timeout_at"] <= c.at:
+                    task["timeout_at"] is not None and task["timeout_at"] <= c.now:
                 time_out_workflow_task(c, task)
                 done.workflow_tasks_timed_out += 1
         for timer in due.timers:
@@ -142,7 +140,7 @@ def _expire_instance(engine: Engine, now: datetime, due: _Due) -> Expired:
             run = c.run(run_id)
             if run is not None and run["closed_at"] is None \
                     and run["deadline_claimed_at"] is None \
-                    and expired_workflow_timeout(run, c.at) is not None \
+                    and expired_workflow_timeout(run, c.now) is not None \
                     and run_id not in c.pending_tasks \
                     and c.tx.open_workflow_task(run_id) is None:
                 schedule_workflow_task(c, run, "deadline_expired")
@@ -157,7 +155,7 @@ def fire_timer(c: Ctx, timer: Row) -> bool:
     if _times_out_first(c, run, timer["fire_at"]):
         return False
     if not c.tx.update_timer(timer["timer_id"], expect_status="scheduled", status="fired",
-                             closed_at=c.at):
+                             closed_at=c.now):
         return False
     c.event(run, "TimerFired", timer_id=timer["timer_id"], step=timer["step"],
             kind=timer["kind"], fire_at=timer["fire_at"],
@@ -166,7 +164,7 @@ def fire_timer(c: Ctx, timer: Row) -> bool:
     return True
 
 
-def _times_out_first(c: Ctx, run: Row, fire_at: str) -> bool:
+def _times_out_first(c: Ctx, run: Row, fire_at: datetime) -> bool:
     """A watchdog that catches up late leaves a timer due after its run's execution or run
     deadline to the timeout procedure, which cancels it (the run is woken by `expire`)."""
     return (expired_workflow_timeout(run, fire_at) is not None

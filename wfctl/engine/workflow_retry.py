@@ -49,7 +49,7 @@ def schedule_retry(c: Ctx, run: Row, status: str, attributes: dict[str, Any], *,
     if attempt >= policy.max_attempts:
         return False
     delay = policy.delay_after(attempt)
-    next_attempt_at = clock.iso(clock.after(c.now, delay))
+    next_attempt_at = clock.after(c.now, delay)
     if any(limit is not None and next_attempt_at >= limit
            for limit in (run["execution_deadline_at"], run["deadline_at"])):
         return False
@@ -74,7 +74,7 @@ def schedule_retry(c: Ctx, run: Row, status: str, attributes: dict[str, Any], *,
     # Open again, yet at no step: a signal is buffered, a workflow task only closes it on a
     # cancel request; the run timeout starts afresh when the retry does.
     c.set_status(run, "paused" if paused else "running", closed_at=None, closed_reason=None,
-                 wait_kind=RETRY_WAIT, step_started=0, run_deadline_at=None,
+                 wait_kind=RETRY_WAIT, step_started=False, run_deadline_at=None,
                  retry_attempt=attempt + 1)
     return True
 
@@ -87,7 +87,7 @@ def fire_retry(c: Ctx, timer: Row) -> bool:
     the run; the timer is spent either way.
     """
     if not c.tx.update_timer(timer["timer_id"], expect_status="scheduled", status="fired",
-                             closed_at=c.at):
+                             closed_at=c.now):
         return False
     run = c.run(timer["workflow_run_id"])
     if run is None or run["closed_at"] is not None or run["wait_kind"] != RETRY_WAIT \

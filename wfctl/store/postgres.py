@@ -1,8 +1,11 @@
 """The PostgreSQL store: a connection pool, transactions and every query wfctl runs there.
 
 It implements the interface of base.py with the meaning sqlite.py gives it, and passes the same
-contract suite. Rows cross it as sqlite.py's do: instants (`timestamptz` here) are read back as
-wfctl's ISO text, JSON columns are text, history is encoded with store/codec.py.
+contract suite. Rows cross it as Python values, as base.py says: instants are `timestamptz` columns,
+read back as aware datetimes in `datetime.UTC` (exact to the microsecond) and sent as datetimes;
+JSON columns are `text` and flags `integer`, converted by name both ways (store/columns.py:
+once per result's columns, in the row factory, and in every write of a row's values); history
+is encoded with store/codec.py.
 
 Write transactions are READ COMMITTED and lock what they change one workflow family at a time
 (a workflow started on its own and all its children): the first time a transaction reads a row
@@ -29,9 +32,9 @@ import re
 import threading
 import time
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
@@ -51,7 +54,7 @@ from wfctl.errors import (
     TransientConflict,
     WfctlError,
 )
-from wfctl.store import codec
+from wfctl.store import codec, columns
 from wfctl.store import postgres_schema as schema
 from wfctl.store.sqlite import _prefix_upper_bound, _sql_list, keep_run_extras, run_with_extras
 from wfctl.vocabulary import (
@@ -229,20 +232,24 @@ def translate(exc: psycopg.Error, path: str, secrets: Sequence[str] = ()) -> Wfc
     return DatabaseError(f"database {path}: {message}")
 
 
-class _IsoInstant(Loader):
-    """A `timestamptz` as wfctl's ISO text (`clock.iso`): the server writes it in ISO style in
-    UTC (set for every session), `2026-04-12 12:00:00.123+00`, its fraction left out when zero."""
+class _UtcInstant(Loader):
+    """A `timestamptz` as an aware datetime in `datetime.UTC`, from the ISO text the server
+    writes (`2026-04-12 12:00:00.123456+00`, its fraction left out when zero). Only for a
+    session psycopg does not know to be in UTC (see `_configure`): psycopg's own loader, in C,
+    is faster."""
 
-    def load(self, data: Any) -> str:
-        text = bytes(data).decode()
-        if text.endswith("+00") and len(text) >= 22 and text[10] == " ":
-            seconds, _, fraction = text[11:-3].partition(".")
-            return f"{text[:10]}T{seconds}.{fraction[:3]:0<3}+00:00"
-        return clock.iso(datetime.fromisoformat(text))
+    def load(self, data: Any) -> datetime:
+        instant = datetime.fromisoformat(str(data, "ascii"))
+        return instant if instant.tzinfo is UTC else instant.astimezone(UTC)
 
 
-def _rows_as_dicts(cursor: psycopg.Cursor) -> Any:
-    """Rows as dicts of their columns, less the `rowid` some tables keep for insertion order.
+RowMaker = Callable[[Sequence[Any]], Row]
+
+
+def _rows_as_dicts(cursor: psycopg.Cursor) -> RowMaker | type[dict]:
+    """Rows as dicts of their columns' Python values (store/columns.py), less the `rowid` some
+    tables keep for insertion order; the function that makes them is made once per set of
+    column names.
 
     Column names come from the result itself (`fname`), not from `cursor.description`, which
     builds an object per column on every statement: a third of the client's time per step.
@@ -250,13 +257,48 @@ def _rows_as_dicts(cursor: psycopg.Cursor) -> Any:
     result = cursor.pgresult
     if result is None or result.status not in _ROWS:
         return dict
-    names = [_column_name(result.fname(index)) for index in range(result.nfields)]
-    if "rowid" not in names:
+    names = tuple(map(_column_name, map(result.fname, range(result.nfields))))
+    make = _ROW_MAKERS.get(names)
+    if make is None:
+        make = _row_maker(names)
+        if len(_ROW_MAKERS) < 1_000:
+            _ROW_MAKERS[names] = make
+    return make
+
+
+def _row_maker(names: tuple[str, ...]) -> RowMaker:
+    """What makes a row of a result with these columns: a dict, its JSON and flag columns
+    read (instants come as datetimes from the loader already). Written out for each case,
+    without a call more per row."""
+    plan = columns.read_plan(names, None)
+    if "rowid" in names:
+        kept = [(index, name) for index, name in enumerate(names) if name != "rowid"]
+        if not plan:
+            return lambda values: {name: values[index] for index, name in kept}
+
+        def make_kept(values: Sequence[Any]) -> Row:
+            row = {name: values[index] for index, name in kept}
+            for name, read in plan:
+                value = row[name]
+                if value is not None:
+                    row[name] = read(value)
+            return row
+        return make_kept
+    if not plan:
         return lambda values: dict(zip(names, values, strict=True))
-    kept = [(index, name) for index, name in enumerate(names) if name != "rowid"]
-    return lambda values: {name: values[index] for index, name in kept}
+
+    def make(values: Sequence[Any]) -> Row:
+        row = dict(zip(names, values, strict=True))
+        for name, read in plan:
+            value = row[name]
+            if value is not None:
+                row[name] = read(value)
+        return row
+    return make
 
 
+# Row makers by the column names of a result (a statement's columns never change).
+_ROW_MAKERS: dict[tuple[str, ...], RowMaker] = {}
 _ROWS = (pq.ExecStatus.TUPLES_OK, psycopg.pq.ExecStatus.SINGLE_TUPLE)
 
 
@@ -267,9 +309,12 @@ def _column_name(name: bytes | None) -> str:
 
 
 def _configure(conn: psycopg.Connection) -> None:
-    conn.adapters.register_loader("timestamptz", _IsoInstant)
     conn.row_factory = _rows_as_dicts
     conn.execute(_SESSION)
+    # psycopg reads a `timestamptz` into the session's time zone, and knows 'UTC' (set above)
+    # as `datetime.UTC` itself; should it not, instants are parsed here instead.
+    if conn.info.timezone is not UTC:
+        conn.adapters.register_loader("timestamptz", _UtcInstant)
 
 
 class PostgresStore:
@@ -454,10 +499,7 @@ class PostgresStore:
         return self._clock.now()
 
     def _server_time(self) -> datetime:
-        # Microseconds since the epoch, exact (the ISO text this store reads is in milliseconds).
-        row = self.peek()._one(
-            "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint AS micros")
-        return codec.instant(row["micros"])
+        return self.peek()._one("SELECT clock_timestamp() AS now")["now"]
 
     def listen(self) -> ReadyListener:
         """What hears, across hosts, each commit that left work ready (LISTEN/NOTIFY)."""
@@ -595,6 +637,13 @@ class _PerStatement:
 
 
 _GET_RUN = run_with_extras("%s")
+
+
+def _stored(row: Row) -> tuple[Any, ...]:
+    """A row's values as its columns store them (store/columns.py): JSON as text, flags as
+    integers (psycopg would send a bool as a boolean, which an integer column refuses);
+    instants stay datetimes, which psycopg sends as `timestamptz`."""
+    return tuple(map(columns.stored, row, row.values()))
 
 
 class PostgresTx:
@@ -762,25 +811,25 @@ class PostgresTx:
         return bool(taken)
 
     def _insert(self, table: str, row: Row, returning: str | None = None) -> int:
-        columns = ", ".join(row)
+        names = ", ".join(row)
         marks = ", ".join("%s" for _ in row)
-        sql = f"INSERT INTO {table} ({columns}) VALUES ({marks})"
+        sql = f"INSERT INTO {table} ({names}) VALUES ({marks})"
         if returning is None:
-            self._execute(sql, tuple(row.values()))
+            self._execute(sql, _stored(row))
             return 0
-        return self._one(f"{sql} RETURNING {returning}", tuple(row.values()))[returning]
+        return self._one(f"{sql} RETURNING {returning}", _stored(row))[returning]
 
     def _update(self, table: str, key: str, value: Any, fields: Row,
                 where: str = "", params: Sequence[Any] = ()) -> int:
         sets = ", ".join(f"{name} = %s" for name in fields)
         return self._execute(
             f"UPDATE {table} SET {sets} WHERE {key} = %s{where}",
-            (*fields.values(), value, *params),
+            (*_stored(fields), value, *params),
         ).rowcount
 
     # definitions
 
-    def put_definitions(self, digest: str, path: str, source: str, now: str) -> None:
+    def put_definitions(self, digest: str, path: str, source: str, now: datetime) -> None:
         self._execute(
             "INSERT INTO definitions (digest, path, source, created_at) "
             "VALUES (%s, %s, %s, %s) ON CONFLICT (digest) DO NOTHING", (digest, path, source, now),
@@ -802,10 +851,10 @@ class PostgresTx:
 
     def insert_instance(self, row: Row) -> None:
         instance_id = row["workflow_instance_id"]
-        columns = ", ".join(row)
+        names = ", ".join(row)
         marks = ", ".join("%s" for _ in row)
-        inserted = self._one(f"INSERT INTO instances ({columns}) VALUES ({marks}) "
-                             "RETURNING instance_key, family_key", tuple(row.values()))
+        inserted = self._one(f"INSERT INTO instances ({names}) VALUES ({marks}) "
+                             "RETURNING instance_key, family_key", _stored(row))
         self._keys[instance_id] = inserted["instance_key"]
         self._family[instance_id] = family = inserted["family_key"]
         if family == inserted["instance_key"]:
@@ -816,7 +865,7 @@ class PostgresTx:
         self._update("instances", "workflow_instance_id", instance_id, fields)
 
     def list_instances(self, *, status: str | None, workflow_type: str | None,
-                       since: str | None, limit: int) -> list[Row]:
+                       since: datetime | None, limit: int) -> list[Row]:
         clauses, params = [], []
         if status:
             clauses.append("i.status = %s")
@@ -954,7 +1003,7 @@ class PostgresTx:
                after_seq: int = 0, until_seq: int | None = None,
                event_types: Sequence[str] = ()) -> list[Row]:
         """An instance's events in order (after `after_seq`, up to `until_seq`), each with its
-        type's name, its instant in ISO form and its attributes as a dict."""
+        type's name, its instant (a datetime) and its attributes as a dict."""
         self.flush()
         sql = ("SELECT seq, run_number, event_type, at, attributes FROM events "
                "WHERE instance_key = %s AND seq > %s")
@@ -974,7 +1023,7 @@ class PostgresTx:
                 "seq": row["seq"],
                 "run_number": row["run_number"],
                 "event_type": codec.type_name(row["event_type"]),
-                "at": codec.iso_of_micros(row["at"]),
+                "at": codec.instant(row["at"]),
                 "attributes": codec.decode_attributes(row["attributes"], row["at"]),
             }
             for row in self._all(sql + " ORDER BY seq", params)
@@ -1015,7 +1064,7 @@ class PostgresTx:
         else:
             self._readied.discard(row)
 
-    def next_ready_workflow_task(self, now: str) -> Row | None:
+    def next_ready_workflow_task(self, now: datetime) -> Row | None:
         """The oldest ready workflow task; in a write transaction it is locked for the claim that
         follows, and one another writer has locked, or of a busy family, is passed over."""
         return self._claimable(
@@ -1037,7 +1086,7 @@ class PostgresTx:
             f"{_OPEN_WORKFLOW_TASK} AND task_id IS DISTINCT FROM %s", (run_id, keep),
         )
 
-    def timed_out_workflow_tasks(self, now: str, limit: int) -> list[Row]:
+    def timed_out_workflow_tasks(self, now: datetime, limit: int) -> list[Row]:
         return self._scan(
             "SELECT * FROM workflow_tasks WHERE status = 'started' AND timeout_at IS NOT NULL "
             "AND timeout_at <= %(now)s{only} ORDER BY timeout_at LIMIT %(limit)s",
@@ -1100,7 +1149,7 @@ class PostgresTx:
             f"AND status IN {_OPEN_ACTIVITY}", (run_id,),
         )["n"]
 
-    def next_ready_activity(self, queues: Sequence[str], now: str) -> Row | None:
+    def next_ready_activity(self, queues: Sequence[str], now: datetime) -> Row | None:
         """The oldest activity ready on these queues whose schedule deadlines still hold; in a
         write transaction it is locked for the claim that follows, and one another writer has
         locked, or of a busy family, is passed over. Each queue is read through its own index
@@ -1118,13 +1167,13 @@ class PostgresTx:
             "activity_id",
         )
 
-    def next_activity_available_at(self, queues: Sequence[str]) -> str | None:
+    def next_activity_available_at(self, queues: Sequence[str]) -> datetime | None:
         return self._one(
             "SELECT min(available_at) AS at FROM activities WHERE queue = ANY(%s) "
             f"AND status IN {_PENDING_ACTIVITY}", (list(queues),),
         )["at"]
 
-    def expired_activities(self, now: str, limit: int) -> list[Row]:
+    def expired_activities(self, now: datetime, limit: int) -> list[Row]:
         """Open activities past any of their four deadlines, found through the partial indexes."""
         return self._scan(
             "SELECT * FROM activities WHERE activity_id IN ("
@@ -1175,8 +1224,8 @@ class PostgresTx:
             "ORDER BY rowid", (run_id,)
         )
 
-    def due_timers(self, now: str, limit: int,
-                   after: tuple[str, str] | None = None) -> list[Row]:
+    def due_timers(self, now: datetime, limit: int,
+                   after: tuple[datetime, str] | None = None) -> list[Row]:
         # A page goes on from the last timer of the one before, in (fire_at, rowid) order.
         page = "" if after is None else (
             " AND fire_at >= %(after)s AND (fire_at, rowid) > "
@@ -1205,7 +1254,7 @@ class PostgresTx:
             "AND consumed_at IS NULL", (instance_id,),
         )["n"]
 
-    def consume_signal(self, signal_id: int, run_id: str, step_index: int, now: str) -> None:
+    def consume_signal(self, signal_id: int, run_id: str, step_index: int, now: datetime) -> None:
         self._execute(
             "UPDATE signals SET consumed_run_id = %s, consumed_step_index = %s, "
             "consumed_at = %s WHERE signal_id = %s", (run_id, step_index, now, signal_id),
@@ -1266,7 +1315,7 @@ class PostgresTx:
 
     # deadlines (must complete within)
 
-    def expired_deadlines(self, now: str, limit: int) -> list[Row]:
+    def expired_deadlines(self, now: datetime, limit: int) -> list[Row]:
         return self._scan(
             "SELECT * FROM runs WHERE status = 'running' AND deadline_at IS NOT NULL "
             "AND deadline_claimed_at IS NULL AND deadline_at <= %(now)s{only} "
@@ -1274,7 +1323,7 @@ class PostgresTx:
             "workflow_run_id",
         )
 
-    def earliest_deadline(self) -> str | None:
+    def earliest_deadline(self) -> datetime | None:
         return self._one(
             "SELECT min(deadline_at) AS at FROM runs WHERE status = 'running' "
             "AND deadline_at IS NOT NULL AND deadline_claimed_at IS NULL"
@@ -1286,7 +1335,7 @@ class PostgresTx:
             {}, "workflow_run_id",
         )
 
-    def claim_deadline(self, run_id: str, worker_id: str, now: str,
+    def claim_deadline(self, run_id: str, worker_id: str, now: datetime,
                        previous_owner: str | None) -> bool:
         return self._execute(
             "UPDATE runs SET deadline_claimed_by = %s, deadline_claimed_at = %s "
@@ -1297,7 +1346,7 @@ class PostgresTx:
 
     # workflow timeouts
 
-    def runs_past_deadline_without_task(self, now: str, limit: int) -> list[Row]:
+    def runs_past_deadline_without_task(self, now: datetime, limit: int) -> list[Row]:
         return self._scan(
             "SELECT * FROM runs WHERE workflow_run_id IN ("
             "SELECT workflow_run_id FROM runs WHERE closed_at IS NULL"
@@ -1308,7 +1357,7 @@ class PostgresTx:
             "workflow_run_id",
         )
 
-    def next_due(self, now: str) -> str | None:
+    def next_due(self, now: datetime) -> datetime | None:
         """The earliest instant at which the watchdog has something to do.
 
         A run past its deadline counts only while the watchdog can act on it (no open workflow
@@ -1344,19 +1393,19 @@ class PostgresTx:
     def register_worker(self, row: Row) -> None:
         self._insert("workers", row)
 
-    def renew_worker(self, worker_id: str, now: str, lease_expires_at: str) -> bool:
+    def renew_worker(self, worker_id: str, now: datetime, lease_expires_at: datetime) -> bool:
         return self._execute(
             "UPDATE workers SET heartbeat_at = %s, lease_expires_at = %s "
             "WHERE worker_id = %s AND stopped_at IS NULL", (now, lease_expires_at, worker_id),
         ).rowcount == 1
 
-    def revive_worker(self, worker_id: str, now: str, lease_expires_at: str) -> None:
+    def revive_worker(self, worker_id: str, now: datetime, lease_expires_at: datetime) -> None:
         self._execute(
             "UPDATE workers SET heartbeat_at = %s, lease_expires_at = %s, stopped_at = NULL "
             "WHERE worker_id = %s", (now, lease_expires_at, worker_id),
         )
 
-    def stop_worker(self, worker_id: str, now: str) -> None:
+    def stop_worker(self, worker_id: str, now: datetime) -> None:
         self._execute(
             "UPDATE workers SET stopped_at = %s WHERE worker_id = %s AND stopped_at IS NULL",
             (now, worker_id),
@@ -1388,27 +1437,27 @@ class PostgresTx:
 
     # retention
 
-    def prunable_instances(self, now: str, *, closed_before: str | None,
+    def prunable_instances(self, now: datetime, *, closed_before: datetime | None,
                            limit: int) -> list[Row]:
         """Closed instances past their retention (with `closed_before`: closed before it,
         whatever their retention), first due first, each with how many events its history
         holds; none whose parent is still open. In a write transaction their families are
         locked, and those still prunable then are returned."""
         if closed_before is None:
-            where, params = "i.retain_until IS NOT NULL AND i.retain_until <= %(at)s", now
+            where, at = "i.retain_until IS NOT NULL AND i.retain_until <= %(at)s", now
             order = "i.retain_until"
         else:
-            where, params = "i.closed_at IS NOT NULL AND i.closed_at <= %(at)s", closed_before
+            where, at = "i.closed_at IS NOT NULL AND i.closed_at <= %(at)s", closed_before
             order = "i.closed_at"
         return self._scan(
             "SELECT i.workflow_instance_id, (SELECT coalesce(max(e.seq), 0) FROM events e "
             "WHERE e.instance_key = i.instance_key) AS events FROM instances i "
             f"WHERE {where} AND {_PRUNABLE}{{only}} ORDER BY {order} LIMIT %(limit)s",
-            {"at": params, "limit": None if limit < 0 else limit}, "workflow_instance_id",
+            {"at": at, "limit": None if limit < 0 else limit}, "workflow_instance_id",
             column="i.workflow_instance_id",
         )
 
-    def next_retain_until(self, now: str) -> str | None:
+    def next_retain_until(self, now: datetime) -> datetime | None:
         """When the next closed instance's retention runs out, after `now`."""
         return self._one(
             "SELECT min(retain_until) AS at FROM instances WHERE retain_until IS NOT NULL "
@@ -1423,7 +1472,7 @@ class PostgresTx:
             deleted[table] = deleted.get(table, 0) + count
         return deleted
 
-    def mark_pruning(self, instance_id: str, now: str) -> None:
+    def mark_pruning(self, instance_id: str, now: datetime) -> None:
         """Mark an instance as being deleted over several transactions (`delete_instance_part`):
         from now on its history may be deleted, and readers see it no more."""
         self._execute(
@@ -1491,14 +1540,14 @@ class PostgresTx:
         params = {"ids": ids, "keys": keys}
         return [(table, where.format(runs=_RUNS_OF), params) for table, where in _OWNED_ROWS]
 
-    def ready_activity_counts(self, now: str) -> list[Row]:
+    def ready_activity_counts(self, now: datetime) -> list[Row]:
         """Per queue, the activities a worker may claim at `now` and the oldest available_at."""
         return self._all(
             "SELECT queue, count(*) AS count, min(available_at) AS oldest FROM activities "
             f"WHERE status IN {_PENDING_ACTIVITY} AND available_at <= %s GROUP BY queue", (now,),
         )
 
-    def ready_workflow_task_count(self, now: str) -> Row:
+    def ready_workflow_task_count(self, now: datetime) -> Row:
         return self._one(
             "SELECT count(*) AS count, min(available_at) AS oldest FROM workflow_tasks "
             "WHERE status = 'scheduled' AND available_at <= %s", (now,),

@@ -5,10 +5,10 @@ A database's schema version is the number of these migrations applied to it, eac
 lock, so that several processes opening a fresh database apply each exactly once.
 
 The tables are SQLite's (schema.py, after all its migrations) with PostgreSQL's types: instants
-are `timestamptz` (the store reads them back as wfctl's ISO text), JSON columns stay `text` so
-that they come back byte for byte, history keeps the compact form of store/codec.py. Where
-SQLite lists follow insertion order (its implicit rowid), a `rowid` identity column does the
-same here; the store never returns it.
+are `timestamptz` (the store reads them back as aware UTC datetimes), JSON columns are `text`
+(written and read by the store, store/columns.py), history keeps the compact form of
+store/codec.py. Where SQLite lists follow insertion order (its implicit rowid), a `rowid`
+identity column does the same here; the store never returns it.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -23,7 +23,7 @@ from wfctl.errors import (
     StoreUnavailable,
     TransientConflict,
 )
-from wfctl.store import codec
+from wfctl.store import codec, columns
 from wfctl.store.schema import MIGRATION_SET, MIGRATIONS_TABLE, migrations
 from wfctl.vocabulary import (
     CLOSED_INSTANCE,
@@ -117,6 +117,33 @@ _NAME = operator.itemgetter(0)
 
 def _rows_as_dicts(cursor: sqlite3.Cursor, row: tuple) -> Row:
     return dict(zip(map(_NAME, cursor.description), row, strict=True))
+
+
+def text(instant: datetime) -> str:
+    """An instant as the file stores it: ISO 8601 UTC text with milliseconds, and three more
+    digits only when it has microseconds within its millisecond (`2026-04-12T12:00:00.123+00:00`,
+    `…00.123456+00:00`). One instant has one text, and text order is time order: the digits of
+    the longer form sort after the `+` of the shorter. Files of 0.1 hold the first form only."""
+    if instant.tzinfo is not UTC:
+        instant = instant.astimezone(UTC)
+    return instant.isoformat(
+        timespec="milliseconds" if instant.microsecond % 1000 == 0 else "microseconds")
+
+
+def instant(stored: str | None) -> datetime | None:
+    """An instant stored by `text` (or by 0.1), as an aware UTC datetime."""
+    return None if stored is None else datetime.fromisoformat(stored)
+
+
+def _stored(name: str, value: Any) -> Any:
+    """A column's value as the file stores it."""
+    if isinstance(value, datetime):
+        return text(value)
+    return columns.stored(name, value)
+
+
+# Conversions of query results, by the query's text: a query's columns never change.
+_PLANS: dict[str, tuple[tuple[str, Any], ...]] = {}
 
 
 # SQLite's primary result codes that mean "not now": the write may succeed later.
@@ -569,16 +596,29 @@ class SQLiteTx:
         self._timeout_counts: dict[tuple[str, str, str], int] = {}
 
     def _one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
-        return self.conn.execute(sql, params).fetchone()
+        row = self.conn.execute(sql, params).fetchone()
+        return None if row is None else self._typed(sql, [row])[0]
 
     def _all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        return self.conn.execute(sql, params).fetchall()
+        rows = self.conn.execute(sql, params).fetchall()
+        return self._typed(sql, rows) if rows else rows
+
+    @staticmethod
+    def _typed(sql: str, rows: list[Row]) -> list[Row]:
+        """Rows of stored values as Python values (store/columns.py)."""
+        plan = _PLANS.get(sql)
+        if plan is None:
+            plan = columns.read_plan(rows[0], instant)
+            if len(_PLANS) < 1_000:
+                _PLANS[sql] = plan
+        return columns.convert(rows, plan) if plan else rows
 
     def _insert(self, table: str, row: Row) -> int:
-        columns = ", ".join(row)
+        names = ", ".join(row)
         marks = ", ".join("?" for _ in row)
         cursor = self.conn.execute(
-            f"INSERT INTO {table} ({columns}) VALUES ({marks})", tuple(row.values())
+            f"INSERT INTO {table} ({names}) VALUES ({marks})",
+            tuple(_stored(name, value) for name, value in row.items()),
         )
         return cursor.lastrowid or 0
 
@@ -587,16 +627,16 @@ class SQLiteTx:
         sets = ", ".join(f"{name} = ?" for name in fields)
         cursor = self.conn.execute(
             f"UPDATE {table} SET {sets} WHERE {key} = ?{where}",
-            (*fields.values(), value, *params),
+            (*(_stored(name, field) for name, field in fields.items()), value, *params),
         )
         return cursor.rowcount
 
     # definitions
 
-    def put_definitions(self, digest: str, path: str, source: str, now: str) -> None:
+    def put_definitions(self, digest: str, path: str, source: str, now: datetime) -> None:
         self.conn.execute(
             "INSERT OR IGNORE INTO definitions (digest, path, source, created_at) "
-            "VALUES (?, ?, ?, ?)", (digest, path, source, now),
+            "VALUES (?, ?, ?, ?)", (digest, path, source, text(now)),
         )
 
     def get_definitions(self, digest: str) -> Row | None:
@@ -618,7 +658,7 @@ class SQLiteTx:
         self._update("instances", "workflow_instance_id", instance_id, fields)
 
     def list_instances(self, *, status: str | None, workflow_type: str | None,
-                       since: str | None, limit: int) -> list[Row]:
+                       since: datetime | None, limit: int) -> list[Row]:
         clauses, params = [], []
         if status:
             clauses.append("i.status = ?")
@@ -628,7 +668,7 @@ class SQLiteTx:
             params.append(workflow_type)
         if since:
             clauses.append("i.created_at >= ?")
-            params.append(since)
+            params.append(text(since))
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
         return self._all(
             "SELECT i.*, r.run_number, r.execution_deadline_at, r.run_deadline_at, "
@@ -772,10 +812,11 @@ class SQLiteTx:
                 "seq": row["seq"],
                 "run_number": row["run_number"],
                 "event_type": codec.type_name(row["event_type"]),
-                "at": codec.iso_of_micros(row["at"]),
+                "at": codec.instant(row["at"]),
                 "attributes": codec.decode_attributes(row["attributes"], row["at"]),
             }
-            for row in self._all(sql + " ORDER BY seq", params)
+            # History's own encoding (codec.py), not the columns' of other tables.
+            for row in self.conn.execute(sql + " ORDER BY seq", params).fetchall()
         ]
 
     # workflow tasks
@@ -802,10 +843,10 @@ class SQLiteTx:
                                                                 (expect_status,))
         return self._update("workflow_tasks", "task_id", task_id, fields, where, params) == 1
 
-    def next_ready_workflow_task(self, now: str) -> Row | None:
+    def next_ready_workflow_task(self, now: datetime) -> Row | None:
         return self._one(
             "SELECT * FROM workflow_tasks WHERE status = 'scheduled' AND available_at <= ? "
-            "ORDER BY available_at LIMIT 1", (now,),
+            "ORDER BY available_at LIMIT 1", (text(now),),
         )
 
     def close_workflow_task(self, task_id: int) -> None:
@@ -820,10 +861,10 @@ class SQLiteTx:
             f"{_OPEN_WORKFLOW_TASK} AND task_id IS NOT ?", (run_id, keep),
         )
 
-    def timed_out_workflow_tasks(self, now: str, limit: int) -> list[Row]:
+    def timed_out_workflow_tasks(self, now: datetime, limit: int) -> list[Row]:
         return self._all(
             "SELECT * FROM workflow_tasks WHERE status = 'started' AND timeout_at IS NOT NULL "
-            "AND timeout_at <= ? ORDER BY timeout_at LIMIT ?", (now, limit),
+            "AND timeout_at <= ? ORDER BY timeout_at LIMIT ?", (text(now), limit),
         )
 
     def workflow_tasks_owned_by(self, worker_ids: Sequence[str]) -> list[Row]:
@@ -878,29 +919,29 @@ class SQLiteTx:
             f"AND status IN {_OPEN_ACTIVITY}", (run_id,),
         )["n"]
 
-    def next_ready_activity(self, queues: Sequence[str], now: str) -> Row | None:
+    def next_ready_activity(self, queues: Sequence[str], now: datetime) -> Row | None:
         """The oldest activity ready on these queues whose schedule deadlines still hold."""
-        best = None
+        best, at = None, text(now)
         for queue in queues:
             row = self._one(
                 "SELECT * FROM activities WHERE queue = ? "
                 f"AND status IN {_PENDING_ACTIVITY} AND available_at <= ? "
                 "AND (schedule_deadline_at IS NULL OR schedule_deadline_at > ?) "
                 "AND (schedule_to_close_deadline_at IS NULL OR schedule_to_close_deadline_at > ?) "
-                "ORDER BY available_at LIMIT 1", (queue, now, now, now),
+                "ORDER BY available_at LIMIT 1", (queue, at, at, at),
             )
             if row is not None and (best is None or row["available_at"] < best["available_at"]):
                 best = row
         return best
 
-    def next_activity_available_at(self, queues: Sequence[str]) -> str | None:
+    def next_activity_available_at(self, queues: Sequence[str]) -> datetime | None:
         marks = ", ".join("?" for _ in queues)
         return self._one(
             f"SELECT min(available_at) AS at FROM activities WHERE queue IN ({marks}) "
             f"AND status IN {_PENDING_ACTIVITY}", tuple(queues),
         )["at"]
 
-    def expired_activities(self, now: str, limit: int) -> list[Row]:
+    def expired_activities(self, now: datetime, limit: int) -> list[Row]:
         """Open activities past any of their four deadlines, found through the partial indexes."""
         return self._all(
             "SELECT * FROM activities WHERE activity_id IN ("
@@ -913,7 +954,7 @@ class SQLiteTx:
             " UNION SELECT activity_id FROM activities"
             f" WHERE status IN {_OPEN_ACTIVITY}"
             " AND schedule_to_close_deadline_at IS NOT NULL"
-            " AND schedule_to_close_deadline_at <= ?1) LIMIT ?2", (now, limit),
+            " AND schedule_to_close_deadline_at <= ?1) LIMIT ?2", (text(now), limit),
         )
 
     def activities_owned_by(self, worker_ids: Sequence[str]) -> list[Row]:
@@ -950,19 +991,20 @@ class SQLiteTx:
             "SELECT * FROM timers WHERE workflow_run_id = ? AND status = 'scheduled'", (run_id,)
         )
 
-    def due_timers(self, now: str, limit: int,
-                   after: tuple[str, str] | None = None) -> list[Row]:
+    def due_timers(self, now: datetime, limit: int,
+                   after: tuple[datetime, str] | None = None) -> list[Row]:
         if after is None:
             return self._all(
                 "SELECT * FROM timers WHERE status = 'scheduled' AND fire_at <= ? "
-                "ORDER BY fire_at LIMIT ?", (now, limit),
+                "ORDER BY fire_at LIMIT ?", (text(now), limit),
             )
         # The index on fire_at holds its rows in (fire_at, rowid) order: a page goes on from
         # the last timer of the one before.
         return self._all(
             "SELECT * FROM timers WHERE status = 'scheduled' AND fire_at <= ? AND fire_at >= ? "
             "AND (fire_at, rowid) > (?, (SELECT rowid FROM timers WHERE timer_id = ?)) "
-            "ORDER BY fire_at LIMIT ?", (now, after[0], after[0], after[1], limit),
+            "ORDER BY fire_at LIMIT ?",
+            (text(now), text(after[0]), text(after[0]), after[1], limit),
         )
 
     # signals
@@ -982,10 +1024,10 @@ class SQLiteTx:
             "AND consumed_at IS NULL", (instance_id,),
         )["n"]
 
-    def consume_signal(self, signal_id: int, run_id: str, step_index: int, now: str) -> None:
+    def consume_signal(self, signal_id: int, run_id: str, step_index: int, now: datetime) -> None:
         self.conn.execute(
             "UPDATE signals SET consumed_run_id = ?, consumed_step_index = ?, consumed_at = ? "
-            "WHERE signal_id = ?", (run_id, step_index, now, signal_id),
+            "WHERE signal_id = ?", (run_id, step_index, text(now), signal_id),
         )
 
     def consumed_signal(self, run_id: str, step_index: int) -> Row | None:
@@ -1043,14 +1085,14 @@ class SQLiteTx:
 
     # deadlines (must complete within)
 
-    def expired_deadlines(self, now: str, limit: int) -> list[Row]:
+    def expired_deadlines(self, now: datetime, limit: int) -> list[Row]:
         return self._all(
             "SELECT * FROM runs WHERE status = 'running' AND deadline_at IS NOT NULL "
             "AND deadline_claimed_at IS NULL AND deadline_at <= ? ORDER BY deadline_at LIMIT ?",
-            (now, limit),
+            (text(now), limit),
         )
 
-    def earliest_deadline(self) -> str | None:
+    def earliest_deadline(self) -> datetime | None:
         return self._one(
             "SELECT min(deadline_at) AS at FROM runs WHERE status = 'running' "
             "AND deadline_at IS NOT NULL AND deadline_claimed_at IS NULL"
@@ -1061,28 +1103,28 @@ class SQLiteTx:
             "SELECT * FROM runs WHERE deadline_claimed_at IS NOT NULL AND closed_at IS NULL"
         )
 
-    def claim_deadline(self, run_id: str, worker_id: str, now: str,
+    def claim_deadline(self, run_id: str, worker_id: str, now: datetime,
                        previous_owner: str | None) -> bool:
         cursor = self.conn.execute(
             "UPDATE runs SET deadline_claimed_by = ?, deadline_claimed_at = ? "
             "WHERE workflow_run_id = ? AND closed_at IS NULL AND deadline_claimed_by IS ?",
-            (worker_id, now, run_id, previous_owner),
+            (worker_id, text(now), run_id, previous_owner),
         )
         return cursor.rowcount == 1
 
     # workflow timeouts
 
-    def runs_past_deadline_without_task(self, now: str, limit: int) -> list[Row]:
+    def runs_past_deadline_without_task(self, now: datetime, limit: int) -> list[Row]:
         return self._all(
             "SELECT * FROM runs WHERE workflow_run_id IN ("
             "SELECT workflow_run_id FROM runs WHERE closed_at IS NULL"
             " AND execution_deadline_at IS NOT NULL AND execution_deadline_at <= ?1"
             " UNION SELECT workflow_run_id FROM runs WHERE closed_at IS NULL"
             " AND run_deadline_at IS NOT NULL AND run_deadline_at <= ?1) "
-            f"{_RUN_NEEDS_WAKING} LIMIT ?2", (now, limit),
+            f"{_RUN_NEEDS_WAKING} LIMIT ?2", (text(now), limit),
         )
 
-    def next_due(self, now: str) -> str | None:
+    def next_due(self, now: datetime) -> datetime | None:
         """The earliest instant at which the watchdog has something to do.
 
         A run past its deadline counts only while the watchdog can act on it (no open workflow
@@ -1109,22 +1151,22 @@ class SQLiteTx:
             " AND heartbeat_deadline_at IS NOT NULL"
             " UNION ALL SELECT min(schedule_to_close_deadline_at) FROM activities"
             f" WHERE status IN {_OPEN_ACTIVITY}"
-            " AND schedule_to_close_deadline_at IS NOT NULL)", (now,),
+            " AND schedule_to_close_deadline_at IS NOT NULL)", (text(now),),
         )
         return row["at"]
 
     # retention
 
-    def prunable_instances(self, now: str, *, closed_before: str | None,
+    def prunable_instances(self, now: datetime, *, closed_before: datetime | None,
                            limit: int) -> list[Row]:
         """Closed instances past their retention (with `closed_before`: closed before it,
         whatever their retention), first due first, each with how many events its history
         holds; none whose parent is still open."""
         if closed_before is None:
-            where, params = "i.retain_until IS NOT NULL AND i.retain_until <= ?", [now]
+            where, params = "i.retain_until IS NOT NULL AND i.retain_until <= ?", [text(now)]
             order = "i.retain_until"
         else:
-            where, params = "i.closed_at IS NOT NULL AND i.closed_at <= ?", [closed_before]
+            where, params = "i.closed_at IS NOT NULL AND i.closed_at <= ?", [text(closed_before)]
             order = "i.closed_at"
         return self._all(
             "SELECT i.workflow_instance_id, (SELECT coalesce(max(e.seq), 0) FROM events e "
@@ -1132,11 +1174,11 @@ class SQLiteTx:
             f"WHERE {where} AND {_PRUNABLE} ORDER BY {order} LIMIT ?", (*params, limit),
         )
 
-    def next_retain_until(self, now: str) -> str | None:
+    def next_retain_until(self, now: datetime) -> datetime | None:
         """When the next closed instance's retention runs out, after `now`."""
         return self._one(
             "SELECT min(retain_until) AS at FROM instances WHERE retain_until IS NOT NULL "
-            "AND retain_until > ?", (now,),
+            "AND retain_until > ?", (text(now),),
         )["at"]
 
     def delete_instances(self, instance_ids: Sequence[str]) -> dict[str, int]:
@@ -1147,13 +1189,13 @@ class SQLiteTx:
             deleted[table] = deleted.get(table, 0) + cursor.rowcount
         return deleted
 
-    def mark_pruning(self, instance_id: str, now: str) -> None:
+    def mark_pruning(self, instance_id: str, now: datetime) -> None:
         """Mark an instance as being deleted over several transactions (`delete_instance_part`):
         from now on its history may be deleted, and readers see it no more."""
         self.conn.execute(
             "INSERT INTO pruning (workflow_instance_id, instance_key, started_at) "
             "SELECT workflow_instance_id, instance_key, ? FROM instances "
-            "WHERE workflow_instance_id = ?", (now, instance_id),
+            "WHERE workflow_instance_id = ?", (text(now), instance_id),
         )
 
     def pruning_instance(self) -> str | None:
@@ -1228,23 +1270,24 @@ class SQLiteTx:
     def register_worker(self, row: Row) -> None:
         self._insert("workers", row)
 
-    def renew_worker(self, worker_id: str, now: str, lease_expires_at: str) -> bool:
+    def renew_worker(self, worker_id: str, now: datetime, lease_expires_at: datetime) -> bool:
         cursor = self.conn.execute(
             "UPDATE workers SET heartbeat_at = ?, lease_expires_at = ? "
-            "WHERE worker_id = ? AND stopped_at IS NULL", (now, lease_expires_at, worker_id),
+            "WHERE worker_id = ? AND stopped_at IS NULL",
+            (text(now), text(lease_expires_at), worker_id),
         )
         return cursor.rowcount == 1
 
-    def revive_worker(self, worker_id: str, now: str, lease_expires_at: str) -> None:
+    def revive_worker(self, worker_id: str, now: datetime, lease_expires_at: datetime) -> None:
         self.conn.execute(
             "UPDATE workers SET heartbeat_at = ?, lease_expires_at = ?, stopped_at = NULL "
-            "WHERE worker_id = ?", (now, lease_expires_at, worker_id),
+            "WHERE worker_id = ?", (text(now), text(lease_expires_at), worker_id),
         )
 
-    def stop_worker(self, worker_id: str, now: str) -> None:
+    def stop_worker(self, worker_id: str, now: datetime) -> None:
         self.conn.execute(
             "UPDATE workers SET stopped_at = ? WHERE worker_id = ? AND stopped_at IS NULL",
-            (now, worker_id),
+            (text(now), worker_id),
         )
 
     def live_workers(self) -> list[Row]:
@@ -1267,17 +1310,18 @@ class SQLiteTx:
             "GROUP BY queue, status"
         )
 
-    def ready_activity_counts(self, now: str) -> list[Row]:
+    def ready_activity_counts(self, now: datetime) -> list[Row]:
         """Per queue, the activities a worker may claim at `now` and the oldest available_at."""
         return self._all(
             "SELECT queue, count(*) AS count, min(available_at) AS oldest FROM activities "
-            f"WHERE status IN {_PENDING_ACTIVITY} AND available_at <= ? GROUP BY queue", (now,),
+            f"WHERE status IN {_PENDING_ACTIVITY} AND available_at <= ? GROUP BY queue",
+            (text(now),),
         )
 
-    def ready_workflow_task_count(self, now: str) -> Row:
+    def ready_workflow_task_count(self, now: datetime) -> Row:
         return self._one(
             "SELECT count(*) AS count, min(available_at) AS oldest FROM workflow_tasks "
-            "WHERE status = 'scheduled' AND available_at <= ?", (now,),
+            "WHERE status = 'scheduled' AND available_at <= ?", (text(now),),
         )
 
     def timeout_event_counts(self) -> list[Row]:
@@ -1292,7 +1336,7 @@ class SQLiteTx:
     def next_deadlines(self) -> Row:
         """The earliest pending deadline of each kind (None where none is pending): what the
         watchdog and the deadline runner act on next."""
-        return self._one(
+        row = self._one(
             "SELECT (SELECT min(execution_deadline_at) FROM runs WHERE closed_at IS NULL"
             " AND execution_deadline_at IS NOT NULL) AS execution_timeout,"
             " (SELECT min(run_deadline_at) FROM runs WHERE closed_at IS NULL"
@@ -1314,3 +1358,4 @@ class SQLiteTx:
             " (SELECT min(fire_at) FROM timers WHERE status = 'scheduled'"
             " AND kind = 'signal_timeout') AS signal_wait"
         )
+        return {kind: instant(at) for kind, at in row.items()}

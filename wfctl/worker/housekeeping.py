@@ -7,7 +7,7 @@ import time
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from wfctl import clock, log, systemd
+from wfctl import log, systemd
 from wfctl.engine.prune import Pacer, prune_batch
 from wfctl.worker.loop import Loop
 
@@ -120,7 +120,7 @@ class Pruner(Loop):
             self._pruned = self._batches = 0
             self._longest = 0.0
         with engine.store.read() as tx:
-            next_due = clock.parse(tx.next_retain_until(clock.iso(now)))
+            next_due = tx.next_retain_until(now)
         self._wait = PRUNE_IDLE if next_due is None \
             else min(PRUNE_IDLE, (next_due - now).total_seconds())
         return False

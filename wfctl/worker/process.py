@@ -120,21 +120,20 @@ class Worker:
                 "pid": os.getpid(),
                 "pid_started": process_started(os.getpid()),
                 "queues": ",".join(self.options.queues),
-                "started_at": wall_clock.iso(now),
-                "heartbeat_at": wall_clock.iso(now),
-                "lease_expires_at": wall_clock.iso(
-                    now + timedelta(seconds=self.options.worker_lease)),
+                "started_at": now,
+                "heartbeat_at": now,
+                "lease_expires_at": now + timedelta(seconds=self.options.worker_lease),
             })
         self._registered = True
 
     def renew(self, now: datetime) -> None:
-        lease_expires_at = wall_clock.iso(now + timedelta(seconds=self.options.worker_lease))
+        lease_expires_at = now + timedelta(seconds=self.options.worker_lease)
         with self.engine.store.write() as tx:
-            renewed = tx.renew_worker(self.worker_id, wall_clock.iso(now), lease_expires_at)
+            renewed = tx.renew_worker(self.worker_id, now, lease_expires_at)
             if not renewed and not self.stopping:
                 # Another watchdog saw the lease lapse (this process stalled) and retried our
                 # attempts; what this worker claims from now on must be watched again.
-                tx.revive_worker(self.worker_id, wall_clock.iso(now), lease_expires_at)
+                tx.revive_worker(self.worker_id, now, lease_expires_at)
         if not renewed and not self.stopping:
             log.event("worker_lease_lapsed", logging.WARNING, worker_id=self.worker_id,
                       message="declared lost while stalled; its attempts were retried")
@@ -142,7 +141,7 @@ class Worker:
     def unregister(self, now: datetime) -> None:
         if self._registered:
             with self.engine.store.write() as tx:
-                tx.stop_worker(self.worker_id, wall_clock.iso(now))
+                tx.stop_worker(self.worker_id, now)
             self._registered = False
 
     # requests (from signal handlers too: they only set flags)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from wfctl import clock, log
+from wfctl import log
 from wfctl.context import _NOTHING
 from wfctl.engine.activities import ActivityTask
 from wfctl.errors import ActivityCancelled, StoreUnavailable
@@ -81,7 +81,7 @@ class Slot(Loop):
     def idle_wait(self) -> float:
         worker = self.worker
         with worker.engine.store.read() as tx:
-            next_at = clock.parse(tx.next_activity_available_at(worker.options.queues))
+            next_at = tx.next_activity_available_at(worker.options.queues)
         if next_at is None:
             return IDLE_WAIT
         return max(0.0, min(IDLE_WAIT, (next_at - worker.clock()).total_seconds()))
@@ -184,9 +184,8 @@ class StepPath:
     def ready(self, now: datetime) -> bool:
         """Whether a workflow task or an activity is ready (a read, no write lock)."""
         tx = self.worker.engine.store.peek()
-        at = clock.iso(now)
-        return tx.next_ready_workflow_task(at) is not None or \
-            tx.next_ready_activity(self.worker.options.queues, at) is not None
+        return tx.next_ready_workflow_task(now) is not None or \
+            tx.next_ready_activity(self.worker.options.queues, now) is not None
 
     def exchange(self, exchange: Exchange) -> None:
         """Hand `exchange` in and return once a batch took it.

@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from wfctl import clock
 from wfctl.watchdog import sweep
 from wfctl.worker.loop import Loop
 from wfctl.worker.slots import decide_ready
@@ -38,7 +37,7 @@ class Watchdog(Loop):
         self._swept_something, self._next_due = report.acted, report.next_due
         decided = 0
         if report.acted or \
-                engine.store.peek().next_ready_workflow_task(clock.iso(now)) is not None:
+                engine.store.peek().next_ready_workflow_task(now) is not None:
             decided = decide_ready(worker, now, limit=DECISIONS_PER_PASS)
         return report.acted or decided > 0
 

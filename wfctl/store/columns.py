@@ -1,0 +1,80 @@
+"""What the stores' columns hold, and the conversions between their Python and stored values.
+
+Across the store interface values are Python's (store/base.py); in a database they are what its
+columns can hold. A column's kind follows from its name alone, the same in every table:
+
+- an instant: a name ending in `_at`, `retain_until`, and the `at` and `oldest` of aggregates;
+- JSON: the run's `state`, heartbeat details, an attempt's `last_error`, a signal's `data`, a
+  failure's `details` (None is stored as NULL, and a stored JSON `null` reads as None);
+- a retry policy: `retry_policy`, JSON in the compact form of `codec.encode_policy`;
+- a flag: `step_started`, `cancel_requested`, `superseded` (0/1 in the database).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from wfctl import jsonvalue
+from wfctl.store import codec
+
+Row = dict[str, Any]
+
+JSON_COLUMNS = frozenset({"state", "last_heartbeat_details", "last_error", "data", "details"})
+POLICY_COLUMNS = frozenset({"retry_policy"})
+FLAG_COLUMNS = frozenset({"step_started", "cancel_requested", "superseded"})
+_INSTANT_NAMES = frozenset({"retain_until", "at", "oldest"})
+
+
+def is_instant(name: str) -> bool:
+    return name.endswith("_at") or name in _INSTANT_NAMES
+
+
+def _json(text: str) -> Any:
+    return json.loads(text)
+
+
+def _flag(value: int) -> bool:
+    return bool(value)
+
+
+def read_plan(names: Iterable[str], instant: Callable[[Any], Any] | None) -> \
+        tuple[tuple[str, Callable[[Any], Any]], ...]:
+    """For the columns of a result: (name, conversion) of each one whose stored value is not its
+    Python value. `instant` reads a stored instant (None where the driver gives datetimes)."""
+    plan = []
+    for name in names:
+        if name in JSON_COLUMNS:
+            plan.append((name, _json))
+        elif name in POLICY_COLUMNS:
+            plan.append((name, codec.decode_policy))
+        elif name in FLAG_COLUMNS:
+            plan.append((name, _flag))
+        elif instant is not None and is_instant(name):
+            plan.append((name, instant))
+    return tuple(plan)
+
+
+def convert(rows: list[Row], plan: tuple[tuple[str, Callable[[Any], Any]], ...]) -> list[Row]:
+    """Rows of stored values as rows of Python values, in place; NULL stays None."""
+    for row in rows:
+        for name, read in plan:
+            value = row[name]
+            if value is not None:
+                row[name] = read(value)
+    return rows
+
+
+def stored(name: str, value: Any) -> Any:
+    """What a JSON, policy or flag column stores for `value`; any other column's value as is
+    (instants are the backend's to store)."""
+    if value is None:
+        return None
+    if name in JSON_COLUMNS:
+        return jsonvalue.dumps(value)
+    if name in POLICY_COLUMNS:
+        return codec.encode_policy(value)
+    if name in FLAG_COLUMNS:
+        return int(value)
+    return value
