@@ -566,8 +566,8 @@ def register_worker(env, worker_id: str, *, pid: int, lease_seconds: float,
     with env.engine.store.write() as tx:
         tx.register_worker({
             "worker_id": worker_id, "kind": "worker", "hostname": HOSTNAME, "pid": pid,
-            "pid_started": None, "queues": "default", "started_at": iso(now),
-            "heartbeat_at": iso(now), "lease_expires_at": iso(now + lease_seconds),
+            "pid_started": None, "queues": "default", "started_at": at(now),
+            "heartbeat_at": at(now), "lease_expires_at": at(now + lease_seconds),
             "host_id": host,
         })
 

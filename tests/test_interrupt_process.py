@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from wfctl import Client, clock, definitions
+from wfctl import Client, definitions
 
 DEFINITIONS = """
 version: 1
@@ -138,9 +138,8 @@ def test_only_a_live_worker_on_the_queue_serves_it(files):
                     ("other", "default,bulk", now + timedelta(minutes=1), None)):
                 tx.register_worker({
                     "worker_id": worker_id, "kind": "worker", "hostname": "h", "pid": 1,
-                    "pid_started": None, "queues": queues, "started_at": clock.iso(now),
-                    "heartbeat_at": clock.iso(now), "lease_expires_at": clock.iso(lease),
-                    "stopped_at": clock.iso(stopped) if stopped else None})
+                    "pid_started": None, "queues": queues, "started_at": now,
+                    "heartbeat_at": now, "lease_expires_at": lease, "stopped_at": stopped})
 
         assert not client.serves("reports")
         assert client.serves("bulk")

@@ -16,7 +16,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from conftest import Clock, Env
+from conftest import T0, Clock, Env
 from typer.testing import CliRunner
 
 from wfctl import Client
@@ -169,18 +169,16 @@ def test_a_lost_connection_is_unavailable_once_and_the_next_write_reconnects(pg_
     store = open_store(pg_url)
     try:
         with store.write() as tx:
-            tx.put_definitions("d1", "workflows.yaml", "version: 1", "2026-04-12T12:00:00.000+00:00")
+            tx.put_definitions("d1", "workflows.yaml", "version: 1", T0)
         with psycopg.connect(pg_server.url, autocommit=True) as admin:
             admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                           "WHERE datname = %s AND pid <> pg_backend_pid()",
                           (pg_url.rpartition("/")[2],))
 
         with pytest.raises(StoreUnavailable), store.write() as tx:
-            tx.put_definitions("d2", "workflows.yaml", "version: 1",
-                               "2026-04-12T12:00:00.000+00:00")
+            tx.put_definitions("d2", "workflows.yaml", "version: 1", T0)
         with store.write() as tx:
-            tx.put_definitions("d2", "workflows.yaml", "version: 1",
-                               "2026-04-12T12:00:00.000+00:00")
+            tx.put_definitions("d2", "workflows.yaml", "version: 1", T0)
         assert store.peek().get_definitions("d2") is not None
     finally:
         store.close()

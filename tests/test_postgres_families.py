@@ -130,7 +130,7 @@ def test_writes_on_one_family_take_turns_and_the_second_reads_what_the_first_com
     def request_cancel_by_hand(tx: Any) -> None:
         # Through the child: the lock is the whole family's, whichever member is read first.
         tx.get_instance(child)
-        tx.update_run(parent_run, cancel_requested=1)
+        tx.update_run(parent_run, cancel_requested=True)
 
     with holding(env, request_cancel_by_hand) as release:
         thread, outcome = in_thread(lambda: env.engine.cancel("a", "again", at(1)))

@@ -113,5 +113,10 @@ def history_events(events: list[dict[str, Any]]) -> None:
             continue
         attributes = item["attributes"]
         fields = {"instance": item["workflow_instance_id"], "run": item["run_number"]}
-        fields.update((key, attributes[key]) for key in _FIELDS if attributes.get(key) is not None)
+        for key in _FIELDS:
+            value = attributes.get(key)
+            if value is not None:
+                # An instant is appended as a datetime; history and the log show it as ISO text.
+                fields[key] = value.isoformat(timespec="milliseconds") \
+                    if isinstance(value, datetime) else value
         LOGGER.log(level, snake(name), extra={"fields": fields})

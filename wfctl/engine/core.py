@@ -99,9 +99,8 @@ class Ctx:
             self.woke = True
 
     def event(self, run: Row, event_type: str, **attributes: Any) -> int:
-        """Append an event to the run's history; its attributes are its JSON (SPEC §5), so an
-        instant given as a datetime is recorded as ISO text."""
-        attributes = as_json(attributes)
+        """Append an event to the run's history. Its attributes are JSON values, but for the
+        instants of `*_at` keys, which may be datetimes: history reads them back as ISO text."""
         seq = self.tx.append_event(run, event_type, self.now, attributes)
         self.appended.append({
             "workflow_instance_id": run["workflow_instance_id"],
@@ -202,15 +201,6 @@ class Ctx:
 
 def public_state(state: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in state.items() if not str(key).startswith("_")}
-
-
-def as_json(attributes: dict[str, Any]) -> dict[str, Any]:
-    """Attributes with each datetime among them as ISO text."""
-    for value in attributes.values():
-        if isinstance(value, datetime):
-            return {key: clock.iso(value) if isinstance(value, datetime) else value
-                    for key, value in attributes.items()}
-    return attributes
 
 
 def check_payload(limits: Limits, value: Any) -> str:

@@ -212,8 +212,11 @@ def decode_attributes(text: str, at: int) -> dict[str, Any]:
 
 
 def _encode_instant(value: Any, at: int) -> Any:
-    """An `*_at` value: an instant in wfctl's ISO form becomes `[offset]`; any other list is
-    wrapped as `[list]`, so that it is never taken for one; everything else stays as it is."""
+    """An `*_at` value: an instant (a datetime, or ISO text in wfctl's form) becomes `[offset]`,
+    read back as ISO text; any other list is wrapped as `[list]`, so that it is never taken for
+    one; everything else stays as it is."""
+    if isinstance(value, datetime):
+        return [micros(value) - at]
     if isinstance(value, str):
         stored = micros_of_iso(value)
         return value if stored is None else [stored - at]

@@ -39,6 +39,20 @@ def _flag(value: int) -> bool:
     return bool(value)
 
 
+# Policies read, by their text: the activities of one step share one, read at every claim.
+# Readers never change a policy, so one dict serves them all.
+_POLICIES: dict[str, dict[str, Any]] = {}
+
+
+def _policy(text: str) -> dict[str, Any]:
+    policy = _POLICIES.get(text)
+    if policy is None:
+        policy = codec.decode_policy(text)
+        if len(_POLICIES) < 1_000:
+            _POLICIES[text] = policy
+    return policy
+
+
 def read_plan(names: Iterable[str], instant: Callable[[Any], Any] | None) -> \
         tuple[tuple[str, Callable[[Any], Any]], ...]:
     """For the columns of a result: (name, conversion) of each one whose stored value is not its
@@ -48,7 +62,7 @@ def read_plan(names: Iterable[str], instant: Callable[[Any], Any] | None) -> \
         if name in JSON_COLUMNS:
             plan.append((name, _json))
         elif name in POLICY_COLUMNS:
-            plan.append((name, codec.decode_policy))
+            plan.append((name, _policy))
         elif name in FLAG_COLUMNS:
             plan.append((name, _flag))
         elif instant is not None and is_instant(name):
@@ -66,15 +80,38 @@ def convert(rows: list[Row], plan: tuple[tuple[str, Callable[[Any], Any]], ...])
     return rows
 
 
-def stored(name: str, value: Any) -> Any:
-    """What a JSON, policy or flag column stores for `value`; any other column's value as is
-    (instants are the backend's to store)."""
-    if value is None:
-        return None
-    if name in JSON_COLUMNS:
-        return jsonvalue.dumps(value)
-    if name in POLICY_COLUMNS:
-        return codec.encode_policy(value)
-    if name in FLAG_COLUMNS:
-        return int(value)
-    return value
+class Writer:
+    """A row's values as a backend stores them: JSON and policies as text, flags as integers,
+    instants through the backend's `instant` (None: as they are). What each column needs is
+    worked out once per set of columns written."""
+
+    def __init__(self, instant: Callable[[Any], Any] | None) -> None:
+        self._instant = instant
+        self._plans: dict[tuple[str, ...], tuple[tuple[int, Callable[[Any], Any]], ...]] = {}
+
+    def values(self, row: Row) -> list[Any]:
+        names = tuple(row)
+        plan = self._plans.get(names)
+        if plan is None:
+            plan = self._plan(names)
+            if len(self._plans) < 1_000:
+                self._plans[names] = plan
+        values = list(row.values())
+        for index, write in plan:
+            value = values[index]
+            if value is not None:
+                values[index] = write(value)
+        return values
+
+    def _plan(self, names: tuple[str, ...]) -> tuple[tuple[int, Callable[[Any], Any]], ...]:
+        plan: list[tuple[int, Callable[[Any], Any]]] = []
+        for index, name in enumerate(names):
+            if name in JSON_COLUMNS:
+                plan.append((index, jsonvalue.dumps))
+            elif name in POLICY_COLUMNS:
+                plan.append((index, codec.encode_policy))
+            elif name in FLAG_COLUMNS:
+                plan.append((index, int))
+            elif self._instant is not None and is_instant(name):
+                plan.append((index, self._instant))
+        return tuple(plan)

@@ -639,11 +639,10 @@ class _PerStatement:
 _GET_RUN = run_with_extras("%s")
 
 
-def _stored(row: Row) -> tuple[Any, ...]:
-    """A row's values as its columns store them (store/columns.py): JSON as text, flags as
-    integers (psycopg would send a bool as a boolean, which an integer column refuses);
-    instants stay datetimes, which psycopg sends as `timestamptz`."""
-    return tuple(map(columns.stored, row, row.values()))
+# A row's values as its columns store them (store/columns.py): JSON as text, flags as integers
+# (psycopg would send a bool as a boolean, which an integer column refuses); instants stay
+# datetimes, which psycopg sends as `timestamptz`.
+_stored = columns.Writer(None).values
 
 
 class PostgresTx:

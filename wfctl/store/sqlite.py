@@ -135,11 +135,8 @@ def instant(stored: str | None) -> datetime | None:
     return None if stored is None else datetime.fromisoformat(stored)
 
 
-def _stored(name: str, value: Any) -> Any:
-    """A column's value as the file stores it."""
-    if isinstance(value, datetime):
-        return text(value)
-    return columns.stored(name, value)
+# A row's values as the file stores them.
+_stored = columns.Writer(text).values
 
 
 # Conversions of query results, by the query's text: a query's columns never change.
@@ -618,7 +615,7 @@ class SQLiteTx:
         marks = ", ".join("?" for _ in row)
         cursor = self.conn.execute(
             f"INSERT INTO {table} ({names}) VALUES ({marks})",
-            tuple(_stored(name, value) for name, value in row.items()),
+            _stored(row),
         )
         return cursor.lastrowid or 0
 
@@ -627,7 +624,7 @@ class SQLiteTx:
         sets = ", ".join(f"{name} = ?" for name in fields)
         cursor = self.conn.execute(
             f"UPDATE {table} SET {sets} WHERE {key} = ?{where}",
-            (*(_stored(name, field) for name, field in fields.items()), value, *params),
+            (*_stored(fields), value, *params),
         )
         return cursor.rowcount
 
