@@ -49,7 +49,9 @@ class Tx(Protocol):
         """The integer key history is stored under (read once per transaction)."""
     def last_seq(self, instance_id: str) -> int: ...
     def append_event(self, run: Row, event_type: str, at: datetime, attributes: Row) -> int:
-        """Append one event to the instance's history; returns its seq (the event id)."""
+        """Append one event to the instance's history; returns its seq (the event id). The
+        attributes are JSON values, but for instants under `*_at` keys, which may be datetimes
+        (they read back as ISO text)."""
     def flush(self) -> None:
         """Write the events appended so far (one statement for all of them)."""
     def history_count(self, run: Row) -> int:

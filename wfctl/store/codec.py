@@ -5,10 +5,11 @@ event's bytes were its attribute names, its ISO instants and the retry policy re
 ActivityScheduled. Here an event's attributes are a JSON array of alternating names and values
 (`[name, value, name, value, …]`): a known name is its small integer code, an unknown one stays
 a string; attributes with one of the usual key sequences (`SHAPES`) are `[-shape number,
-value, value, …]`, their names implied. A top-level `*_at` instant in wfctl's ISO form is
-`[microseconds after the event's own instant]` (a deadline five minutes on is `[300000000]`); a
-retry policy with the standard keys is the list of its values. Decoding gives back the very
-same dict, keys in the same order, so `history --json` does not change.
+value, value, …]`, their names implied. A top-level `*_at` instant (a datetime, or ISO text
+in wfctl's form) is `[microseconds after the event's own instant]` (a deadline five minutes on
+is `[300000000]`), read back as ISO text; a retry policy with the standard keys is the list of
+its values. Decoding gives back the very same dict, keys in the same order, so `history --json`
+does not change.
 
 The code tables are append-only: a code, once written to a database, means that name forever.
 """

@@ -789,7 +789,7 @@ class SQLiteTx:
                after_seq: int = 0, until_seq: int | None = None,
                event_types: Sequence[str] = ()) -> list[Row]:
         """An instance's events in order (after `after_seq`, up to `until_seq`), each with its
-        type's name, its instant in ISO form and its attributes as a dict."""
+        type's name, its instant and its attributes as a dict."""
         self.flush()
         sql = ("SELECT seq, run_number, event_type, at, attributes FROM events "
                "WHERE instance_key = ? AND seq > ?")
