@@ -15,7 +15,6 @@ Latency is read from history: `WorkflowDeadlineExceeded.at - deadline_at` (also 
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sqlite3
 import subprocess
@@ -64,13 +63,13 @@ def run(workflows: int, burst: bool, log_level: str) -> tuple[list[float], list[
                     client.start("short_deadline", f"dl-{n:05d}",
                                  deadline=(target - clock.now()).total_seconds())
                 start_seconds = time.perf_counter() - started
-                client.close()
-                wait_for(lambda: scalar(watch, "SELECT count(*) FROM events WHERE event_type = "
-                                               "'WorkflowDeadlineExceeded'") >= workflows,
+                wait_for(lambda: scalar(watch, "SELECT count(*) FROM instances "
+                                               "WHERE status = 'failed'") >= workflows,
                          60, f"{workflows} deadlines to fire (see {log_path})")
-                rows = watch.execute("SELECT at, attributes FROM events "
-                                     "WHERE event_type = 'WorkflowDeadlineExceeded'").fetchall()
                 failed = scalar(watch, "SELECT count(*) FROM instances WHERE status = 'failed'")
+                events = [event for n in range(workflows) for event in client.history(
+                    f"dl-{n:05d}", event_types=("WorkflowDeadlineExceeded",))]
+                client.close()
             finally:
                 proc.send_signal(signal.SIGTERM)
                 proc.wait(timeout=60)
@@ -78,11 +77,12 @@ def run(workflows: int, burst: bool, log_level: str) -> tuple[list[float], list[
     if failed != workflows:
         raise SystemExit(f"{failed} of {workflows} workflows failed")
     fired, claimed = [], []
-    for at, attributes in rows:
-        event = json.loads(attributes)
-        deadline_at = datetime.fromisoformat(event["deadline_at"])
-        fired.append((datetime.fromisoformat(at) - deadline_at).total_seconds())
-        claimed.append((datetime.fromisoformat(event["claimed_at"]) - deadline_at).total_seconds())
+    for event in events:
+        attributes = event["attributes"]
+        deadline_at = datetime.fromisoformat(attributes["deadline_at"])
+        fired.append((datetime.fromisoformat(event["at"]) - deadline_at).total_seconds())
+        claimed.append(
+            (datetime.fromisoformat(attributes["claimed_at"]) - deadline_at).total_seconds())
     return fired, claimed, start_seconds
 
 
