@@ -268,27 +268,22 @@ def _rows_as_dicts(cursor: psycopg.Cursor) -> RowMaker | type[dict]:
 
 def _row_maker(names: tuple[str, ...]) -> RowMaker:
     """What makes a row of a result with these columns: a dict, its JSON and flag columns
-    read (instants come as datetimes from the loader already). Written out for each case,
-    without a call more per row."""
+    read (instants come as datetimes from the loader already)."""
     plan = columns.read_plan(names, None)
+    build: RowMaker
     if "rowid" in names:
         kept = [(index, name) for index, name in enumerate(names) if name != "rowid"]
-        if not plan:
-            return lambda values: {name: values[index] for index, name in kept}
 
-        def make_kept(values: Sequence[Any]) -> Row:
-            row = {name: values[index] for index, name in kept}
-            for name, read in plan:
-                value = row[name]
-                if value is not None:
-                    row[name] = read(value)
-            return row
-        return make_kept
+        def build(values: Sequence[Any]) -> Row:
+            return {name: values[index] for index, name in kept}
+    else:
+        def build(values: Sequence[Any]) -> Row:
+            return dict(zip(names, values, strict=True))
     if not plan:
-        return lambda values: dict(zip(names, values, strict=True))
+        return build
 
     def make(values: Sequence[Any]) -> Row:
-        row = dict(zip(names, values, strict=True))
+        row = build(values)
         for name, read in plan:
             value = row[name]
             if value is not None:
