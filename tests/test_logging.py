@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import textwrap
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -174,6 +175,22 @@ def test_history_events_become_snake_case_lines(capsys, restore_logger):
     assert line.endswith("WARNING activity_timed_out instance=o1 run=2 step=fetch attempt=3 "
                          "timeout_kind=heartbeat")
     assert logging.getLogger("wfctl").propagate is False
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_an_instant_is_logged_as_history_shows_it(capsys, restore_logger, fmt):
+    # The engine appends instants as datetimes; history reads them back as ISO text.
+    log.configure("info", fmt)
+    due = datetime(2026, 4, 12, 12, 0, 5, 250000, tzinfo=UTC)
+    log.history_events([{"event_type": "ActivityRetryScheduled", "workflow_instance_id": "o1",
+                         "run_number": 1, "attributes": {"step": "fetch",
+                                                         "retry_available_at": due}}])
+
+    line = capsys.readouterr().err.strip()
+    if fmt == "text":
+        assert line.endswith("retry_available_at=2026-04-12T12:00:05.250+00:00")
+    else:
+        assert json.loads(line)["retry_available_at"] == "2026-04-12T12:00:05.250+00:00"
 
 
 @pytest.mark.process

@@ -157,6 +157,17 @@ def test_event_instants_and_attributes_round_trip(store):
     assert event["attributes"] == attributes and list(event["attributes"]) == list(attributes)
 
 
+def test_an_event_instant_given_as_a_datetime_reads_back_as_iso_text(store):
+    at = datetime(2026, 4, 12, 12, 0, 1, 234000, tzinfo=UTC)
+    with store.write() as tx:
+        add_instance(tx, "i1")
+        tx.append_event(tx.get_run("i1-r1"), "TimerScheduled", at,
+                        {"timer_id": "t", "fire_at": at + timedelta(minutes=5)})
+    with store.read() as tx:
+        (event,) = tx.events("i1")
+    assert event["attributes"] == {"timer_id": "t", "fire_at": "2026-04-12T12:05:01.234+00:00"}
+
+
 def test_json_values_round_trip(store):
     state = {"emoji": "😀", "nested": {"a": [1, {"b": None}]}, "big": 12345678901234567890,
              "x": 0.1, "order": "kept"}
