@@ -124,10 +124,20 @@ def text(instant: datetime) -> str:
     digits only when it has microseconds within its millisecond (`2026-04-12T12:00:00.123+00:00`,
     `…00.123456+00:00`). One instant has one text, and text order is time order: the digits of
     the longer form sort after the `+` of the shorter. Files of 0.1 hold the first form only."""
-    if instant.tzinfo is not UTC:
-        instant = instant.astimezone(UTC)
-    return instant.isoformat(
-        timespec="milliseconds" if instant.microsecond % 1000 == 0 else "microseconds")
+    global _last_text
+    last, stored = _last_text
+    if instant is last:
+        return stored
+    moment = instant if instant.tzinfo is UTC else instant.astimezone(UTC)
+    stored = moment.isoformat(
+        timespec="milliseconds" if moment.microsecond % 1000 == 0 else "microseconds")
+    _last_text = (instant, stored)
+    return stored
+
+
+# The last instant `text` wrote and its text: most of a transaction's instants are its `now`,
+# one datetime written again and again (formatting one takes microseconds).
+_last_text: tuple[datetime | None, str] = (None, "")
 
 
 def instant(stored: str | None) -> datetime | None:
