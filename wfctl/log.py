@@ -10,6 +10,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
+from wfctl import clock
 from wfctl.handlers import format_traceback
 
 LOGGER = logging.getLogger("wfctl")
@@ -117,6 +118,5 @@ def history_events(events: list[dict[str, Any]]) -> None:
             value = attributes.get(key)
             if value is not None:
                 # An instant is appended as a datetime; history and the log show it as ISO text.
-                fields[key] = value.isoformat(timespec="milliseconds") \
-                    if isinstance(value, datetime) else value
+                fields[key] = clock.iso(value) if isinstance(value, datetime) else value
         LOGGER.log(level, snake(name), extra={"fields": fields})

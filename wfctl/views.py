@@ -6,7 +6,6 @@ the current step of a run that has not completed.
 
 from __future__ import annotations
 
-import copy
 from datetime import datetime
 from typing import Any
 
@@ -158,8 +157,7 @@ def _activity(row: Row) -> dict[str, Any]:
         "status": row["status"],
         "attempt": row["attempt"],
         "max_attempts": row["max_attempts"],
-        # The store shares one policy among the rows that hold it: the caller gets its own.
-        "retry_policy": copy.deepcopy(row["retry_policy"]),
+        "retry_policy": row["retry_policy"],
         "scheduled_at": iso(row["scheduled_at"]),
         "available_at": iso(row["available_at"]),
         "started_at": iso(row["started_at"]),

@@ -31,28 +31,6 @@ def is_instant(name: str) -> bool:
     return name.endswith("_at") or name in _INSTANT_NAMES
 
 
-def _json(text: str) -> Any:
-    return json.loads(text)
-
-
-def _flag(value: int) -> bool:
-    return bool(value)
-
-
-# Policies read, by their text: the activities of one step share one, read at every claim.
-# Readers never change a policy, so one dict serves them all.
-_POLICIES: dict[str, dict[str, Any]] = {}
-
-
-def _policy(text: str) -> dict[str, Any]:
-    policy = _POLICIES.get(text)
-    if policy is None:
-        policy = codec.decode_policy(text)
-        if len(_POLICIES) < 1_000:
-            _POLICIES[text] = policy
-    return policy
-
-
 def read_plan(names: Iterable[str], instant: Callable[[Any], Any] | None) -> \
         tuple[tuple[str, Callable[[Any], Any]], ...]:
     """For the columns of a result: (name, conversion) of each one whose stored value is not its
@@ -60,24 +38,23 @@ def read_plan(names: Iterable[str], instant: Callable[[Any], Any] | None) -> \
     plan = []
     for name in names:
         if name in JSON_COLUMNS:
-            plan.append((name, _json))
+            plan.append((name, json.loads))
         elif name in POLICY_COLUMNS:
-            plan.append((name, _policy))
+            plan.append((name, codec.decode_policy))
         elif name in FLAG_COLUMNS:
-            plan.append((name, _flag))
+            plan.append((name, bool))
         elif instant is not None and is_instant(name):
             plan.append((name, instant))
     return tuple(plan)
 
 
-def convert(rows: list[Row], plan: tuple[tuple[str, Callable[[Any], Any]], ...]) -> list[Row]:
-    """Rows of stored values as rows of Python values, in place; NULL stays None."""
-    for row in rows:
-        for name, read in plan:
-            value = row[name]
-            if value is not None:
-                row[name] = read(value)
-    return rows
+def read(row: Row, plan: tuple[tuple[str, Callable[[Any], Any]], ...]) -> Row:
+    """A row of stored values as a row of Python values, in place; NULL stays None."""
+    for name, convert in plan:
+        value = row[name]
+        if value is not None:
+            row[name] = convert(value)
+    return row
 
 
 class Writer:

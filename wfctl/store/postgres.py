@@ -283,12 +283,7 @@ def _row_maker(names: tuple[str, ...]) -> RowMaker:
         return build
 
     def make(values: Sequence[Any]) -> Row:
-        row = build(values)
-        for name, read in plan:
-            value = row[name]
-            if value is not None:
-                row[name] = read(value)
-        return row
+        return columns.read(build(values), plan)
     return make
 
 

@@ -618,7 +618,10 @@ class SQLiteTx:
             plan = columns.read_plan(rows[0], instant)
             if len(_PLANS) < 1_000:
                 _PLANS[sql] = plan
-        return columns.convert(rows, plan) if plan else rows
+        if plan:
+            for row in rows:
+                columns.read(row, plan)
+        return rows
 
     def _insert(self, table: str, row: Row) -> int:
         names = ", ".join(row)
