@@ -36,13 +36,19 @@ def files(tmp_path: Path, db: str) -> tuple[str, Path]:
     return db, workflows
 
 
+def default_sigint() -> None:
+    """In the child before it runs wfctl: Ctrl-C's default action, as in a terminal. A shell
+    starts a background job (`pytest … &`) with SIGINT ignored, and children inherit that."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def wfctl(files: tuple[str, Path], *args: str) -> subprocess.Popen:
     db, workflows = files
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         filter(None, [str(REPO), str(REPO / "tests"), os.environ.get("PYTHONPATH")]))}
     return subprocess.Popen([sys.executable, "-m", "wfctl", "--db", db, "-w", str(workflows),
                              *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env)
+                            env=env, preexec_fn=default_sigint)
 
 
 def interrupt_once(process: subprocess.Popen) -> tuple[str, str, str]:

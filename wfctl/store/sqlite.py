@@ -50,6 +50,12 @@ _WAL_RESTART_RETRY = (1.0, 30.0)
 _WAL_FILE_LIMIT = 64 * 1024 * 1024
 # SQLite's default: a commit that leaves more pages than this in the WAL copies them to the file.
 _WAL_AUTOCHECKPOINT = 1_000
+# With checkpoints deferred to `checkpoint`, the commit that leaves more pages than this copies
+# them itself: a backstop for writers that outrun the checkpointer, whatever the machine's speed.
+# Copying to the end with the write lock held lets the next commit start the WAL over, so the
+# log never holds much more than this (16 MiB of pages); the checkpointer has normally copied
+# most of it already, so the backstop copies the rest.
+_WAL_BACKSTOP_PAGES = 4 * _WAL_RESTART_PAGES
 
 
 def _sql_list(words: Iterable[str]) -> str:
@@ -239,7 +245,8 @@ class SQLiteStore:
         # them in turn): its page cache stays warm, where per-thread writers each lost theirs to
         # the others' commits.
         self._writer: sqlite3.Connection | None = None
-        self._checkpoints_deferred = False
+        # What `wal_autocheckpoint` is set to on the write connection outside `bulk_write`.
+        self._autocheckpoint = _WAL_AUTOCHECKPOINT
         # When `checkpoint` may next try to start the WAL over (time.monotonic()), and the
         # wait before the try after that, should readers outlast this one too.
         self._restart_at = 0.0
@@ -423,8 +430,8 @@ class SQLiteStore:
         """The process's write connection (the write lock held), opened on first use."""
         if self._writer is None:
             self._writer = self._connect()
-            if self._checkpoints_deferred:
-                self._writer.execute("PRAGMA wal_autocheckpoint=0")
+            if self._autocheckpoint != _WAL_AUTOCHECKPOINT:
+                self._writer.execute(f"PRAGMA wal_autocheckpoint={self._autocheckpoint}")
         return self._writer
 
     @contextmanager
@@ -432,23 +439,19 @@ class SQLiteStore:
         """A write transaction for a large change (a prune batch) whose commit does not copy the
         write-ahead log into the file: call `checkpoint` once the write lock is let go, so that
         the lock is held for the change alone."""
-        deferred = self._checkpoints_deferred
         try:
             with self.write() as tx:
-                if not deferred:
-                    tx.conn.execute("PRAGMA wal_autocheckpoint=0")
+                tx.conn.execute("PRAGMA wal_autocheckpoint=0")
                 yield tx
         finally:
             # Only once the commit is done: a commit copies the log as the setting is when it
             # runs, so this transaction's own must not see it restored.
-            if not deferred:
-                with self._write_lock:
-                    if self._writer is not None:
-                        try:
-                            self._writer.execute(
-                                f"PRAGMA wal_autocheckpoint={_WAL_AUTOCHECKPOINT}")
-                        except sqlite3.Error as exc:
-                            raise translate(exc, self.path) from exc
+            with self._write_lock:
+                if self._writer is not None:
+                    try:
+                        self._writer.execute(f"PRAGMA wal_autocheckpoint={self._autocheckpoint}")
+                    except sqlite3.Error as exc:
+                        raise translate(exc, self.path) from exc
 
     def defer_checkpoints(self) -> None:
         """Leave copying the WAL into the database to `checkpoint`, called off the write path.
@@ -456,12 +459,13 @@ class SQLiteStore:
         By default the commit that fills the WAL past 1,000 pages copies it, with the process's
         write lock held: every write waits for the copy and its fsync (tens of milliseconds on
         common disks, seconds on slow ones). The long-running worker calls this and checkpoints
-        from a loop of its own.
+        from a loop of its own; a commit still copies the log itself past
+        `_WAL_BACKSTOP_PAGES`, should the writers outrun that loop.
         """
         with self._write_lock:
-            self._checkpoints_deferred = True
+            self._autocheckpoint = _WAL_BACKSTOP_PAGES
             if self._writer is not None:
-                self._writer.execute("PRAGMA wal_autocheckpoint=0")
+                self._writer.execute(f"PRAGMA wal_autocheckpoint={self._autocheckpoint}")
 
     def checkpoint(self) -> int:
         """Copy the WAL into the database, holding writers up briefly at most; returns the
