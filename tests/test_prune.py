@@ -4,6 +4,7 @@ own going with them, what is never deleted, and how the work is cut into batches
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -372,9 +373,12 @@ def test_the_pruner_deletes_a_batch_a_pass_and_gives_the_write_lock_back(env, mo
     completed(env, "later", 30)
     pruner = Pruner(env.worker)
 
+    began = time.monotonic()
     assert pruner.run_once(at(3602)) is True
+    batch_took = time.monotonic() - began
     assert gone(env, "q0") and gone(env, "q1") and not gone(env, "q2")
-    assert 0 < pruner.pause(True) < 1
+    # It pauses for a multiple of the time it held the write lock, never longer.
+    assert 0 < pruner.pause(True) <= PRUNE_YIELD * batch_took
     assert pruner.run_once(at(3602)) is True
     assert pruner.run_once(at(3602)) is False
     # Nothing due: it looks again when the next retention runs out, at +3630s.
