@@ -239,7 +239,7 @@ class App:
     def _not_found(self, request: Request, message: str) -> Response:
         if self._is_api(request):
             reason = "run_not_found" if "has no run" in message else "instance_not_found"
-            return self._json({"found": False, "reason": reason, "message": message}, 404)
+            return self._json({"found": False, "reason": reason}, 404)
         return self._page("error.html", 404, title="Not found", message=message)
 
     def _error(self, request: Request, status: int, message: str) -> Response:

@@ -16,7 +16,7 @@ from dateutil import tz
 from wfctl import clock, durations, jsonvalue, render
 from wfctl.client import Client
 from wfctl.errors import InvalidInput, NotFound
-from wfctl.vocabulary import EVENT_TYPES, INSTANCE_STATUSES, OPEN_ACTIVITY
+from wfctl.vocabulary import EVENT_TYPES, INSTANCE_STATUSES, OPEN_ACTIVITY, RETRYABLE_RUN
 
 # Rows on a page of the list; a deeper page reads the rows before it too (newest first).
 PAGE = 100
@@ -32,7 +32,6 @@ DONE = {
 HELD = ("paused", "waiting")
 # What each action can apply to, by instance status.
 CLOSED = ("completed", "failed", "timed_out", "cancelled", "terminated")
-RETRYABLE = ("failed", "timed_out", "cancelled", "terminated")
 
 
 def local(at: str | None) -> str:
@@ -296,7 +295,7 @@ def actions(client: Client, doc: dict[str, Any]) -> dict[str, Any]:
         "resume": status == "paused",
         "cancel": open_ and not doc["run"].get("cancel_requested"),
         "terminate": open_,
-        "retry": status in RETRYABLE,
+        "retry": status in RETRYABLE_RUN,
         "deadline_at": doc.get("deadline_at"),
     }
 

@@ -38,6 +38,8 @@ class Watcher:
         self.interval = interval
         self.version = 0
         self.error: str | None = None
+        # Set once the watcher has read the database's version: changes from then on count.
+        self.ready = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="wfctl-ui-watcher", daemon=True)
 
@@ -69,6 +71,7 @@ class Watcher:
                     if seen is not None:
                         self.version += 1
                     seen = current
+                self.ready.set()
                 if self.error is not None:
                     log.warning("the database answers again")
                 self.error = None

@@ -127,9 +127,15 @@ def _chart(doc: dict[str, Any], run: Run, now: datetime) -> Chart:
             if axis.covers(mark.at):
                 parts.append(_mark(mark, y, axis, run, now))
                 kinds.add(mark.kind)
-    for marker in markers:
+    beyond = 0
+    for marker in sorted(markers, key=lambda m: m.at):
         if axis.covers(marker.at):
             parts.append(_marker(marker, axis, run, now, height))
+        else:
+            # Past the axis (or before it): its letter in the margin on that side, one under
+            # another, with an arrow that says which way it lies.
+            parts.append(_beyond(marker, run, now, 30 + 12 * beyond))
+            beyond += 1
     parts.append("</svg>")
     notes = [Note(m.letter, m.label, clock.iso(m.at) or "",
                   m.hit or ("" if m.letter == "N" else timeline.when(m.at, run, now)),
@@ -205,6 +211,17 @@ def _marker(marker: Marker, axis: _Axis, run: Run, now: datetime, height: int) -
     return (f'<g class="marker {css}" tabindex="0"{moving}><title>{escape(title)}</title>'
             f'<line x1="{x}" x2="{x}" y1="20" y2="{height - 4}"/>'
             f'<text x="{x}" y="32">{escape(marker.letter)}</text></g>')
+
+
+def _beyond(marker: Marker, run: Run, now: datetime, y: int) -> str:
+    after = marker.at > run.started_at
+    css = _marker_class(marker)
+    state = marker.hit or timeline.when(marker.at, run, now)
+    title = f"{marker.letter} {marker.label}: {clock.iso(marker.at)} ({state})"
+    x, text = (PLOT_RIGHT + 6, f"{marker.letter}→") if after else (PLOT_LEFT - 30,
+                                                                   f"←{marker.letter}")
+    return (f'<g class="marker {css} beyond" tabindex="0"><title>{escape(title)}</title>'
+            f'<text x="{x}" y="{y}">{escape(text)}</text></g>')
 
 
 # Patterns, so that a bar's kind shows without colour: stripes for running, a cross-hatch for a
