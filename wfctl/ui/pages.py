@@ -39,9 +39,18 @@ def local(at: str | None) -> str:
     return render.local(at)
 
 
+def span(seconds: float) -> str:
+    """A countdown's distance: the terminal's form with one unit more, so that a page's
+    countdown moves every second ('1h 59m 58s')."""
+    return durations.format(seconds, precision=3, separator=" ")
+
+
 def relative(at: str | None, now: datetime) -> str:
     """'in 23m 10s' / 'expired 5s ago': the terminal's words."""
-    return render.relative(at, now).plain
+    if at is None:
+        return "-"
+    seconds = (clock.parse(at) - now).total_seconds()
+    return f"expired {span(-seconds)} ago" if seconds <= 0 else f"in {span(seconds)}"
 
 
 def urgency(at: str | None, now: datetime) -> str:

@@ -15,7 +15,7 @@
     if (!isNaN(at)) { offset = at - Date.now(); }
   }
 
-  // durations.format(seconds, precision=2, separator=" "), as the terminal writes a span.
+  // durations.format(seconds, precision=3, separator=" "): the terminal's span, one unit more.
   function span(seconds) {
     if (seconds < 1) { return Math.round(seconds * 1000) + "ms"; }
     var remaining = Math.round(seconds), parts = [], counted = 0;
@@ -25,7 +25,7 @@
       remaining -= amount * units[i][1];
       if (amount || counted) {
         counted += 1;
-        if (amount && counted <= 2) { parts.push(amount + units[i][0]); }
+        if (amount && counted <= 3) { parts.push(amount + units[i][0]); }
       }
     }
     return parts.join(" ") || "0s";
