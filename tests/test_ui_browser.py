@@ -18,6 +18,7 @@ import textwrap
 import urllib.error
 import urllib.request
 from pathlib import Path
+from types import SimpleNamespace
 from urllib.parse import quote
 
 import pytest
@@ -92,7 +93,7 @@ def site():
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     servers = {"read_only": Ui(folder), "actions": Ui(folder, "--allow-actions")}
     try:
-        yield folder, client, servers
+        yield SimpleNamespace(folder=folder, client=client, servers=servers)
     finally:
         for server in servers.values():
             if server.process.poll() is None:
@@ -155,7 +156,7 @@ def status_of(client: Client, instance_id: str) -> str:
 def test_the_list_shows_the_started_instances(site, browser):
     from selenium.webdriver.common.by import By
 
-    folder, client, servers = site
+    client, servers = site.client, site.servers
     client.start("order", "order-2")
     browser.get(servers["read_only"].url + "/")
     links = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "table.instances a")]
@@ -166,7 +167,7 @@ def test_the_list_shows_the_started_instances(site, browser):
 def test_the_instance_page_draws_the_timeline_and_its_countdowns_tick(site, browser):
     from selenium.webdriver.common.by import By
 
-    folder, client, servers = site
+    client, servers = site.client, site.servers
     wait_until(lambda: status_of(client, "order-1") == "waiting", "order-1 to wait")
     browser.get(servers["read_only"].url + "/instances/order-1")
     markers = browser.find_elements(By.CSS_SELECTOR, "svg.timeline g.marker.deadline")
@@ -189,7 +190,7 @@ def test_the_instance_page_draws_the_timeline_and_its_countdowns_tick(site, brow
 
 
 def test_a_step_completing_shows_in_an_open_page_without_a_reload(site, browser):
-    folder, client, servers = site
+    client, servers = site.client, site.servers
     wait_until(lambda: status_of(client, "order-1") == "waiting", "order-1 to wait")
     browser.get(servers["read_only"].url + "/instances/order-1")
     browser.execute_script("window.stayed = 42")
@@ -207,7 +208,7 @@ def test_a_step_completing_shows_in_an_open_page_without_a_reload(site, browser)
 def test_actions_are_refused_without_allow_actions_and_work_with_it(site, browser):
     from selenium.webdriver.common.by import By
 
-    folder, client, servers = site
+    client, servers = site.client, site.servers
     client.start("order", "order-3")
     browser.get(servers["read_only"].url + "/instances/order-3")
     assert not browser.find_elements(By.CSS_SELECTOR, "form[method=post]")
@@ -233,7 +234,7 @@ def test_actions_are_refused_without_allow_actions_and_work_with_it(site, browse
 
 
 def test_an_id_holding_a_script_runs_no_script(site, browser):
-    folder, client, servers = site
+    client, servers = site.client, site.servers
     client.start("order", EVIL, input={"note": EVIL})
     browser.get(servers["read_only"].url + "/")
     browser.get(servers["read_only"].url + "/instances/" + quote(EVIL, safe=""))
@@ -243,9 +244,8 @@ def test_an_id_holding_a_script_runs_no_script(site, browser):
 
 
 def test_the_server_stops_cleanly_on_sigterm_and_ctrl_c(site):
-    folder, client, servers = site
     for stop in (signal.SIGTERM, signal.SIGINT):
-        ui = Ui(folder)
+        ui = Ui(site.folder)
         with urllib.request.urlopen(ui.url + "/api/instances") as response:
             assert response.status == 200
         ui.process.send_signal(stop)
