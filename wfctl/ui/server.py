@@ -122,6 +122,8 @@ class _Handler(BaseHTTPRequestHandler):
     sys_version = ""
     # Requests larger than this (a form is a few hundred bytes) are refused unread.
     MAX_BODY = 64 * 1024
+    # A client that connects and says nothing gives its thread back after this many seconds.
+    timeout = 30
 
     def _serve(self) -> None:
         started = time.perf_counter()

@@ -15,8 +15,9 @@
     if (!isNaN(at)) { offset = at - Date.now(); }
   }
 
-  // durations.format(seconds, precision=3, separator=" "): the terminal's span, one unit more.
-  function span(seconds) {
+  // durations.format(seconds, precision, separator=" "): a countdown keeps 3 units (it moves
+  // every second), an age 2, as the terminal writes it.
+  function span(seconds, precision) {
     if (seconds < 1) { return Math.round(seconds * 1000) + "ms"; }
     var remaining = Math.round(seconds), parts = [], counted = 0;
     var units = [["d", 86400], ["h", 3600], ["m", 60], ["s", 1]];
@@ -25,7 +26,7 @@
       remaining -= amount * units[i][1];
       if (amount || counted) {
         counted += 1;
-        if (amount && counted <= 3) { parts.push(amount + units[i][0]); }
+        if (amount && counted <= (precision || 3)) { parts.push(amount + units[i][0]); }
       }
     }
     return parts.join(" ") || "0s";
@@ -41,7 +42,7 @@
     });
     document.querySelectorAll("[data-ago]").forEach(function (el) {
       var seconds = (now - Date.parse(el.getAttribute("data-ago"))) / 1000;
-      el.textContent = seconds >= 0 ? span(seconds) + " ago" : "in " + span(-seconds);
+      el.textContent = seconds >= 0 ? span(seconds, 2) + " ago" : "in " + span(-seconds, 2);
     });
     document.querySelectorAll(".marker.now[data-t0]").forEach(function (g) {
       var t0 = +g.getAttribute("data-t0"), t1 = +g.getAttribute("data-t1");
