@@ -162,14 +162,18 @@ def draw(doc: dict[str, Any], events: list[dict[str, Any]], *, now: datetime,
     of the run it describes. An open run ends at `now`; nothing here reads a clock.
     """
     width = max(MIN_WIDTH, width)
+    return Timeline([_chart(doc, run, now, width) for run in runs(doc, events, now=now)])
+
+
+def runs(doc: dict[str, Any], events: list[dict[str, Any]], *, now: datetime) -> list[Run]:
+    """The model of every run that `events` holds, in order: what the terminal and the web view
+    (wfctl.ui) both draw, so that the two never disagree."""
     by_run: dict[int, list[dict[str, Any]]] = {}
     for event in events:
         by_run.setdefault(event["run_number"], []).append(event)
-    charts = []
-    for number, run_events in by_run.items():
-        live = doc["activities"] if doc["run"]["run_number"] == number else []
-        charts.append(_chart(doc, read_run(number, run_events, now, live), now, width))
-    return Timeline(charts)
+    return [read_run(number, run_events, now,
+                     doc["activities"] if doc["run"]["run_number"] == number else [])
+            for number, run_events in by_run.items()]
 
 
 # Reading a run from its events
@@ -608,7 +612,7 @@ def _flow(units: list[Text], width: int, indent: int = 0, separator: str = " ") 
     return [Text(" " * indent) + line if n else line for n, line in enumerate(lines)]
 
 
-def _when(at: datetime, run: Run, now: datetime) -> str:
+def when(at: datetime, run: Run, now: datetime) -> str:
     """Where an instant stands from the run's point of view, for the legend."""
     if run.closed_at is None:
         seconds = _seconds(at - now)
@@ -622,7 +626,9 @@ def _when(at: datetime, run: Run, now: datetime) -> str:
         f"passed {span(seconds)} before the run closed"
 
 
-def _chart(doc: dict[str, Any], run: Run, now: datetime, width: int) -> list[Text]:
+def extent(run: Run, now: datetime) -> tuple[list[Marker], list[Mark], datetime]:
+    """The run's markers (with `now` while it is open), its lanes' deadlines, and the instant
+    its axis ends at (it starts at the run's start)."""
     markers = list(run.markers)
     if run.closed_at is None:
         markers.append(Marker("N", "now", now))
@@ -632,7 +638,12 @@ def _chart(doc: dict[str, Any], run: Run, now: datetime, width: int) -> list[Tex
     reach = run.end + (run.end - start) * REACH
     nearby = [m.at for m in markers if run.end < m.at <= reach] + \
              [m.at for m in marks if m.open and run.end < m.at <= reach]
-    last = max(run.end, *nearby, start + timedelta(seconds=1))
+    return markers, marks, max(run.end, *nearby, start + timedelta(seconds=1))
+
+
+def _chart(doc: dict[str, Any], run: Run, now: datetime, width: int) -> list[Text]:
+    markers, marks, last = extent(run, now)
+    start = run.started_at
     label_width = min(max(cell_len(lane.name) for lane in run.lanes), max(8, width // 5))
     axis = _Axis(start, last, label_width + 1, width - label_width - 1)
 
@@ -790,7 +801,7 @@ def _legend(run: Run, markers: list[Marker], marks: list[Mark], used: set[Glyph]
         units = [Text(marker.letter, style=f"bold {style}"), *map(Text, marker.label.split(" ")),
                  Text(clock.iso(marker.at))]
         if marker.letter != "N":
-            units.append(Text(marker.hit or _when(marker.at, run, now),
+            units.append(Text(marker.hit or when(marker.at, run, now),
                               style="bold red" if marker.hit else ""))
         lines += _flow(units, width, indent=2)
     for mark in sorted((m for m in marks if m.hit or m.open), key=lambda m: m.at):
@@ -798,7 +809,7 @@ def _legend(run: Run, markers: list[Marker], marks: list[Mark], used: set[Glyph]
                  *map(Text, mark.label.split(" ")), Text(clock.iso(mark.at))]
         what = {"signal_wait": "wait", "schedule_to_close": "activity"}.get(mark.kind, "attempt")
         units.append(Text(f"hit: the {what} timed out", style="bold red") if mark.hit
-                     else Text(_when(mark.at, run, now)))
+                     else Text(when(mark.at, run, now)))
         lines += _flow(units, width, indent=2)
     shown = {glyph.char: glyph for glyph in reversed((*GLYPHS, *LINES)) if glyph in used}
     key = [Text.assemble((glyph.char, glyph.style), f" {glyph.meaning}")

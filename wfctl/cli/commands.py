@@ -761,3 +761,43 @@ def timeline_command(
         width = out.width if out.is_terminal else shutil.get_terminal_size((100, 24)).columns
     out.print(timeline.draw(doc, events, now=client.now(), width=width), soft_wrap=True)
 
+
+
+@_command("ui")
+def ui_command(
+    ctx: typer.Context,
+    host: str = typer.Option("127.0.0.1", "--host", metavar="ADDRESS",
+                             help="Listen on this address (another than loopback needs "
+                                  "--allow-remote and WFCTL_UI_TOKEN)."),
+    port: int = typer.Option(8484, "--port", min=0, max=65535, metavar="PORT",
+                             help="Listen on this port (0: any free one)."),
+    open_browser: bool = typer.Option(False, "--open", help="Open the page in a browser."),
+    allow_actions: bool = typer.Option(False, "--allow-actions",
+                                       help="Offer signal, pause, resume, cancel, terminate "
+                                            "and retry (refused by default)."),
+    allow_remote: bool = typer.Option(False, "--allow-remote",
+                                      help="Allow an address other than loopback."),
+) -> None:
+    """A web view of the database: instances, one instance with its timeline, its history."""
+    from wfctl.ui.server import is_loopback, serve
+
+    token = os.environ.get("WFCTL_UI_TOKEN") or None
+    if not is_loopback(host):
+        if not allow_remote:
+            _usage(f"--host {host} is not this machine alone: add --allow-remote "
+                   "(and set WFCTL_UI_TOKEN)")
+        if token is None:
+            _usage("--allow-remote needs a token in WFCTL_UI_TOKEN")
+    from importlib.util import find_spec
+
+    if find_spec("jinja2") is None:
+        _fail("the web view needs Jinja2: pip install 'wfctl[ui]'")
+    from wfctl import log
+
+    client = _client(ctx)
+    log.configure("info")
+    try:
+        serve(client, host=host, port=port, allow_actions=allow_actions, token=token,
+              database=client.store.path, open_browser=open_browser)
+    except OSError as exc:
+        _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")

@@ -1,0 +1,277 @@
+"""The web view's answers, asked of its App directly (no socket): the JSON twins are the CLI's
+documents, values are escaped, changes are refused unless allowed, and guarded when allowed."""
+
+from __future__ import annotations
+
+import json
+import re
+from html import unescape
+from typing import Any
+from urllib.parse import urlencode
+
+import pytest
+from conftest import wait_until
+from typer.testing import CliRunner
+
+from wfctl import Client, timeline
+from wfctl.cli.commands import app as cli_app
+from wfctl.ui.app import CSP, App, Response
+from wfctl.ui.server import Watcher
+
+pytestmark = pytest.mark.both_backends
+
+DEFINITIONS = """
+version: 1
+workflows:
+  pipeline:
+    execution_timeout: 1h
+    deadline: 30m
+    steps:
+      - activity: wfh:mark
+        name: extract
+        start_to_close: 5m
+      - wait_for_signal: approved
+      - activity: wfh:mark
+        name: load
+  flaky:
+    steps:
+      - activity: wfh:value_error
+        name: parse
+        non_retryable: [ValueError]
+"""
+EVIL = "<script>window.pwned=1</script>"
+
+
+@pytest.fixture
+def env(make_env):
+    return make_env(DEFINITIONS)
+
+
+def ui(env: Any, **options: Any) -> App:
+    options.setdefault("hosts", App.loopback_hosts(8484))
+    return App(env.client, database="wfctl.db", **options)
+
+
+def get(app: App, target: str, **headers: str) -> Response:
+    return app.handle("GET", target, {"Host": "127.0.0.1:8484", **headers})
+
+
+def post(app: App, target: str, form: dict[str, str], **headers: str) -> Response:
+    return app.handle("POST", target, {"Host": "127.0.0.1:8484", **headers},
+                      urlencode(form).encode())
+
+
+def cli_json(env: Any, *args: str) -> Any:
+    result = CliRunner().invoke(cli_app, ["--db", env.db, "-w", str(env.folder / "workflows.yaml"),
+                                          *args, "--json"])
+    return json.loads(result.stdout)
+
+
+def text_of(html: str) -> str:
+    return unescape(re.sub(r"<[^>]+>", " ", html))
+
+
+def test_each_page_has_a_json_twin_with_exactly_the_clis_document(env):
+    env.start("pipeline", "order-1")
+    env.run(1)
+    env.start("flaky", "order-2", now=2)
+    env.run(3)
+    app = ui(env)
+    assert get(app, "/api/instances").json() == cli_json(env, "list")
+    assert get(app, "/api/instances?status=failed").json() == cli_json(env, "list", "--status",
+                                                                        "failed")
+    for instance in ("order-1", "order-2"):
+        assert get(app, f"/api/instances/{instance}").json() == cli_json(env, "describe",
+                                                                         instance)
+        assert get(app, f"/api/instances/{instance}/history").json() == \
+            cli_json(env, "history", instance)
+    missing = get(app, "/api/instances/nobody")
+    assert missing.status == 404
+    assert missing.json() == cli_json(env, "describe", "nobody")
+
+
+def test_the_list_filters_as_list_does_and_pages_past_a_hundred(env):
+    for n in range(230):
+        env.start("pipeline", f"p-{n:03}", now=n)
+    app = ui(env)
+    first = get(app, "/")
+    assert first.status == 200
+    assert first.text.count('href="/instances/p-') == 100
+    assert 'href="/instances/p-229"' in first.text and "older →" in first.text
+    last = get(app, "/?page=3")
+    assert last.text.count('href="/instances/p-') == 30
+    assert 'href="/instances/p-000"' in last.text and "older →" not in last.text
+    assert "No instances match" in get(app, "/?status=failed").text
+    refused = get(app, "/?since=yesterday-ish")
+    assert refused.status == 400
+    assert "cannot read &#39;yesterday-ish&#39; as a duration or a date" in refused.text
+
+
+def test_the_instance_page_shows_time_activities_and_the_timelines_markers(env):
+    env.start("pipeline", "order-1")
+    env.run(1)
+    page = get(app := ui(env), "/instances/order-1")
+    assert page.status == 200
+    text = text_of(page.text)
+    for words in ("execution timeout", "deadline", "held while waiting", "extract",
+                  "start-to-close 5m", "Timeline"):
+        assert words in text
+    svg = re.search(r'<svg class="timeline".*?</svg>', page.text, re.S).group(0)
+    # The model is the terminal's: the same lanes, the same run deadlines.
+    doc = env.describe("order-1")
+    run = timeline.runs(doc, env.history("order-1"), now=env.client.now())[0]
+    for lane in run.lanes:
+        assert f">{lane.name}</text>" in svg
+    # Every deadline is a marker with its letter: on the axis, or in the margin past it.
+    letters = set(re.findall(r'<g class="marker (?:deadline|hit|now)[^"]*".*?<text[^>]*>(\w)',
+                             svg, re.S))
+    assert letters == {marker.letter for marker in run.markers} | {"N"} == {"E", "D", "N"}
+    assert 'class="bar completed"' in svg
+    assert get(app, "/instances/order-1/history?event_type=ActivityCompleted").text.count(
+        "<tr class=\"ev") == 1
+
+
+def test_a_failure_shows_its_traceback_and_a_timeout_stands_out_in_history(env):
+    env.start("flaky", "order-2")
+    env.run(1)
+    app = ui(env)
+    page = get(app, "/instances/order-2").text
+    assert "Traceback (most recent call last)" in unescape(page)
+    assert "ValueError" in page
+    history = get(app, "/instances/order-2/history").text
+    assert re.search(r'<tr class="ev failure">.*?ActivityFailed', history, re.S)
+
+
+def test_every_value_is_escaped_and_every_response_carries_the_policy(env):
+    env.start("pipeline", EVIL, input={"note": EVIL, EVIL: 1})
+    app = ui(env)
+    for target in ("/", f"/instances/{EVIL}", f"/instances/{EVIL}/history",
+                   f"/api/instances/{EVIL}", "/nope", "/static/ui.js"):
+        response = get(app, target)
+        assert response.status in (200, 404), target
+        assert "<script>window" not in response.text, target
+        assert ("Content-Security-Policy", CSP) in response.headers
+    assert "&lt;script&gt;window.pwned=1&lt;/script&gt;" in get(app, "/").text
+    assert "script-src 'self'" in CSP and "unsafe-inline" not in CSP
+
+
+def test_without_allow_actions_every_change_is_refused_and_none_is_offered(env):
+    env.start("pipeline", "order-1")
+    app = ui(env)
+    assert "<form method=\"post\"" not in get(app, "/instances/order-1").text
+    for method in ("POST", "PUT", "DELETE", "PATCH"):
+        refused = app.handle(method, "/instances/order-1/pause", {"Host": "127.0.0.1:8484"},
+                             urlencode({"csrf": app.csrf, "confirmed": "yes"}).encode())
+        assert refused.status == 405
+    assert env.describe("order-1")["status"] == "running"
+
+
+def test_an_action_needs_the_csrf_token_and_a_confirmation_and_is_recorded(env):
+    env.start("pipeline", "order-1")
+    env.run(1)
+    app = ui(env, allow_actions=True)
+    page = get(app, "/instances/order-1").text
+    assert 'action="/instances/order-1/signal"' in page and "<option>approved</option>" in page
+    forged = post(app, "/instances/order-1/pause", {"confirmed": "yes", "csrf": "guess"})
+    assert forged.status == 403
+    elsewhere = post(app, "/instances/order-1/pause", {"confirmed": "yes", "csrf": app.csrf},
+                     Origin="http://evil.example")
+    assert elsewhere.status == 403
+    asked = post(app, "/instances/order-1/pause", {"csrf": app.csrf})
+    assert asked.status == 200 and "Yes, pause" in asked.text
+    assert env.describe("order-1")["status"] == "waiting"
+    done = post(app, "/instances/order-1/pause", {"csrf": app.csrf, "confirmed": "yes"},
+                Origin="http://127.0.0.1:8484")
+    assert done.status == 303
+    assert ("Location", "/instances/order-1?done=pause") in done.headers
+    assert env.describe("order-1")["status"] == "paused"
+    post(app, "/instances/order-1/resume", {"csrf": app.csrf, "confirmed": "yes"})
+    unknown = post(app, "/instances/order-1/signal",
+                   {"csrf": app.csrf, "confirmed": "yes", "name": "rejected"})
+    assert unknown.status == 409 and "waits for approved" in unknown.text
+    post(app, "/instances/order-1/signal",
+         {"csrf": app.csrf, "confirmed": "yes", "name": "approved", "data": '{"by": "ops"}'})
+    post(app, "/instances/order-1/terminate",
+         {"csrf": app.csrf, "confirmed": "yes", "reason": "wrong order"})
+    assert env.event_types("order-1")[-1] == "WorkflowTerminated"
+    assert env.events("order-1", "WorkflowTerminated")[0]["attributes"]["reason"] == \
+        "wrong order (from the web view)"
+    assert env.events("order-1", "SignalReceived")[0]["attributes"]["signal"] == "approved"
+    assert [e["event_type"] for e in env.history("order-1")
+            if e["event_type"] in ("WorkflowPaused", "WorkflowResumed")] == \
+        ["WorkflowPaused", "WorkflowResumed"]
+    env.start("flaky", "order-2", now=2)
+    env.run(3)
+    assert 'action="/instances/order-2/retry"' in get(app, "/instances/order-2").text
+    vague = post(app, "/instances/order-2/retry",
+                 {"csrf": app.csrf, "confirmed": "yes", "deadline": "extend", "extend": ""})
+    assert vague.status == 409 and "extend the deadline by how long?" in vague.text
+    retried = post(app, "/instances/order-2/retry",
+                   {"csrf": app.csrf, "confirmed": "yes", "deadline": "extend", "extend": "2h"})
+    assert retried.status == 303
+    assert env.describe("order-2")["status"] == "running"
+    assert env.events("order-2", "WorkflowRetried")[0]["attributes"]["deadline_change"] == \
+        "extended"
+
+
+def test_a_token_guards_every_request_and_the_host_must_be_this_machine(env):
+    env.start("pipeline", "order-1")
+    app = ui(env, token="s3cret")
+    assert get(app, "/").status == 401
+    assert get(app, "/api/instances").status == 401
+    assert get(app, "/", Authorization="Bearer wrong").status == 401
+    assert get(app, "/api/instances", Authorization="Bearer s3cret").status == 200
+    entered = get(app, "/instances/order-1?token=s3cret&run=1")
+    assert entered.status == 303
+    assert ("Location", "/instances/order-1?run=1") in entered.headers
+    cookie = dict(entered.headers)["Set-Cookie"]
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    assert get(app, "/", Cookie=cookie.split(";")[0]).status == 200
+    rebound = app.handle("GET", "/", {"Host": "attacker.example:8484",
+                                      "Cookie": cookie.split(";")[0]})
+    assert rebound.status == 400
+
+
+def test_the_watcher_moves_its_version_when_another_connection_commits(env, db):
+    watcher = Watcher(Client(db, env.folder / "workflows.yaml"), interval=0.05)
+    watcher.start()
+    try:
+        wait_until(watcher.ready.is_set, "the watcher to look once")
+        before = watcher.changes()["version"]
+        env.start("pipeline", "order-1")
+        wait_until(lambda: watcher.changes()["version"] > before, "the watcher to notice")
+    finally:
+        watcher.stop()
+        watcher.client.close()
+
+
+def test_the_database_password_appears_nowhere(env, backend, db):
+    if backend != "postgres":
+        assert get(ui(env), "/").status == 200
+        return
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(db)
+    secret_url = urlunsplit(parts._replace(netloc=f"{parts.username or 'postgres'}:hunter2@"
+                                                  f"{parts.hostname}:{parts.port}"))
+    client = Client(secret_url, env.folder / "workflows.yaml")
+    try:
+        app = App(client, database=client.store.path, hosts=App.loopback_hosts(8484))
+        for target in ("/", "/api/instances", "/nope"):
+            response = get(app, target)
+            assert "hunter2" not in response.text
+            assert all("hunter2" not in value for _, value in response.headers)
+    finally:
+        client.close()
+
+
+def test_the_command_refuses_another_address_without_allow_remote_and_a_token(env):
+    runner = CliRunner()
+    base = ["--db", env.db, "-w", str(env.folder / "workflows.yaml"), "ui"]
+    result = runner.invoke(cli_app, [*base, "--host", "0.0.0.0"], env={"WFCTL_UI_TOKEN": ""})
+    assert result.exit_code == 2
+    assert result.stderr.startswith("Error: --host 0.0.0.0 is not this machine alone")
+    result = runner.invoke(cli_app, [*base, "--host", "0.0.0.0", "--allow-remote"],
+                           env={"WFCTL_UI_TOKEN": ""})
+    assert result.exit_code == 2
+    assert result.stderr == "Error: --allow-remote needs a token in WFCTL_UI_TOKEN\n"

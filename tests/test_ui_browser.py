@@ -1,0 +1,255 @@
+"""The web view in a real browser (headless Chromium through selenium) against a real `wfctl ui`
+and a real `wfctl work`: what a person sees, and that it stays current without a reload.
+
+One browser for the module. Under CI=true a browser that cannot start fails the module.
+Screenshots of the three pages go to test-artifacts/screenshots/.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import urllib.error
+import urllib.request
+from pathlib import Path
+from types import SimpleNamespace
+from urllib.parse import quote
+
+import pytest
+from conftest import wait_until
+
+from wfctl import Client
+
+pytestmark = pytest.mark.process
+REPO = Path(__file__).resolve().parent.parent
+SCREENSHOTS = REPO / "test-artifacts" / "screenshots"
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                  "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage")
+EVIL = "<script>window.pwned=1</script>"
+
+HANDLERS = '''
+def quick(state):
+    return {"done": True}
+'''
+WORKFLOWS = """
+version: 1
+workflows:
+  order:
+    execution_timeout: 2h
+    deadline: 1h
+    steps:
+      - activity: ui_handlers:quick
+        name: reserve
+        start_to_close: 1m
+      - wait_for_signal: approved
+      - activity: ui_handlers:quick
+        name: ship
+"""
+
+
+def environment() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "WATCHDOG_USEC",
+                                                            "WFCTL_UI_TOKEN")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    return env
+
+
+class Ui:
+    """A `wfctl ui` process and the address it printed."""
+
+    def __init__(self, folder: Path, *options: str) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "wfctl", "--db", "wfctl.db", "-w", "workflows.yaml", "ui",
+             "--port", "0", *options], cwd=folder, env=environment(),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.process.stdout.readline()
+        found = re.search(r"http://127\.0\.0\.1:\d+/", line)
+        assert found, f"wfctl ui printed {line!r}; stderr: {self.process.stderr.read()}"
+        self.url = found.group(0).rstrip("/")
+
+    def stop(self) -> tuple[int, str]:
+        self.process.send_signal(signal.SIGTERM)
+        out, _ = self.process.communicate(timeout=10)
+        return self.process.returncode, out
+
+
+@pytest.fixture(scope="module")
+def site():
+    folder = Path(tempfile.mkdtemp(prefix="wfctl-ui-"))
+    (folder / "ui_handlers.py").write_text(HANDLERS)
+    (folder / "workflows.yaml").write_text(textwrap.dedent(WORKFLOWS))
+    client = Client(folder / "wfctl.db", folder / "workflows.yaml")
+    client.start("order", "order-1")
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "wfctl", "--db", "wfctl.db", "-w", "workflows.yaml", "work",
+         "--poll-interval", "50ms"], cwd=folder, env=environment(),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    servers = {"read_only": Ui(folder), "actions": Ui(folder, "--allow-actions")}
+    try:
+        yield SimpleNamespace(folder=folder, client=client, servers=servers)
+    finally:
+        for server in servers.values():
+            if server.process.poll() is None:
+                server.stop()
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(timeout=20)
+        client.close()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+
+        options = webdriver.ChromeOptions()
+        binary = shutil.which("chromium") or shutil.which("chromium-browser")
+        if binary:
+            options.binary_location = binary
+        for flag in CHROMIUM_FLAGS:
+            options.add_argument(flag)
+        profile = tempfile.mkdtemp(prefix="wfctl-chromium-")
+        options.add_argument(f"--user-data-dir={profile}")
+        options.add_argument("--window-size=1280,1000")
+        driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")),
+                                  options=options)
+    except Exception as exc:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"headless Chromium cannot start: {exc}", pytrace=False)
+        pytest.skip(f"headless Chromium cannot start: {exc}")
+    driver.implicitly_wait(0)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    yield driver
+    driver.quit()
+    shutil.rmtree(profile, ignore_errors=True)
+
+
+def visible_text(browser, css: str) -> str:
+    from selenium.webdriver.common.by import By
+
+    return browser.find_element(By.CSS_SELECTOR, css).text
+
+
+def eventually(check, what: str, timeout: float = 10.0) -> None:
+    wait_until(lambda: _quietly(check), what, timeout)
+
+
+def _quietly(check) -> bool:
+    try:
+        return bool(check())
+    except Exception:
+        return False
+
+
+def status_of(client: Client, instance_id: str) -> str:
+    return client.describe(instance_id)["status"]
+
+
+def test_the_list_shows_the_started_instances(site, browser):
+    from selenium.webdriver.common.by import By
+
+    client, servers = site.client, site.servers
+    client.start("order", "order-2")
+    browser.get(servers["read_only"].url + "/")
+    links = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "table.instances a")]
+    assert links[:2] == ["order-2", "order-1"]
+    browser.save_screenshot(str(SCREENSHOTS / "list.png"))
+
+
+def test_the_instance_page_draws_the_timeline_and_its_countdowns_tick(site, browser):
+    from selenium.webdriver.common.by import By
+
+    client, servers = site.client, site.servers
+    wait_until(lambda: status_of(client, "order-1") == "waiting", "order-1 to wait")
+    browser.get(servers["read_only"].url + "/instances/order-1")
+    markers = browser.find_elements(By.CSS_SELECTOR, "svg.timeline g.marker.deadline")
+    titles = [m.find_element(By.TAG_NAME, "title").get_attribute("textContent") for m in markers]
+    assert any(t.startswith("D deadline (must complete within): ") for t in titles), titles
+    assert browser.find_elements(By.CSS_SELECTOR, "svg.timeline rect.bar.completed")
+    assert "held while waiting" in visible_text(browser, "table.time")
+    countdown = browser.find_element(By.CSS_SELECTOR, "table.time .countdown")
+    first = countdown.text
+    assert re.fullmatch(r"in 1h 5\dm \d+s", first), first
+    eventually(lambda: countdown.text != first, "the countdown to move", timeout=5)
+    browser.save_screenshot(str(SCREENSHOTS / "instance.png"))
+    browser.set_window_size(360, 800)
+    try:
+        assert browser.execute_script(
+            "return document.documentElement.scrollWidth <= window.innerWidth")
+        browser.save_screenshot(str(SCREENSHOTS / "instance-360.png"))
+    finally:
+        browser.set_window_size(1280, 1000)
+
+
+def test_a_step_completing_shows_in_an_open_page_without_a_reload(site, browser):
+    client, servers = site.client, site.servers
+    wait_until(lambda: status_of(client, "order-1") == "waiting", "order-1 to wait")
+    browser.get(servers["read_only"].url + "/instances/order-1")
+    browser.execute_script("window.stayed = 42")
+    assert visible_text(browser, "#h-summary .status") == "waiting"
+    client.signal("order-1", "approved")
+    eventually(lambda: visible_text(browser, "#h-summary .status") == "completed",
+               "the page to show order-1 completed")
+    assert browser.execute_script("return window.stayed") == 42
+    assert "ship" in visible_text(browser, "table.activities")
+    browser.get(servers["read_only"].url + "/instances/order-1/history")
+    assert "WorkflowCompleted" in visible_text(browser, "table.history")
+    browser.save_screenshot(str(SCREENSHOTS / "history.png"))
+
+
+def test_actions_are_refused_without_allow_actions_and_work_with_it(site, browser):
+    from selenium.webdriver.common.by import By
+
+    client, servers = site.client, site.servers
+    client.start("order", "order-3")
+    browser.get(servers["read_only"].url + "/instances/order-3")
+    assert not browser.find_elements(By.CSS_SELECTOR, "form[method=post]")
+    refused = urllib.request.Request(servers["read_only"].url + "/instances/order-3/pause",
+                                     data=b"confirmed=yes", method="POST")
+    with pytest.raises(urllib.error.HTTPError) as error:
+        urllib.request.urlopen(refused)
+    assert error.value.code == 405
+
+    browser.get(servers["actions"].url + "/instances/order-3")
+    browser.find_element(By.CSS_SELECTOR, "form[action$='/pause'] button").click()
+    browser.switch_to.alert.accept()
+    eventually(lambda: "Paused" in visible_text(browser, ".notice"), "the pause to be done")
+    assert status_of(client, "order-3") == "paused"
+    browser.find_element(By.CSS_SELECTOR, "form[action$='/terminate'] input[name=reason]") \
+        .send_keys("duplicate order")
+    browser.find_element(By.CSS_SELECTOR, "form[action$='/terminate'] button").click()
+    browser.switch_to.alert.accept()
+    eventually(lambda: status_of(client, "order-3") == "terminated", "order-3 to stop")
+    stopped = client.history("order-3")[-1]
+    assert stopped["event_type"] == "WorkflowTerminated"
+    assert stopped["attributes"]["reason"] == "duplicate order (from the web view)"
+
+
+def test_an_id_holding_a_script_runs_no_script(site, browser):
+    client, servers = site.client, site.servers
+    client.start("order", EVIL, input={"note": EVIL})
+    browser.get(servers["read_only"].url + "/")
+    browser.get(servers["read_only"].url + "/instances/" + quote(EVIL, safe=""))
+    assert visible_text(browser, "h1 .id") == EVIL
+    assert EVIL in visible_text(browser, "pre.state")
+    assert browser.execute_script("return window.pwned === undefined")
+
+
+def test_the_server_stops_cleanly_on_sigterm_and_ctrl_c(site):
+    for stop in (signal.SIGTERM, signal.SIGINT):
+        ui = Ui(site.folder)
+        with urllib.request.urlopen(ui.url + "/api/instances") as response:
+            assert response.status == 200
+        ui.process.send_signal(stop)
+        out, err = ui.process.communicate(timeout=10)
+        assert ui.process.returncode == 0, err
+        assert out.endswith("wfctl ui: stopped\n")
+        assert "Traceback" not in err
