@@ -310,6 +310,9 @@ EXPECTED = ("expected a duration: seconds (3600), a unit string with each unit o
     ("１s", f"{EXPECTED} (got '１s')"),
     ("1 h", f"{EXPECTED} (got '1 h')"),
     ("P1M", "months are not a fixed length: use days, weeks or P1Y (got 'P1M')"),
+    ("6M", "M is not a unit: minutes are m (6m) and months are not supported (got '6M')"),
+    ("2H", "units are lower-case: 2h (got '2H')"),
+    ("pt1h", "ISO 8601 durations are upper-case: PT1H (got 'pt1h')"),
     ("P2Y", "must be at most 1 year (got P2Y)"),
     ("{hours: .nan}", "hours must be a number of at least 0 (got nan)"),
     ("{hours: " + "[" * 3000, "invalid YAML: nested more than 64 levels deep"),
@@ -337,6 +340,8 @@ def test_absurd_intervals_are_refused(started, args, message):
     (".inf", "must be at most 1 year (got inf)"),
     ("-1", "must be at least 1 second (got -1)"),
     ("1d1d", f"{EXPECTED} (got '1d1d')"),
+    ("6M", "M is not a unit: minutes are m (6m) and months are not supported (got '6M')"),
+    ("1D", "units are lower-case: 1d (got '1D')"),
 ])
 def test_validate_refuses_absurd_durations_naming_file_and_line(cli, value, message):
     cli.workflows.write_text(textwrap.dedent(DEFINITIONS).replace(

@@ -236,6 +236,9 @@ def test_a_missing_file_says_how_to_point_at_one(tmp_path):
     ("{hours: 1.0e+308}", "must be at most 1 year"),
     ("1d1d", "expected a duration: seconds (3600), a unit string with each unit once, largest"),
     ("P1M", "months are not a fixed length"),
+    ("6M", "M is not a unit: minutes are m (6m) and months are not supported (got '6M')"),
+    ("2H", "units are lower-case: 2h (got '2H')"),
+    ("pt1m", "ISO 8601 durations are upper-case: PT1M (got 'pt1m')"),
 ])
 def test_a_duration_that_is_no_number_of_seconds_is_refused_where_it_is_written(value, message):
     text = f"version: 1\nworkflows:\n  w:\n    deadline: {value}\n    steps:\n      - activity: m:f\n"
@@ -451,6 +454,8 @@ def test_a_retry_policy_waits_its_backoff_after_each_failed_attempt():
      "(got 0.5)"),
     ("retention: 0", "workflows.yaml:5: workflows.w.retention: must be at least 1 second (got 0)"),
     ("retention: 2y", "workflows.yaml:5: workflows.w.retention: expected a duration"),
+    ("retention: 1M", "workflows.yaml:5: workflows.w.retention: M is not a unit: minutes are m "
+                      "(1m) and months are not supported (got '1M')"),
 ])
 def test_a_bad_retry_policy_or_retention_names_its_line_and_key(retry, message):
     found = error(f"""
