@@ -468,8 +468,10 @@ def list_command(
     workflow_type: str | None = typer.Option(
         None, "--type", metavar="TYPE", help="Only this workflow type.",
         autocompletion=_complete_types),
-    since: str | None = typer.Option(None, "--since", metavar="DATE",
-                                     help="Created at or after (any date python-dateutil reads)."),
+    since: str | None = typer.Option(
+        None, "--since", metavar="WHEN",
+        help="Created in the last DURATION (1h) or at or after an ISO 8601 date or instant "
+             "(2026-12-01, 2026-12-01T16:00:00+00:00; UTC unless an offset is given)."),
     limit: int = typer.Option(50, "--limit", min=1, metavar="N", help="At most this many."),
     watch: bool = typer.Option(False, "--watch", help="Refresh until interrupted."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
