@@ -95,6 +95,8 @@ def test_schedule_to_close_beyond_the_sum_is_a_warning():
     assert defs.warnings == (
         "workflows.yaml:18: workflows.data_import.steps[0]: schedule_to_close (10m) exceeds "
         "schedule_to_start + start_to_close (5m30s)",
+        "workflows.yaml:27: workflows.data_import.steps[2]: the signal wait's timeout (2d) is "
+        "longer than run_timeout (1h): the run_timeout fires first",
     )
 
 
@@ -164,12 +166,24 @@ def test_yaml_syntax_errors_are_one_line():
     assert "\n" not in message
 
 
+def errors(text: str) -> tuple[str, ...]:
+    with pytest.raises(DefinitionError) as caught:
+        parse(text)
+    return caught.value.errors
+
+
 def test_missing_version_and_unknown_sections():
-    assert error("workflows: {}\n") == \
-        "workflows.yaml:1: version: missing (expected version: 1)"
-    assert error("version: 2\nworkflows: {}\n") == "workflows.yaml:1: version: expected 1 (got 2)"
-    assert error("version: 1\nextra: 1\nworkflows: {}\n") == \
+    assert errors("workflows: {}\n") == (
+        "workflows.yaml:1: version: missing (expected version: 1)",
+        "workflows.yaml:1: workflows: expected at least one workflow type")
+    assert error("workflows: {}\n") == ("workflows.yaml:1: version: missing (expected version: "
+                                        "1) (and 1 more error: wfctl validate lists them)")
+    assert error("version: 2\nworkflows: {w: {steps: [delay: 1s]}}\n") == \
+        "workflows.yaml:1: version: expected 1 (got 2)"
+    assert error("version: 1\nextra: 1\nworkflows: {w: {steps: [delay: 1s]}}\n") == \
         "workflows.yaml:2: extra: unknown key (expected one of: version, defaults, limits, workflows)"
+    assert "workflows.yaml:2: workflow: unknown key (did you mean workflows?)" in \
+        errors("version: 1\nworkflow: {w: {steps: [delay: 1s]}}\n")
 
 
 def test_duplicate_keys_are_refused():
