@@ -139,6 +139,8 @@ class Step:
     branches: tuple[Step, ...] = ()
     workflow_type: str | None = None
     while_key: str | None = None
+    # Where it is written: `workflows.T.steps[2]`, `workflows.T.steps[3].parallel[0]`.
+    path: str = ""
 
 
 @dataclass(frozen=True)
@@ -198,12 +200,10 @@ class Definitions:
                 continue
             if wf.on_deadline:
                 yield wf.on_deadline, f"workflows.{wf.name}.on_deadline", wf.line
-            for index, step in enumerate(wf.steps):
-                where = f"workflows.{wf.name}.steps[{index}]"
-                for sub_index, sub in enumerate(step.branches or (step,)):
+            for step in wf.steps:
+                for sub in step.branches or (step,):
                     if sub.handler:
-                        path = f"{where}.parallel[{sub_index}]" if step.branches else where
-                        yield sub.handler, path, sub.line
+                        yield sub.handler, sub.path, sub.line
 
 
 def load(path: str | os.PathLike[str], *, keep_errors: bool = False) -> Definitions:
@@ -399,7 +399,8 @@ class _Node:
                                line=self.line)
 
     def warn(self, message: str) -> None:
-        self.parser.warnings.append(f"{self.parser.file}:{self.line}: {self.path}: {message}")
+        self.parser.warnings.append(
+            (self.line, f"{self.parser.file}:{self.line}: {self.path}: {message}"))
 
     def value(self) -> Any:
         return self.parser.construct(self, self.node)
@@ -482,7 +483,7 @@ class _Parser:
     def __init__(self, file: str, loader: yaml.SafeLoader) -> None:
         self.file = file
         self.loader = loader
-        self.warnings: list[str] = []
+        self.warnings: list[tuple[int, str]] = []
         self._errors: dict[str, int] = {}
         # Every workflow type the file defines, read or not: what a child step may name.
         self.type_names: tuple[str, ...] = ()
@@ -549,7 +550,8 @@ class _Parser:
             digest=hashlib.sha256(source.encode()).hexdigest()[:16],
             types=types,
             limits=limits,
-            warnings=tuple(self.warnings),
+            warnings=tuple(warning for _, warning in sorted(self.warnings,
+                                                             key=lambda warning: warning[0])),
         )
 
     def defaults(self, node: _Node | None) -> _TypeDefaults:
@@ -665,6 +667,9 @@ class _Parser:
                           "fires first")
 
     def step(self, node: _Node, defaults: ActivityOptions, kinds: tuple[str, ...]) -> Step:
+        return replace(self._step(node, defaults, kinds), path=node.path)
+
+    def _step(self, node: _Node, defaults: ActivityOptions, kinds: tuple[str, ...]) -> Step:
         if not node.is_mapping():
             raise node.fail(f"expected a step: a mapping with one of {', '.join(kinds)}")
         written = [(self.construct(node, k), k) for k, _ in node.node.value]
