@@ -361,9 +361,10 @@ def start(
         if value is not None:
             overrides[name] = _duration(option, value)
     client = _client(ctx)
-    _warn_unimportable(client, workflow_type)
     result = client.start(workflow_type, instance_id, input=data,
                           on_duplicate=on_duplicate.value, **overrides)
+    if result["outcome"] != "rejected_duplicate":
+        _warn_unimportable(client, workflow_type)
     if wait and result["outcome"] != "rejected_duplicate":
         _follow_until_closed(client, result, as_json)
         return
