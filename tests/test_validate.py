@@ -352,7 +352,7 @@ def test_start_warns_of_each_handler_it_cannot_import_and_still_starts(tmp_path,
     assert result.exit_code == 0, result.stderr
     assert result.stdout.startswith("Started order o-1")
     assert result.stderr == (
-        f"Warning: {path}:5: workflows.order.on_deadline: handler {module}:late: module "
+        f"Warning: {path}:6: workflows.order.on_deadline: handler {module}:late: module "
         f"'{module}' has no function 'late'\n"
         f"Warning: {path}:8: workflows.order.steps[0]: handler nosuchmod:fn: cannot import "
         "'nosuchmod': No module named 'nosuchmod'\n"

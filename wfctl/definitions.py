@@ -157,6 +157,7 @@ class WorkflowType:
     # How long a closed instance is kept before housekeeping deletes it; None: forever.
     retention: float | None = None
     line: int = 0
+    on_deadline_line: int = 0
 
     def first_queue(self) -> str | None:
         """The queue of the first activity the workflow runs (in a parallel step, its first
@@ -199,7 +200,7 @@ class Definitions:
             if workflow_type is not None and wf.name != workflow_type:
                 continue
             if wf.on_deadline:
-                yield wf.on_deadline, f"workflows.{wf.name}.on_deadline", wf.line
+                yield wf.on_deadline, f"workflows.{wf.name}.on_deadline", wf.on_deadline_line
             for step in wf.steps:
                 for sub in step.branches or (step,):
                     if sub.handler:
@@ -646,6 +647,7 @@ class _Parser:
             retention=self.retention(keys["retention"]) if "retention" in keys
             else type_defaults.retention,
             line=node.line,
+            on_deadline_line=keys["on_deadline"].line if "on_deadline" in keys else 0,
         )
 
     @staticmethod
