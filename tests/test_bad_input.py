@@ -310,6 +310,9 @@ EXPECTED = ("expected a duration: seconds (3600), a unit string with each unit o
     ("１s", f"{EXPECTED} (got '１s')"),
     ("1 h", f"{EXPECTED} (got '1 h')"),
     ("P1M", "months are not a fixed length: use days, weeks or P1Y (got 'P1M')"),
+    ("6M", "M is not a unit: minutes are m (6m) and months are not supported (got '6M')"),
+    ("2H", "units are lower-case: 2h (got '2H')"),
+    ("pt1h", "ISO 8601 durations are upper-case: PT1H (got 'pt1h')"),
     ("P2Y", "must be at most 1 year (got P2Y)"),
     ("{hours: .nan}", "hours must be a number of at least 0 (got nan)"),
     ("{hours: " + "[" * 3000, "invalid YAML: nested more than 64 levels deep"),
@@ -337,6 +340,8 @@ def test_absurd_intervals_are_refused(started, args, message):
     (".inf", "must be at most 1 year (got inf)"),
     ("-1", "must be at least 1 second (got -1)"),
     ("1d1d", f"{EXPECTED} (got '1d1d')"),
+    ("6M", "M is not a unit: minutes are m (6m) and months are not supported (got '6M')"),
+    ("1D", "units are lower-case: 1d (got '1D')"),
 ])
 def test_validate_refuses_absurd_durations_naming_file_and_line(cli, value, message):
     cli.workflows.write_text(textwrap.dedent(DEFINITIONS).replace(
@@ -419,9 +424,13 @@ def test_usage_errors_exit_2_with_one_error_line(started, args, fragment):
     (["signal", "a1", ""], "a signal name must not be empty"),
     (["describe", ""], "no instance ''"),
     (["describe", "'; DROP TABLE instances; --"], "no instance \"'; DROP TABLE instances; --\""),
-    (["list", "--since", "9" * 40], f"--since: cannot read '{'9' * 40}' as a date"),
+    (["list", "--since", "9" * 40], f"--since: must be at most 1 year (got {'9' * 40})"),
     (["list", "--since", "0001-01-01T00:00+14:00"],
-     "--since: cannot read '0001-01-01T00:00+14:00' as a date"),
+     "--since: expected a duration back from now (1h: the last hour) or an ISO 8601 date or "
+     "instant (2026-12-01, 2026-12-01T16:00:00+00:00) (got '0001-01-01T00:00+14:00')"),
+    (["list", "--since", "9999-12-31T23:59:59-14:00"],
+     "--since: expected a duration back from now (1h: the last hour) or an ISO 8601 date or "
+     "instant (2026-12-01, 2026-12-01T16:00:00+00:00) (got '9999-12-31T23:59:59-14:00')"),
 ])
 def test_odd_ids_and_values_are_reported_errors(started, args, message):
     before = started.snapshot()

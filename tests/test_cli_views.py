@@ -8,7 +8,7 @@ import re
 import textwrap
 import threading
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -178,9 +178,80 @@ def test_list_filters_by_status_type_and_since(cli):
     assert ids("--type", "etl") == ["old"]
     assert ids("--since", "2026-04-13") == ["new"]
     assert ids("--since", "2026-04-12T11:59:59Z") == ["new", "old"]
-    assert ids("--since", "April 14 2026 00:00 UTC") == ["new"]
-    bad = cli("list", "--since", "someday")
-    assert (bad.exit_code, bad.stderr) == (1, "Error: --since: cannot read 'someday' as a date\n")
+    assert ids("--since", "2026-04-12T12:00:00.001+00:00") == ["new"]
+    assert ids("--since", "2026-04-12T13:00:00+01:00") == ["new", "old"]
+
+
+@pytest.fixture
+def new_york(monkeypatch):
+    """This process in a time zone other than UTC, so that local time would show."""
+    monkeypatch.setenv("TZ", "America/New_York")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_a_date_or_instant_without_an_offset_is_utc(cli, new_york):
+    clock = Clock()
+    client = Client(cli.db, cli.workflows, clock_now=clock)
+    client.start("etl", "noon")                          # T0: 2026-04-12T12:00:00 UTC
+    client.close()
+
+    def ids(since: str) -> list[str]:
+        result = cli("list", "--since", since, "--json")
+        assert result.exit_code == 0, result.stderr
+        return [row["workflow_instance_id"] for row in json.loads(result.stdout)]
+
+    assert ids("2026-04-12") == ["noon"]
+    assert ids("2026-04-12T12:00:00") == ["noon"]
+    assert ids("2026-04-12T12:00:01") == []
+    assert ids("2026-04-12 11:59") == ["noon"]
+    assert ids("2026-04-13") == []
+
+
+def test_since_takes_a_duration_back_from_now(cli):
+    """`--since 20h` is the last 20 hours (dateutil once read it as 20:00 today), and `--since
+    5m` the last five minutes (it once listed everything)."""
+    now = datetime.now(UTC)
+    for instance_id, ago in (("minute", timedelta(minutes=1)), ("hours", timedelta(hours=19)),
+                             ("day", timedelta(hours=21)), ("week", timedelta(days=7))):
+        client = Client(cli.db, cli.workflows, clock_now=lambda ago=ago: now - ago)
+        client.start("etl", instance_id)
+        client.close()
+
+    def ids(*args: str) -> list[str]:
+        result = cli("list", *args, "--json")
+        assert result.exit_code == 0, result.stderr
+        return [row["workflow_instance_id"] for row in json.loads(result.stdout)]
+
+    assert ids("--since", "20h") == ["minute", "hours"]
+    assert ids("--since", "5m") == ["minute"]
+    assert ids("--since", "PT20H") == ["minute", "hours"]
+    assert ids("--since", "{hours: 22}") == ["minute", "hours", "day"]
+    assert ids("--since", "8d") == ["minute", "hours", "day", "week"]
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("someday", "expected a duration back from now (1h: the last hour) or an ISO 8601 date or "
+                "instant (2026-12-01, 2026-12-01T16:00:00+00:00) (got 'someday')"),
+    ("April 14 2026", "expected a duration back from now (1h: the last hour) or an ISO 8601 "
+                      "date or instant (2026-12-01, 2026-12-01T16:00:00+00:00) "
+                      "(got 'April 14 2026')"),
+    ("2026-13-01", "expected a duration back from now (1h: the last hour) or an ISO 8601 date "
+                   "or instant (2026-12-01, 2026-12-01T16:00:00+00:00) (got '2026-13-01')"),
+    ("20H", "units are lower-case: 20h (got '20H')"),
+    ("6M", "M is not a unit: minutes are m (6m) and months are not supported (got '6M')"),
+    ("P1M", "months are not a fixed length: use days, weeks or P1Y (got 'P1M')"),
+    ("2y", "expected a duration back from now (1h: the last hour) or an ISO 8601 date or "
+           "instant (2026-12-01, 2026-12-01T16:00:00+00:00) (got '2y')"),
+    ("400d", "must be at most 1 year (got 400d)"),
+])
+def test_since_that_is_neither_a_duration_nor_a_date_is_an_error(cli, value, message):
+    Client(cli.db, cli.workflows).start("etl", "a1")
+    for args in (["list", "--since", value], ["list", "--since", value, "--json"]):
+        bad = cli(*args)
+        assert (bad.exit_code, bad.stdout, bad.stderr) == (1, "", f"Error: --since: {message}\n")
 
 
 def test_list_shows_the_nearest_deadline_of_each_open_instance(cli):

@@ -95,6 +95,8 @@ def test_schedule_to_close_beyond_the_sum_is_a_warning():
     assert defs.warnings == (
         "workflows.yaml:18: workflows.data_import.steps[0]: schedule_to_close (10m) exceeds "
         "schedule_to_start + start_to_close (5m30s)",
+        "workflows.yaml:27: workflows.data_import.steps[2]: the signal wait's timeout (2d) is "
+        "longer than run_timeout (1h): the run_timeout fires first",
     )
 
 
@@ -164,12 +166,24 @@ def test_yaml_syntax_errors_are_one_line():
     assert "\n" not in message
 
 
+def errors(text: str) -> tuple[str, ...]:
+    with pytest.raises(DefinitionError) as caught:
+        parse(text)
+    return caught.value.errors
+
+
 def test_missing_version_and_unknown_sections():
-    assert error("workflows: {}\n") == \
-        "workflows.yaml:1: version: missing (expected version: 1)"
-    assert error("version: 2\nworkflows: {}\n") == "workflows.yaml:1: version: expected 1 (got 2)"
-    assert error("version: 1\nextra: 1\nworkflows: {}\n") == \
+    assert errors("workflows: {}\n") == (
+        "workflows.yaml:1: version: missing (expected version: 1)",
+        "workflows.yaml:1: workflows: expected at least one workflow type")
+    assert error("workflows: {}\n") == ("workflows.yaml:1: version: missing (expected version: "
+                                        "1) (and 1 more error: wfctl validate lists them)")
+    assert error("version: 2\nworkflows: {w: {steps: [delay: 1s]}}\n") == \
+        "workflows.yaml:1: version: expected 1 (got 2)"
+    assert error("version: 1\nextra: 1\nworkflows: {w: {steps: [delay: 1s]}}\n") == \
         "workflows.yaml:2: extra: unknown key (expected one of: version, defaults, limits, workflows)"
+    assert "workflows.yaml:2: workflow: unknown key (did you mean workflows?)" in \
+        errors("version: 1\nworkflow: {w: {steps: [delay: 1s]}}\n")
 
 
 def test_duplicate_keys_are_refused():
@@ -236,6 +250,9 @@ def test_a_missing_file_says_how_to_point_at_one(tmp_path):
     ("{hours: 1.0e+308}", "must be at most 1 year"),
     ("1d1d", "expected a duration: seconds (3600), a unit string with each unit once, largest"),
     ("P1M", "months are not a fixed length"),
+    ("6M", "M is not a unit: minutes are m (6m) and months are not supported (got '6M')"),
+    ("2H", "units are lower-case: 2h (got '2H')"),
+    ("pt1m", "ISO 8601 durations are upper-case: PT1M (got 'pt1m')"),
 ])
 def test_a_duration_that_is_no_number_of_seconds_is_refused_where_it_is_written(value, message):
     text = f"version: 1\nworkflows:\n  w:\n    deadline: {value}\n    steps:\n      - activity: m:f\n"
@@ -451,6 +468,8 @@ def test_a_retry_policy_waits_its_backoff_after_each_failed_attempt():
      "(got 0.5)"),
     ("retention: 0", "workflows.yaml:5: workflows.w.retention: must be at least 1 second (got 0)"),
     ("retention: 2y", "workflows.yaml:5: workflows.w.retention: expected a duration"),
+    ("retention: 1M", "workflows.yaml:5: workflows.w.retention: M is not a unit: minutes are m "
+                      "(1m) and months are not supported (got '1M')"),
 ])
 def test_a_bad_retry_policy_or_retention_names_its_line_and_key(retry, message):
     found = error(f"""

@@ -13,7 +13,7 @@ from wfctl import durations
     (3600, 3600), (1.5, 1.5), ("3600", 3600), ("90s", 90), ("5m", 300), ("2h30m", 9000),
     ("1d12h", 129600), ("500ms", 0.5), ("1w", 604800), ("PT2H30M", 9000), ("P1D", 86400),
     ("P1W", 604800), ("PT0.5S", 0.5), ("P1DT2H", 93600), ("P1Y", 365 * 86400),
-    ("pt2h30m", 9000), ("1H30M", 5400), ("1w2d3h4m5s", 788645), ("1m5ms", 60.005),
+    ("PT1M", 60), ("1w2d3h4m5s", 788645), ("1m5ms", 60.005),
     (" 5m ", 300), ("\t2h\n", 7200),
     ({"days": 1, "hours": 12}, 129600), ({"hours": 2, "minutes": 30}, 9000),
     ({"seconds": 3600}, 3600), ({"days": 1}, 86400),
@@ -94,6 +94,34 @@ def test_blanks_inside_a_duration_are_refused(value):
 def test_iso_months_are_refused_because_their_length_varies(value):
     with pytest.raises(durations.DurationError, match="months are not a fixed length"):
         durations.parse(value)
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("2H", "units are lower-case: 2h (got '2H')"),
+    ("1D", "units are lower-case: 1d (got '1D')"),
+    ("1W", "units are lower-case: 1w (got '1W')"),
+    ("30S", "units are lower-case: 30s (got '30S')"),
+    ("500MS", "units are lower-case: 500ms (got '500MS')"),
+    ("500Ms", "units are lower-case: 500ms (got '500Ms')"),
+    ("1M", "M is not a unit: minutes are m (1m) and months are not supported (got '1M')"),
+    ("6M", "M is not a unit: minutes are m (6m) and months are not supported (got '6M')"),
+    ("1H30M", "M is not a unit: minutes are m (1h30m) and months are not supported "
+              "(got '1H30M')"),
+    ("1h30M", "M is not a unit: minutes are m (1h30m) and months are not supported "
+              "(got '1h30M')"),
+    ("pt1m", "ISO 8601 durations are upper-case: PT1M (got 'pt1m')"),
+    ("pt2h30m", "ISO 8601 durations are upper-case: PT2H30M (got 'pt2h30m')"),
+    ("P1DT2h", "ISO 8601 durations are upper-case: P1DT2H (got 'P1DT2h')"),
+])
+def test_unit_letters_are_case_sensitive_and_the_right_form_is_given(value, message):
+    with pytest.raises(durations.DurationError) as caught:
+        durations.parse(value)
+    assert str(caught.value) == message
+
+
+def test_iso_minutes_and_unit_minutes_agree():
+    assert durations.parse("PT1M") == durations.parse("1m") == 60
+    assert durations.parse("PT6M") == durations.parse("6m") == 360
 
 
 def test_a_year_is_the_cap_in_every_form():

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import math
 import os
 import re
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
 
 import yaml
 
@@ -37,6 +38,9 @@ LIMIT_DEFAULTS = {
     "child_depth": 64,
 }
 _SIZE = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*(b|kb|kib|mb|mib|gb|gib)?", re.IGNORECASE)
+# Retention shorter than this deletes an instance about as soon as anyone could look at it.
+SHORT_RETENTION = 60
+_T = TypeVar("_T")
 _SIZE_UNITS = {
     None: 1, "b": 1, "kb": 1000, "kib": 1024, "mb": 1000**2, "mib": 1024**2,
     "gb": 1000**3, "gib": 1024**3,
@@ -135,6 +139,8 @@ class Step:
     branches: tuple[Step, ...] = ()
     workflow_type: str | None = None
     while_key: str | None = None
+    # Where it is written: `workflows.T.steps[2]`, `workflows.T.steps[3].parallel[0]`.
+    path: str = ""
 
 
 @dataclass(frozen=True)
@@ -151,6 +157,7 @@ class WorkflowType:
     # How long a closed instance is kept before housekeeping deletes it; None: forever.
     retention: float | None = None
     line: int = 0
+    on_deadline_line: int = 0
 
     def first_queue(self) -> str | None:
         """The queue of the first activity the workflow runs (in a parallel step, its first
@@ -179,25 +186,29 @@ class Definitions:
     types: dict[str, WorkflowType]
     limits: Limits
     warnings: tuple[str, ...] = ()
+    # Every error found, each as `file:line: path: what`, in the file's order; only a file read
+    # with `keep_errors` has any (otherwise the first error is raised).
+    errors: tuple[str, ...] = ()
 
     def get(self, name: str) -> WorkflowType | None:
         return self.types.get(name)
 
-    def handlers(self) -> Iterator[tuple[str, str, int]]:
-        """(handler, key path, line) of every activity and on_deadline handler."""
+    def handlers(self, workflow_type: str | None = None) -> Iterator[tuple[str, str, int]]:
+        """(handler, key path, line) of every activity and on_deadline handler (of one type,
+        when given): parallel branches included."""
         for wf in self.types.values():
+            if workflow_type is not None and wf.name != workflow_type:
+                continue
             if wf.on_deadline:
-                yield wf.on_deadline, f"workflows.{wf.name}.on_deadline", wf.line
-            for index, step in enumerate(wf.steps):
-                where = f"workflows.{wf.name}.steps[{index}]"
-                for sub_index, sub in enumerate(step.branches or (step,)):
+                yield wf.on_deadline, f"workflows.{wf.name}.on_deadline", wf.on_deadline_line
+            for step in wf.steps:
+                for sub in step.branches or (step,):
                     if sub.handler:
-                        path = f"{where}.parallel[{sub_index}]" if step.branches else where
-                        yield sub.handler, path, sub.line
+                        yield sub.handler, sub.path, sub.line
 
 
-def load(path: str | os.PathLike[str]) -> Definitions:
-    """Read and validate a definitions file."""
+def load(path: str | os.PathLike[str], *, keep_errors: bool = False) -> Definitions:
+    """Read and validate a definitions file; see `parse` for `keep_errors`."""
     shown = str(path)
     try:
         with open(path, "rb") as file:
@@ -217,11 +228,16 @@ def load(path: str | os.PathLike[str]) -> Definitions:
         raise DefinitionError(
             f"{shown}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})"
         ) from None
-    return parse(source, shown)
+    return parse(source, shown, keep_errors=keep_errors)
 
 
-def parse(source: str, path: str = "workflows.yaml") -> Definitions:
-    """Validate definitions text; `path` is only used in messages."""
+def parse(source: str, path: str = "workflows.yaml", *, keep_errors: bool = False) -> Definitions:
+    """Validate definitions text; `path` is only used in messages.
+
+    Every error is found, not only the first: DefinitionError's `errors` lists them all. With
+    `keep_errors`, definitions that were read despite errors come back with them in `errors`
+    (only a file that cannot be read as a mapping of sections still raises).
+    """
     if not _is_unicode(source):
         raise DefinitionError(f"{path}: the text holds a lone surrogate (not valid Unicode)")
     loader = None
@@ -239,7 +255,29 @@ def parse(source: str, path: str = "workflows.yaml") -> Definitions:
     if root is None:
         raise DefinitionError(f"{path}:1: the file is empty (expected version: 1 and workflows:)")
     parser = _Parser(path, loader)
-    return parser.definitions(_Node(parser, root, ""), source)
+    found: Definitions | None = None
+    try:
+        found = parser.definitions(_Node(parser, root, ""), source)
+    except DefinitionError as exc:
+        parser.record(exc)
+    errors = parser.errors()
+    if errors and (found is None or not keep_errors):
+        first = errors[0]
+        more = len(errors) - 1
+        message = first if not more else \
+            f"{first} (and {more} more error{'s' if more > 1 else ''}: wfctl validate lists them)"
+        raise DefinitionError(message, line=parser.lines[0], errors=errors)
+    assert found is not None
+    return replace(found, errors=errors)
+
+
+def unknown_key(key: str, known: tuple[str, ...], what: str = "key") -> str:
+    """The complaint about a key that is not one of `known`: the closest known one when a
+    typing slip explains it, else all of them."""
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    if close:
+        return f"unknown {what} (did you mean {close[0]}?)"
+    return f"unknown {what} (expected one of: {', '.join(known)})"
 
 
 def _is_unicode(text: str) -> bool:
@@ -358,10 +396,12 @@ class _Node:
 
     def fail(self, message: str) -> DefinitionError:
         where = f"{self.path}: " if self.path else ""
-        return DefinitionError(f"{self.parser.file}:{self.line}: {where}{message}")
+        return DefinitionError(f"{self.parser.file}:{self.line}: {where}{message}",
+                               line=self.line)
 
     def warn(self, message: str) -> None:
-        self.parser.warnings.append(f"{self.parser.file}:{self.line}: {self.path}: {message}")
+        self.parser.warnings.append(
+            (self.line, f"{self.parser.file}:{self.line}: {self.path}: {message}"))
 
     def value(self) -> Any:
         return self.parser.construct(self, self.node)
@@ -384,11 +424,13 @@ class _Node:
                     f"key {key!r} holds a lone surrogate (not valid Unicode)")
             child_path = f"{self.path}.{key}" if self.path else key
             child = _Node(self.parser, value_node, child_path)
+            # A duplicate or unknown key is reported and left out, so that the rest is checked.
             if key in result:
-                raise child.fail("duplicate key")
-            if allowed and key not in allowed:
-                raise child.fail(f"unknown key (expected one of: {', '.join(allowed)})")
-            result[key] = child
+                self.parser.record(child.fail("duplicate key"))
+            elif allowed and key not in allowed:
+                self.parser.record(child.fail(unknown_key(key, allowed)))
+            else:
+                result[key] = child
         return result
 
     def sequence(self, what: str) -> list[_Node]:
@@ -436,10 +478,37 @@ class _Node:
 
 
 class _Parser:
+    """Reads the document's nodes into definitions; an error in one value is recorded and the
+    reading goes on with the next, so that one pass finds them all."""
+
     def __init__(self, file: str, loader: yaml.SafeLoader) -> None:
         self.file = file
         self.loader = loader
-        self.warnings: list[str] = []
+        self.warnings: list[tuple[int, str]] = []
+        self._errors: dict[str, int] = {}
+        # Every workflow type the file defines, read or not: what a child step may name.
+        self.type_names: tuple[str, ...] = ()
+
+    def record(self, exc: DefinitionError) -> None:
+        """Keep an error (once: a mapping read twice reports its unknown keys once)."""
+        for message in exc.errors:
+            self._errors.setdefault(message, exc.line)
+
+    def errors(self) -> tuple[str, ...]:
+        """The errors recorded, in the file's order."""
+        return tuple(sorted(self._errors, key=self._errors.__getitem__))
+
+    @property
+    def lines(self) -> list[int]:
+        return sorted(self._errors.values())
+
+    def recover(self, read: Callable[[], _T], default: _T) -> _T:
+        """`read()`, or `default` once its error is recorded."""
+        try:
+            return read()
+        except DefinitionError as exc:
+            self.record(exc)
+            return default
 
     def construct(self, at: _Node, node: yaml.Node) -> Any:
         """The Python value of a node; a value PyYAML cannot build is this file's error."""
@@ -455,20 +524,25 @@ class _Parser:
     def definitions(self, root: _Node, source: str) -> Definitions:
         top = root.mapping(("version", "defaults", "limits", "workflows"), "sections")
         if "version" not in top:
-            raise root.fail("version: missing (expected version: 1)")
-        version = top["version"].value()
-        if isinstance(version, bool) or version != 1:
-            raise top["version"].fail(f"expected 1 (got {brief(version)})")
-        type_defaults = self.defaults(top.get("defaults"))
-        limits = self.limits(top.get("limits"))
+            self.record(root.fail("version: missing (expected version: 1)"))
+        else:
+            version = top["version"].value()
+            if isinstance(version, bool) or version != 1:
+                self.record(top["version"].fail(f"expected 1 (got {brief(version)})"))
+        type_defaults = self.recover(lambda: self.defaults(top.get("defaults")), _TypeDefaults())
+        limits = self.recover(lambda: self.limits(top.get("limits")), Limits())
         if "workflows" not in top:
             raise root.fail("workflows: missing (expected a mapping of workflow types)")
         workflows = top["workflows"].mapping((), "workflow types")
         if not workflows:
             raise top["workflows"].fail("expected at least one workflow type")
-        types = {name: self.workflow(name, node, type_defaults) for name, node in workflows.items()}
-        for wf in types.values():
-            self.check_children(wf, types, workflows[wf.name])
+        self.type_names = tuple(workflows)
+        types = {}
+        for name, node in workflows.items():
+            wf = self.recover(lambda name=name, node=node: self.workflow(name, node,
+                                                                         type_defaults), None)
+            if wf is not None:
+                types[name] = wf
         return Definitions(
             path=self.file,
             source=source,
@@ -477,7 +551,8 @@ class _Parser:
             digest=hashlib.sha256(source.encode()).hexdigest()[:16],
             types=types,
             limits=limits,
-            warnings=tuple(self.warnings),
+            warnings=tuple(warning for _, warning in sorted(self.warnings,
+                                                             key=lambda warning: warning[0])),
         )
 
     def defaults(self, node: _Node | None) -> _TypeDefaults:
@@ -487,25 +562,38 @@ class _Parser:
                             "defaults")
         options = ActivityOptions()
         if "activity" in keys:
-            options = self.activity_options(keys["activity"], options, allowed=_OPTION_KEYS)
-        task_timeout = keys["workflow_task_timeout"].timeout() if "workflow_task_timeout" in keys \
-            else 10.0
+            options = self.recover(
+                lambda: self.activity_options(keys["activity"], options, allowed=_OPTION_KEYS),
+                options)
+        task_timeout = self.recover(keys["workflow_task_timeout"].timeout, 10.0) \
+            if "workflow_task_timeout" in keys else 10.0
         return _TypeDefaults(
             activity=options,
             workflow_task_timeout=task_timeout,
-            retry=self.retry(keys["retry"]) if "retry" in keys else None,
-            retention=keys["retention"].timeout() if "retention" in keys else None,
+            retry=self.recover(lambda: self.retry(keys["retry"]), None) if "retry" in keys
+            else None,
+            retention=self.retention(keys["retention"]) if "retention" in keys else None,
         )
+
+    def retention(self, node: _Node) -> float | None:
+        retention = self.recover(node.timeout, None)
+        if retention is not None and retention < SHORT_RETENTION:
+            node.warn(f"retention ({durations.format(retention)}) is shorter than a minute: "
+                      "a closed instance is deleted almost at once")
+        return retention
 
     def limits(self, node: _Node | None) -> Limits:
         values = dict(LIMIT_DEFAULTS)
         if node is not None:
             for key, child in node.mapping(tuple(LIMIT_DEFAULTS), "limits").items():
-                values[key] = _size(child) if key == "payload_size" else child.integer(0)
+                values[key] = self.recover(
+                    lambda key=key, child=child: _size(child) if key == "payload_size"
+                    else child.integer(0), values[key])
         for key in LIMIT_DEFAULTS:
             env = os.environ.get(f"WFCTL_LIMIT_{key.upper()}")
             if env is not None:
-                values[key] = _env_limit(key, env)
+                values[key] = self.recover(lambda key=key, env=env: _env_limit(key, env),
+                                           values[key])
         return Limits(**values)
 
     def workflow(self, name: str, node: _Node, type_defaults: _TypeDefaults) -> WorkflowType:
@@ -513,52 +601,88 @@ class _Parser:
             raise node.fail("workflow type names use letters, digits, '_', '.' and '-'")
         keys = node.mapping(_WORKFLOW_KEYS, "workflow settings")
         defaults = type_defaults.activity
+        steps: list[tuple[_Node, Step]] = []
         if "steps" not in keys:
-            raise node.fail("steps: missing (expected a list of steps)")
-        steps = tuple(
-            self.step(item, defaults, STEP_KINDS)
-            for item in keys["steps"].sequence("steps")
-        )
-        if not steps:
-            raise keys["steps"].fail("expected at least one step")
-        for index, step in enumerate(steps[:-1]):
+            self.record(node.fail("steps: missing (expected a list of steps)"))
+        else:
+            items = self.recover(lambda: keys["steps"].sequence("steps"), None)
+            if items == []:
+                self.record(keys["steps"].fail("expected at least one step"))
+            for item in items or ():
+                step = self.recover(lambda item=item: self.step(item, defaults, STEP_KINDS), None)
+                if step is not None:
+                    steps.append((item, step))
+        for item, step in steps[:-1]:
             if step.kind == "continue_as_new":
-                raise keys["steps"].sequence("steps")[index].fail(
-                    "continue_as_new must be the last step"
-                )
+                self.record(item.fail("continue_as_new must be the last step"))
         child_policy = "abandon"
         if "child_policy" in keys:
-            child_policy = keys["child_policy"].text(
+            child_policy = self.recover(lambda: keys["child_policy"].text(
                 re.compile("|".join(CHILD_POLICIES)),
                 "one of terminate, request_cancel, abandon",
-            )
+            ), child_policy)
         on_deadline = None
         if "on_deadline" in keys:
-            on_deadline = keys["on_deadline"].text(HANDLER, "a handler as 'module:function'")
+            on_deadline = self.recover(
+                lambda: keys["on_deadline"].text(HANDLER, "a handler as 'module:function'"), None)
+        timeouts = {key: self.recover(keys[key].timeout, None) if key in keys else None
+                    for key in ("execution_timeout", "run_timeout", "deadline")}
+        if "on_deadline" in keys and "deadline" not in keys:
+            keys["on_deadline"].warn("on_deadline is set but the type has no deadline: it runs "
+                                     "only for instances started with --deadline")
+        self.check_signal_waits(steps, timeouts["run_timeout"], timeouts["execution_timeout"])
         return WorkflowType(
             name=name,
-            steps=steps,
-            execution_timeout=_opt(keys, "execution_timeout"),
-            run_timeout=_opt(keys, "run_timeout"),
-            deadline=_opt(keys, "deadline"),
+            steps=tuple(step for _, step in steps),
+            execution_timeout=timeouts["execution_timeout"],
+            run_timeout=timeouts["run_timeout"],
+            deadline=timeouts["deadline"],
             on_deadline=on_deadline,
             child_policy=child_policy,
-            workflow_task_timeout=keys["workflow_task_timeout"].timeout()
+            workflow_task_timeout=self.recover(keys["workflow_task_timeout"].timeout, None)
             if "workflow_task_timeout" in keys
             else type_defaults.workflow_task_timeout,
-            retry=self.retry(keys["retry"]) if "retry" in keys else type_defaults.retry,
-            retention=keys["retention"].timeout() if "retention" in keys
+            retry=self.recover(lambda: self.retry(keys["retry"]), None) if "retry" in keys
+            else type_defaults.retry,
+            retention=self.retention(keys["retention"]) if "retention" in keys
             else type_defaults.retention,
             line=node.line,
+            on_deadline_line=keys["on_deadline"].line if "on_deadline" in keys else 0,
         )
 
+    @staticmethod
+    def check_signal_waits(steps: list[tuple[_Node, Step]], run_timeout: float | None,
+                           execution_timeout: float | None) -> None:
+        """Warn about a signal wait's timeout that the run or execution timeout around it always
+        cuts short (the shorter of the two)."""
+        bounds = [(seconds, key) for seconds, key in ((run_timeout, "run_timeout"),
+                                                      (execution_timeout, "execution_timeout"))
+                  if seconds is not None]
+        if not bounds:
+            return
+        bound, key = min(bounds)
+        for item, step in steps:
+            if step.kind == "wait_for_signal" and step.timeout is not None \
+                    and step.timeout > bound:
+                item.warn(f"the signal wait's timeout ({durations.format(step.timeout)}) is "
+                          f"longer than {key} ({durations.format(bound)}): the {key} "
+                          "fires first")
+
     def step(self, node: _Node, defaults: ActivityOptions, kinds: tuple[str, ...]) -> Step:
+        return replace(self._step(node, defaults, kinds), path=node.path)
+
+    def _step(self, node: _Node, defaults: ActivityOptions, kinds: tuple[str, ...]) -> Step:
         if not node.is_mapping():
             raise node.fail(f"expected a step: a mapping with one of {', '.join(kinds)}")
-        present = [
-            key for key in (self.construct(node, k) for k, _ in node.node.value)
-            if isinstance(key, str) and key in STEP_KINDS
-        ]
+        written = [(self.construct(node, k), k) for k, _ in node.node.value]
+        present = [key for key, _ in written if isinstance(key, str) and key in STEP_KINDS]
+        if not present:
+            # A step kind misspelt (`activty:`) is named as such, not as a step without a kind.
+            for key, key_node in written:
+                if isinstance(key, str) and difflib.get_close_matches(key, kinds, n=1,
+                                                                      cutoff=0.6):
+                    raise _Node(self, key_node, f"{node.path}.{key}").fail(
+                        unknown_key(key, kinds, "step kind"))
         if len(present) != 1 or present[0] not in kinds:
             found = ", ".join(present) if present else "none"
             raise node.fail(f"expected exactly one of {', '.join(kinds)} (found {found})")
@@ -566,28 +690,36 @@ class _Parser:
         allowed = _STEP_KEYS[kind]
         keys = node.mapping(allowed, f"{kind} step settings")
         main = keys[kind]
-        name = keys["name"].text() if "name" in keys else None
+        name = self.recover(keys["name"].text, None) if "name" in keys else None
         if kind == "activity":
-            handler = main.text(HANDLER, "a handler as 'module:function'")
+            handler = self.recover(lambda: main.text(HANDLER, "a handler as 'module:function'"),
+                                   None)
             options = self.activity_options(node, defaults, allowed=allowed)
-            return Step(kind, name or handler.split(":")[1], node.line, handler=handler,
-                        options=options)
+            return Step(kind, name or (handler or ":activity").split(":")[1], node.line,
+                        handler=handler, options=options)
         if kind == "delay":
             return Step(kind, name or f"delay {durations.format(main.interval())}", node.line,
                         duration=main.interval())
         if kind == "wait_for_signal":
-            signal = main.text(expected="a signal name")
-            timeout = keys["timeout"].timeout() if "timeout" in keys else None
-            return Step(kind, name or signal, node.line, signal=signal, timeout=timeout)
+            signal = self.recover(lambda: main.text(expected="a signal name"), None)
+            timeout = self.recover(keys["timeout"].timeout, None) if "timeout" in keys else None
+            return Step(kind, name or signal or "wait_for_signal", node.line, signal=signal,
+                        timeout=timeout)
         if kind == "parallel":
-            branches = tuple(
-                self.step(item, defaults, BRANCH_KINDS) for item in main.sequence("branches")
-            )
-            if not branches:
+            items = main.sequence("branches")
+            if not items:
                 raise main.fail("expected at least one branch")
+            branches = tuple(
+                branch for branch in (
+                    self.recover(lambda item=item: self.step(item, defaults, BRANCH_KINDS), None)
+                    for item in items)
+                if branch is not None)
             return Step(kind, name or "parallel", node.line, branches=branches)
         if kind == "workflow":
             child = main.text(TYPE_NAME, "a workflow type name")
+            if child not in self.type_names:
+                raise main.fail(f"unknown workflow type {child!r} "
+                                f"(defined: {', '.join(sorted(self.type_names))})")
             return Step(kind, name or child, node.line, workflow_type=child)
         cont = main.mapping(("while",), "continue_as_new settings")
         if "while" not in cont:
@@ -600,29 +732,24 @@ class _Parser:
     ) -> ActivityOptions:
         keys = node.mapping(allowed, "activity options")
         values: dict[str, Any] = {}
-        for key in ("schedule_to_start", "start_to_close", "schedule_to_close", "heartbeat"):
+        for key in _TIMEOUT_KEYS:
             if key in keys:
-                values[key] = keys[key].timeout()
+                values[key] = self.recover(keys[key].timeout, getattr(base, key))
         if "max_attempts" in keys:
-            values["max_attempts"] = keys["max_attempts"].integer(1, MAX_ATTEMPTS)
+            values["max_attempts"] = self.recover(
+                lambda: keys["max_attempts"].integer(1, MAX_ATTEMPTS), base.max_attempts)
         if "backoff" in keys:
-            values["backoff"] = self.backoff(keys["backoff"])
+            values["backoff"] = self.recover(lambda: self.backoff(keys["backoff"]), base.backoff)
         if "non_retryable" in keys:
-            names = [
+            values["non_retryable"] = self.recover(lambda: tuple(
                 item.text(EXCEPTION_NAME, "an exception class name")
                 for item in keys["non_retryable"].sequence("exception class names")
-            ]
-            values["non_retryable"] = tuple(names)
+            ), base.non_retryable)
         if "queue" in keys:
-            values["queue"] = keys["queue"].text(QUEUE_NAME, "a queue name")
+            values["queue"] = self.recover(
+                lambda: keys["queue"].text(QUEUE_NAME, "a queue name"), base.queue)
         options = ActivityOptions(**{**base.__dict__, **values})
-        s2s, s2c, total = options.schedule_to_start, options.start_to_close, \
-            options.schedule_to_close
-        if total is not None and s2s is not None and s2c is not None and total > s2s + s2c:
-            node.warn(
-                f"schedule_to_close ({durations.format(total)}) exceeds schedule_to_start + "
-                f"start_to_close ({durations.format(s2s + s2c)})"
-            )
+        _check_timeouts(node, options, set(values))
         return options
 
     def backoff(self, node: _Node) -> Backoff:
@@ -654,36 +781,26 @@ class _Parser:
             raise node.fail("max_attempts: missing (expected the number of attempts in all, "
                             "the first included)")
         max_attempts = keys["max_attempts"].integer(1, MAX_ATTEMPTS)
-        backoff = self.backoff(keys["backoff"]) if "backoff" in keys else Backoff()
-        when = RETRY_CAUSES
-        if "when" in keys:
-            items = keys["when"].sequence("causes")
-            if not items:
-                raise keys["when"].fail(f"expected at least one of {', '.join(RETRY_CAUSES)}")
-            names: list[str] = []
-            for item in items:
-                cause = item.value()
-                if cause not in RETRY_CAUSES:
-                    raise item.fail(f"expected one of {', '.join(RETRY_CAUSES)} "
-                                    f"(got {brief(cause)})")
-                if cause in names:
-                    raise item.fail(f"{cause} is listed twice")
-                names.append(cause)
-            when = tuple(names)
+        backoff = self.recover(lambda: self.backoff(keys["backoff"]), Backoff()) \
+            if "backoff" in keys else Backoff()
+        when = self.recover(lambda: self.retry_causes(keys["when"]), RETRY_CAUSES) \
+            if "when" in keys else RETRY_CAUSES
         return WorkflowRetryPolicy(max_attempts=max_attempts, backoff=backoff, when=when)
 
-    def check_children(self, wf: WorkflowType, types: dict[str, WorkflowType],
-                       node: _Node) -> None:
-        for index, step in enumerate(wf.steps):
-            for sub_index, sub in enumerate(step.branches or (step,)):
-                if sub.kind == "workflow" and sub.workflow_type not in types:
-                    path = f"workflows.{wf.name}.steps[{index}]"
-                    if step.branches:
-                        path += f".parallel[{sub_index}]"
-                    raise DefinitionError(
-                        f"{self.file}:{sub.line}: {path}.workflow: unknown workflow type "
-                        f"{sub.workflow_type!r} (defined: {', '.join(sorted(types))})"
-                    )
+    def retry_causes(self, node: _Node) -> tuple[str, ...]:
+        items = node.sequence("causes")
+        if not items:
+            raise node.fail(f"expected at least one of {', '.join(RETRY_CAUSES)}")
+        names: list[str] = []
+        for item in items:
+            cause = item.value()
+            if cause not in RETRY_CAUSES:
+                raise item.fail(f"expected one of {', '.join(RETRY_CAUSES)} "
+                                f"(got {brief(cause)})")
+            if cause in names:
+                raise item.fail(f"{cause} is listed twice")
+            names.append(cause)
+        return tuple(names)
 
 
 @dataclass(frozen=True)
@@ -696,6 +813,7 @@ class _TypeDefaults:
     retention: float | None = None
 
 
+_TIMEOUT_KEYS = ("schedule_to_start", "start_to_close", "schedule_to_close", "heartbeat")
 _OPTION_KEYS = (
     "schedule_to_start", "start_to_close", "schedule_to_close", "heartbeat", "max_attempts",
     "backoff", "non_retryable", "queue",
@@ -714,8 +832,29 @@ _STEP_KEYS = {
 }
 
 
-def _opt(keys: dict[str, _Node], key: str) -> float | None:
-    return keys[key].timeout() if key in keys else None
+def _check_timeouts(node: _Node, options: ActivityOptions, set_here: set[str]) -> None:
+    """Warn about activity timeouts that cannot be meant: one that can never fire because
+    another always fires first, or a schedule_to_close that the others never reach. Only where
+    one of the two is set, so that a step does not repeat what its defaults were warned of."""
+    def shown(seconds: float) -> str:
+        return durations.format(seconds)
+
+    s2s, s2c, total = options.schedule_to_start, options.start_to_close, \
+        options.schedule_to_close
+    heartbeat = options.heartbeat
+    if heartbeat is not None and s2c is not None and set_here & {"heartbeat", "start_to_close"} \
+            and heartbeat >= s2c:
+        node.warn(f"heartbeat ({shown(heartbeat)}) is not shorter than start_to_close "
+                  f"({shown(s2c)}): the heartbeat timeout can never fire")
+    for key, seconds in (("schedule_to_start", s2s), ("start_to_close", s2c)):
+        if seconds is not None and total is not None \
+                and set_here & {key, "schedule_to_close"} and seconds >= total:
+            node.warn(f"{key} ({shown(seconds)}) is not shorter than schedule_to_close "
+                      f"({shown(total)}): it can never fire")
+    if total is not None and s2s is not None and s2c is not None and total > s2s + s2c \
+            and set_here & set(_TIMEOUT_KEYS):
+        node.warn(f"schedule_to_close ({shown(total)}) exceeds schedule_to_start + "
+                  f"start_to_close ({shown(s2s + s2c)})")
 
 
 def _size(node: _Node) -> int:

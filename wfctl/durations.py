@@ -13,20 +13,22 @@ ONE_YEAR = 365 * 24 * 3600
 # ASCII digits only: `\d` and float() also take other scripts' digits ("１s" would be 1 second).
 _NUMBER = r"[0-9]+(?:\.[0-9]+)?"
 _PLAIN = re.compile(rf"-?{_NUMBER}")
-# Each unit at most once, largest first; "5m" is minutes and "5ms" milliseconds.
+# Each unit at most once, largest first; "5m" is minutes and "5ms" milliseconds. Units are
+# lower-case, as in Go's and Temporal's durations: "1M" reads as a month to many, so upper-case
+# units are refused with their lower-case form rather than read either way.
 _UNIT_ORDER = (("w", 7 * 86400), ("d", 86400), ("h", 3600), ("m", 60), ("s", 1), ("ms", 0.001))
 _UNIT_STRING = re.compile(
-    "".join(rf"(?:(?P<{unit}>{_NUMBER}){unit})?" for unit, _ in _UNIT_ORDER), re.IGNORECASE
+    "".join(rf"(?:(?P<{unit}>{_NUMBER}){unit})?" for unit, _ in _UNIT_ORDER)
 )
 _UNIT_SECONDS = dict(_UNIT_ORDER)
-# ISO 8601 durations without months, whose length varies; a year is 365 days (the cap).
+# ISO 8601 durations without months, whose length varies; a year is 365 days (the cap). Their
+# designators are upper-case, as the standard writes them: "pt1m" is refused with "PT1M".
 _ISO = re.compile(
     rf"P(?:(?P<Y>{_NUMBER})Y)?(?:(?P<W>{_NUMBER})W)?(?:(?P<D>{_NUMBER})D)?"
-    rf"(?:T(?:(?P<H>{_NUMBER})H)?(?:(?P<M>{_NUMBER})M)?(?:(?P<S>{_NUMBER})S)?)?",
-    re.IGNORECASE,
+    rf"(?:T(?:(?P<H>{_NUMBER})H)?(?:(?P<M>{_NUMBER})M)?(?:(?P<S>{_NUMBER})S)?)?"
 )
 _ISO_SECONDS = {"Y": ONE_YEAR, "W": 7 * 86400, "D": 86400, "H": 3600, "M": 60, "S": 1}
-_ISO_MONTHS = re.compile(rf"P(?:{_NUMBER}Y)?{_NUMBER}M", re.IGNORECASE)
+_ISO_MONTHS = re.compile(rf"P(?:{_NUMBER}Y)?{_NUMBER}M")
 # Blanks around the whole value (YAML block scalars, a padded shell argument) are not part of it.
 _BLANKS = " \t\r\n"
 MAPPING_KEYS = {"weeks": 7 * 86400, "days": 86400, "hours": 3600, "minutes": 60, "seconds": 1}
@@ -116,15 +118,37 @@ def _parse_text(value: str) -> float | None:
     if text and match:
         return _finite(sum(float(amount) * _UNIT_SECONDS[unit.lower()]
                            for unit, amount in match.groupdict().items() if amount), value)
-    match = _ISO.fullmatch(text)
-    if match and any(match.groupdict().values()) and not text.upper().endswith("T"):
+    if _is_iso(text):
+        match = _ISO.fullmatch(text)
         return _finite(sum(float(amount) * _ISO_SECONDS[part]
                            for part, amount in match.groupdict().items() if amount), value)
-    if _ISO_MONTHS.match(text):
+    if _ISO_MONTHS.match(text.upper()):
         raise DurationError(
             f"months are not a fixed length: use days, weeks or P1Y (got {brief(value)})"
         )
-    raise _not_a_duration(value)
+    raise _wrong_case(text, value) or _not_a_duration(value)
+
+
+def _is_iso(text: str) -> bool:
+    match = _ISO.fullmatch(text)
+    return bool(match and any(match.groupdict().values()) and not text.endswith("T"))
+
+
+def _wrong_case(text: str, value: str) -> DurationError | None:
+    """The error for a duration that is one only with other letter cases, giving the right form:
+    a unit string in lower case, an ISO 8601 duration in upper case."""
+    lower = text.lower()
+    match = _UNIT_STRING.fullmatch(lower) if lower != text else None
+    if match and lower:
+        # "M" alone (not in "MS") is the letter people write for months.
+        if match.group("m") and text[match.end("m")] == "M":
+            return DurationError(f"M is not a unit: minutes are m ({lower}) and months are not "
+                                 f"supported (got {brief(value)})")
+        return DurationError(f"units are lower-case: {lower} (got {brief(value)})")
+    upper = text.upper()
+    if upper != text and _is_iso(upper):
+        return DurationError(f"ISO 8601 durations are upper-case: {upper} (got {brief(value)})")
+    return None
 
 
 def parse_timeout(value: object) -> float | None:

@@ -25,7 +25,16 @@ class WfctlError(Exception):
 
 
 class DefinitionError(WfctlError):
-    """workflows.yaml is missing, unreadable or invalid; the message names file:line and key path."""
+    """workflows.yaml is missing, unreadable or invalid; the message names file:line and key path.
+
+    `errors` holds every problem found, each on one line (the message tells the first and how
+    many more); `line` is where the first one is (0 when it is not at a line).
+    """
+
+    def __init__(self, message: str, *, line: int = 0, errors: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.line = line
+        self.errors = errors or (message,)
 
 
 class InvalidInput(WfctlError):

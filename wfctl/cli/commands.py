@@ -9,7 +9,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 from typer.core import TyperCommand, TyperGroup
@@ -253,25 +253,32 @@ def main_options(
 @_command()
 def validate(ctx: typer.Context,
              as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
-    """Check the definitions: a table of types with their timeouts and deadlines; warnings."""
+    """Check the definitions: a table of types with their timeouts and deadlines; warnings.
+
+    Every error is reported, each on its own `Error:` line with file:line (and every one in
+    `errors` with --json), not only the first."""
+    from wfctl import definitions as definitions_module
     from wfctl import handlers, render
 
+    client = _client(ctx)
     try:
-        definitions = _client(ctx).definitions()
+        definitions = definitions_module.load(client.workflows_path, keep_errors=True)
     except DefinitionError as exc:
-        if not as_json:
-            raise
-        # The same document as for a file that parses, so that a script reads one shape.
-        message = reads.error_message(exc, ctx.obj)
-        _print_json({"valid": False, "workflow_types": {}, "warnings": [], "errors": [message]})
-        _fail(message)
-    problems = [f"{definitions.path}:{line}: {path}: {why}"
-                for spec, path, line in definitions.handlers()
-                if (why := handlers.check(spec)) is not None]
+        errors = [reads.error_message(exc, client)] if len(exc.errors) == 1 else list(exc.errors)
+        if as_json:
+            # The same document as for a file that parses, so that a script reads one shape.
+            _print_json({"valid": False, "workflow_types": {}, "warnings": [], "errors": errors})
+        _fail_all(errors)
+    handlers.add_search_path(client.workflows_path)
+    problems = [*definitions.errors,
+                *(f"{definitions.path}:{line}: {path}: {why}"
+                  for spec, path, line in definitions.handlers()
+                  if (why := handlers.check(spec)) is not None)]
+    problems.sort(key=lambda problem: _line_of(problem, definitions.path))
     if as_json:
         _print_json({
             "valid": not problems,
-            "workflow_types": {
+            "workflow_types": {} if definitions.errors else {
                 wf.name: {
                     "steps": [s.name for s in wf.steps],
                     "execution_timeout_seconds": durations.whole_seconds(wf.execution_timeout),
@@ -290,13 +297,30 @@ def validate(ctx: typer.Context,
             "errors": problems,
         })
     else:
-        render.definitions(render.console(), definitions)
-        err = render.console(stderr=True)
-        for warning in definitions.warnings:
-            err.print(f"Warning: {warning}", style="yellow", markup=False)
+        if not definitions.errors:
+            render.definitions(render.console(), definitions)
+        _warn_all(definitions.warnings)
     if problems:
-        _fail(problems[0] if len(problems) == 1 else
-              f"{len(problems)} handlers cannot be used; first: {problems[0]}")
+        _fail_all(problems)
+
+
+def _line_of(problem: str, path: str) -> int:
+    """The line a `path:line: …` problem is at, so that problems are listed in the file's order."""
+    line = problem[len(path) + 1:].partition(":")[0]
+    return int(line) if line.isdigit() else 0
+
+
+def _warn_all(warnings: Any) -> None:
+    """`Warning:` lines on stderr, one each."""
+    for warning in warnings:
+        sys.stderr.write(f"Warning: {warning}\n")
+
+
+def _fail_all(errors: list[str]) -> NoReturn:
+    """`Error:` lines on stderr, one each, and exit 1."""
+    for error in errors[:-1]:
+        sys.stderr.write(f"Error: {error}\n")
+    _fail(errors[-1])
 
 
 @_command()
@@ -339,6 +363,8 @@ def start(
     client = _client(ctx)
     result = client.start(workflow_type, instance_id, input=data,
                           on_duplicate=on_duplicate.value, **overrides)
+    if result["outcome"] != "rejected_duplicate":
+        _warn_unimportable(client, workflow_type)
     if wait and result["outcome"] != "rejected_duplicate":
         _follow_until_closed(client, result, as_json)
         return
@@ -351,6 +377,19 @@ def start(
     if result["outcome"] == "rejected_duplicate":
         _fail(f"instance {result['workflow_instance_id']} is already open; pass "
               "--on-duplicate return-existing to get it, or choose another id")
+
+
+def _warn_unimportable(client: Client, workflow_type: str) -> None:
+    """A `Warning:` line for each handler of the type that cannot be imported here: the
+    instance still starts (its workers may run elsewhere, with other modules)."""
+    from wfctl import handlers
+
+    definitions = client.definitions()
+    if definitions.get(workflow_type) is None:
+        return
+    _warn_all(f"{definitions.path}:{line}: {path}: {why}"
+              for spec, path, line in definitions.handlers(workflow_type)
+              if (why := handlers.check(spec)) is not None)
 
 
 def _follow_until_closed(client: Client, result: dict[str, Any], as_json: bool) -> None:
@@ -468,8 +507,10 @@ def list_command(
     workflow_type: str | None = typer.Option(
         None, "--type", metavar="TYPE", help="Only this workflow type.",
         autocompletion=_complete_types),
-    since: str | None = typer.Option(None, "--since", metavar="DATE",
-                                     help="Created at or after (any date python-dateutil reads)."),
+    since: str | None = typer.Option(
+        None, "--since", metavar="WHEN",
+        help="Created in the last DURATION (1h) or at or after an ISO 8601 date or instant "
+             "(2026-12-01, 2026-12-01T16:00:00+00:00; UTC unless an offset is given)."),
     limit: int = typer.Option(50, "--limit", min=1, metavar="N", help="At most this many."),
     watch: bool = typer.Option(False, "--watch", help="Refresh until interrupted."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any, NoReturn
 
-from wfctl import clock, jsonvalue
+from wfctl import durations, jsonvalue
 from wfctl.client import Client
-from wfctl.errors import DefinitionError, NotFound, WfctlError
+from wfctl.errors import DefinitionError, NotFound, WfctlError, brief
 from wfctl.vocabulary import EVENT_TYPES
 
 
@@ -57,21 +59,12 @@ def list_instances(client: Client, *, status: str | None = None, workflow_type: 
                    since: str | None = None, limit: int = 50, watch: bool = False,
                    as_json: bool = False) -> None:
     """`wfctl list`; each keyword's default is the option's."""
-    since_at = None
-    if since is not None:
-        from dateutil import parser as date_parser
-
-        try:
-            since_at = date_parser.parse(since)
-            if since_at.tzinfo is None:
-                since_at = since_at.astimezone()
-            clock.iso(since_at)
-        except (ValueError, OverflowError):
-            fail(f"--since: cannot read {since!r} as a date")
+    since_at = instant_option("--since", since, client.now) if since is not None else None
 
     def rows() -> list[dict[str, Any]]:
-        return client.list(status=status, workflow_type=workflow_type, since=since_at,
-                           limit=limit)
+        # A duration counts back from each refresh's now, so that --watch --since 1h slides.
+        return client.list(status=status, workflow_type=workflow_type,
+                           since=since_at() if since_at else None, limit=limit)
 
     if as_json:
         print_json(rows())
@@ -83,6 +76,46 @@ def list_instances(client: Client, *, status: str | None = None, workflow_type: 
         from wfctl import render
 
         render.instances(render.console(), rows(), client.now())
+
+
+# An ISO 8601 date in the extended form, which starts every date or instant an option takes;
+# anything else is read as a duration ("20261201" is 20,261,201 seconds, not a date).
+_ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+INSTANT_EXPECTED = ("a duration back from now (1h: the last hour) or an ISO 8601 date or instant "
+                    "(2026-12-01, 2026-12-01T16:00:00+00:00)")
+
+
+def instant_option(option: str, text: str,
+                   now: Callable[[], datetime]) -> Callable[[], datetime]:
+    """An option that takes an instant: a duration back from `now` (read again at each call),
+    or an ISO 8601 date or instant. A date or instant without an offset is UTC, the clock every
+    instant wfctl stores and shows is in; a date alone is its midnight, UTC."""
+    value = text.strip(" \t\r\n")
+    if _ISO_DATE.match(value):
+        try:
+            instant = datetime.fromisoformat(value)
+            if instant.tzinfo is None:
+                instant = instant.replace(tzinfo=UTC)
+            instant = instant.astimezone(UTC)
+        except (ValueError, OverflowError):
+            fail(f"{option}: expected {INSTANT_EXPECTED} (got {brief(text)})")
+        return lambda: instant
+    given: Any = value
+    try:
+        if value.startswith("{"):
+            from wfctl import definitions
+
+            given = definitions.yaml_value(value)
+        seconds = durations.parse_interval(given, minimum=0)
+    except DefinitionError as exc:
+        fail(f"{option}: {exc}")
+    except durations.DurationError as exc:
+        # A value that is no duration at all may have been meant as a date.
+        message = str(exc)
+        if message.startswith(f"expected {durations.EXPECTED}"):
+            message = f"expected {INSTANT_EXPECTED} (got {brief(text)})"
+        fail(f"{option}: {message}")
+    return lambda: now() - timedelta(seconds=seconds)
 
 
 def describe(client: Client, *, instance_id: str, run: int | None = None,
