@@ -734,6 +734,20 @@ def systemd_unit(
                                     help="Run the worker as this user."),
     grace: str = typer.Option("30s", "--grace", metavar="DURATION",
                               help="The worker's drain grace period."),
+    queue: list[str] = typer.Option([], "--queue", "-q", metavar="QUEUE",
+                                    help="The worker serves this queue (repeatable)."),
+    concurrency: int | None = typer.Option(None, "--concurrency", "-c", min=1,
+                                           max=MAX_CONCURRENCY, metavar="N",
+                                           help="The worker's handlers run at once."),
+    isolation: str | None = typer.Option(None, "--isolation", metavar=PLACEHOLDERS[Isolation],
+                                         help="Where the worker's handlers run.",
+                                         **CHOICES["--isolation"]),
+    metrics_port: int | None = typer.Option(None, "--metrics-port", min=1, max=65535,
+                                            metavar="PORT",
+                                            help="The worker serves Prometheus metrics here."),
+    log_format: str | None = typer.Option(None, "--log-format", metavar=PLACEHOLDERS[LogFormat],
+                                          help="How the worker writes its log lines.",
+                                          **CHOICES["--log-format"]),
     environment_file: str = typer.Option(
         ENVIRONMENT_FILE, "--environment-file", metavar="PATH",
         help="With a PostgreSQL database: the file (mode 600) the unit reads WFCTL_DB from, "
@@ -744,9 +758,15 @@ def systemd_unit(
 
     client = _client(ctx)
     executable = shutil.which("wfctl") or f"{sys.executable} -m wfctl"
+    worker = systemd.WorkerArgs(grace=_interval("--grace", grace, minimum=0),
+                                queues=tuple(dict.fromkeys(queue)), concurrency=concurrency,
+                                isolation=isolation, metrics_port=metrics_port,
+                                log_format=log_format)
+    for warning in systemd.unit_warnings(db=client.db_path, workflows=client.workflows_path,
+                                         user=user):
+        sys.stderr.write(f"Warning: {warning}\n")
     sys.stdout.write(systemd.unit(executable=executable, db=client.db_path,
-                                  workflows=client.workflows_path, user=user,
-                                  grace=_interval("--grace", grace, minimum=0),
+                                  workflows=client.workflows_path, user=user, worker=worker,
                                   environment_file=environment_file))
 
 
