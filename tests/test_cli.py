@@ -169,8 +169,8 @@ def test_list_is_newest_first_and_filters(cli):
     assert rows == []
     result = cli("list", "--status", "bogus")
     assert result.exit_code == 2
-    assert "Error: Invalid value for '--status': Value error, 'bogus' is not one of 'running', " \
-        "'waiting'" in result.stderr
+    assert result.stderr == "Error: --status: 'bogus' is not one of running, waiting, paused, " \
+        "completed, failed, timed_out, cancelled, terminated\n"
 
 
 def test_validate_prints_each_type_with_its_timeouts(cli):
@@ -216,3 +216,25 @@ def test_the_shipped_example_completes_with_one_work_once_pass(db):
     assert doc["status"] == "completed"
     assert doc["state"]["loaded"] == 5
     assert doc["activities"][0]["last_heartbeat_details"] == {"extracted": 5}
+
+
+def test_history_no_tasks_leaves_out_the_workflow_task_events(cli):
+    cli("start", "etl", "order-1")
+    assert cli("work", "--once").exit_code == 0
+    _, every = cli.json("history", "order-1")
+    assert {"WorkflowTaskScheduled", "WorkflowTaskStarted", "WorkflowTaskCompleted"} <= \
+        {event["event_type"] for event in every}
+
+    _, shown = cli.json("history", "order-1", "--no-tasks")
+    table = cli("history", "order-1", "--no-tasks")
+
+    assert shown == [event for event in every if not event["event_type"].startswith("WorkflowTask")]
+    assert table.exit_code == 0
+    assert "WorkflowTask" not in table.stdout
+    assert "ActivityCompleted" in table.stdout and "WorkflowCompleted" in table.stdout
+    _, completed = cli.json("history", "order-1", "--no-tasks", "--event-type", "ActivityCompleted",
+                            "--event-type", "WorkflowTaskCompleted")
+    assert [event["event_type"] for event in completed] == ["ActivityCompleted"] * 3
+    only_tasks = cli("history", "order-1", "--no-tasks", "--event-type", "WorkflowTaskStarted")
+    assert (only_tasks.exit_code, only_tasks.stderr) == \
+        (2, "Error: --no-tasks hides every --event-type given\n")

@@ -18,7 +18,7 @@ from wfctl.store import open_store
 
 pytestmark = pytest.mark.both_backends
 
-COMPLETIONS = Path(__file__).parent.parent / "completions"
+COMPLETIONS = Path(__file__).parent.parent / "wfctl" / "completions"
 SHELLS = ("bash", "zsh", "fish")
 DEFINITIONS = """
 version: 1

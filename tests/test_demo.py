@@ -36,8 +36,8 @@ def test_the_demo_shows_a_timeout_and_a_deadline_firing_in_about_60_lines(tmp_pa
     assert result.stderr == ""
     lines = result.stdout.splitlines()
     # Every line fits 80 columns, but the one naming the folder kept (as long as its path).
-    folder = Path(lines[lines.index("What next (the database and its workflows.yaml are kept):")
-                        + 1].removeprefix("  cd "))
+    folder = Path(lines[lines.index("What next (the folder is kept: etl.py, workflows.yaml, "
+                                    "wfctl.db):") + 1].removeprefix("  cd "))
     assert max(len(line) for line in lines if str(folder) not in line) <= 80
     assert len(lines) <= 62
     # About 3 s on a quiet machine: the bound catches a demo that waits out a real timeout
@@ -51,15 +51,16 @@ def test_the_demo_shows_a_timeout_and_a_deadline_firing_in_about_60_lines(tmp_pa
     # The deadline that passed, and the on_deadline handler that ran for it.
     assert "on_deadline: the import of demo://archive.csv missed its deadline" in text
     assert re.search(r"WorkflowDeadlineExceeded\n  Deadline exceeded \(deadline [^)]+\);\s+"
-                     r"wfctl\.examples\.etl:alert ran", text)
+                     r"etl:alert ran", text)
     assert "demo-late failed after" in text
     # The timeline of demo-etl, with the start-to-close it hit.
     assert "etl  demo-etl  run 1 of 1  completed" in text
     assert "s transform attempt 1 start-to-close" in text and "hit: the attempt timed out" in text
     # What next, on the database it kept.
     assert folder.parent == tmp_path
-    assert (folder / "workflows.yaml").exists()
+    assert (folder / "workflows.yaml").exists() and (folder / "etl.py").exists()
     assert any(line.startswith("  wfctl timeline demo-late") for line in lines)
+    assert lines[-1] == "Edit etl.py first (the handlers), then workflows.yaml (steps and limits)."
 
     late = json.loads(wfctl("describe", "demo-late", "--json", cwd=folder).stdout)
     assert (late["status"], late["failure"]["failure_category"]) == ("failed", "deadline")
@@ -81,3 +82,25 @@ def test_the_demo_never_reuses_a_database(tmp_path):
         "new database (pass --folder with a new or empty folder)\n"
     assert again.stdout == ""
     assert (folder / "wfctl.db").stat().st_mtime_ns == before
+
+
+@pytest.mark.process
+def test_the_demo_folder_is_a_template_that_runs_with_its_own_handlers(tmp_path):
+    folder = tmp_path / "demo"
+    assert wfctl("demo", "--folder", str(folder), cwd=tmp_path).returncode == 0
+    assert "etl:extract" in (folder / "workflows.yaml").read_text()
+    # The user's first edit: the kept handler module, not the one inside the installed package.
+    handlers = folder / "etl.py"
+    handlers.write_text(handlers.read_text().replace(
+        'return {"loaded": len(state["rows"])}',
+        'return {"loaded": len(state["rows"]), "edited_in": "the demo folder"}'))
+
+    started = wfctl("start", "etl", "mine", "--json", cwd=folder)
+    worked = wfctl("work", "--once", cwd=folder)
+
+    assert started.returncode == 0, started.stderr
+    assert worked.returncode == 0, worked.stderr
+    mine = json.loads(wfctl("describe", "mine", "--json", cwd=folder).stdout)
+    assert mine["status"] == "completed"
+    assert mine["state"]["edited_in"] == "the demo folder"
+    assert mine["state"]["loaded"] == 5

@@ -28,12 +28,12 @@ def commands(group=ROOT, path=()) -> list[tuple[str, ...]]:
     return found
 
 
-def help_text(path: tuple[str, ...]) -> str:
+def help_text(path: tuple[str, ...], flag: str = "--help") -> str:
     """The help as a terminal 120 columns wide gets it (the test runner would force 80)."""
     env = {**os.environ, "COLUMNS": "120",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parent.parent),
                                                        os.environ.get("PYTHONPATH")]))}
-    result = subprocess.run([sys.executable, "-m", "wfctl", *path, "--help"], env=env,
+    result = subprocess.run([sys.executable, "-m", "wfctl", *path, flag], env=env,
                             capture_output=True, text=True, timeout=30)
     assert result.returncode == 0, result.stderr
     return result.stdout
@@ -110,3 +110,17 @@ def test_a_placeholder_names_what_the_option_takes():
     assert re.search(r"-c, --concurrency N +Handlers run at once", work)
     assert re.search(r"--log-format \[text\|json\] +How each log line is written", work)
     assert "Usage: wfctl start [OPTIONS] TYPE [ID]" in help_text(("start",))
+
+
+@pytest.mark.parametrize("path", commands(), ids=lambda path: " ".join(path) or "wfctl")
+def test_h_is_help_for_every_command(path):
+    # describe, list and history are also read without typer: -h reaches the help there too.
+    assert help_text(path, "-h") == help_text(path)
+
+
+def test_h_is_listed_beside_help():
+    assert re.search(r"^  -h, --help +Show this message and exit", help_text(("list",)), re.M)
+
+
+def test_the_database_option_names_both_backends():
+    assert re.search(r"--db PATH +SQLite file or PostgreSQL URL", help_text(()))

@@ -342,9 +342,9 @@ def test_history_event_type_filters_and_rejects_unknown_names(make_env):
 
     rows = result.stdout.splitlines()[1:]
     assert [row.split()[3] for row in rows] == ["ActivityTimedOut", "WorkflowFailed"]
-    assert wrong.exit_code == 1
-    assert wrong.stderr.startswith("Error: --event-type: unknown event type 'ActivityTimeout' "
-                                   "(one of WorkflowStarted, ")
+    assert wrong.exit_code == 2
+    assert wrong.stderr.startswith("Error: --event-type: 'ActivityTimeout' is not one of "
+                                   "WorkflowStarted, ")
 
 
 # --follow

@@ -227,10 +227,116 @@ def test_a_unit_for_postgresql_reads_the_url_from_an_environment_file_never_the_
     assert "After=network-online.target" in lines
     # Said in the unit itself: what the file holds and who may read it.
     assert "#   install -m 600 -o root -g root /dev/null /etc/wfctl/orders.env" in lines
-    unit_file = tmp_path / "wfctl.service"
+    verify(unit, tmp_path)
+
+
+def verify(unit: str, folder: Path) -> None:
+    """systemd's own check of a unit file: no unknown key, no bad setting."""
+    unit_file = folder / "wfctl.service"
     unit_file.write_text(unit)
     verified = subprocess.run(["systemd-analyze", "verify", "--man=no", str(unit_file)],
                               capture_output=True, text=True)
     assert verified.returncode == 0, verified.stderr
     assert not re.search(r"(?i)unknown key|missing '='|bad-setting|invalid", verified.stderr), \
         verified.stderr
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> tuple[Path, Path]:
+    """A database folder and a definitions file that exist, as on a host ready for the unit."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "app").mkdir()
+    workflows = tmp_path / "app" / "workflows.yaml"
+    workflows.write_text(textwrap.dedent(DEFINITIONS))
+    return tmp_path / "data" / "wfctl.db", workflows
+
+
+def me() -> str:
+    import pwd
+
+    return pwd.getpwuid(os.getuid()).pw_name
+
+
+def test_the_unit_passes_the_worker_options_on_to_its_exec_start(files, tmp_path):
+    db, workflows = files
+
+    result = CliRunner().invoke(app, [
+        "--db", str(db), "-w", str(workflows), "systemd-unit", "--user", me(),
+        "--queue", "orders", "-q", "bulk mail", "--queue", "orders", "--concurrency", "8",
+        "--isolation", "process", "--metrics-port", "9464", "--log-format", "json",
+        "--grace", "1m"])
+
+    assert (result.exit_code, result.stderr) == (0, "")
+    exec_start = next(line for line in result.stdout.splitlines() if line.startswith("ExecStart="))
+    assert exec_start.endswith(
+        f' --db {db} --workflows {workflows} work --queue orders --queue "bulk mail" '
+        "--concurrency 8 --isolation process --metrics-port 9464 --log-format json --grace 60s")
+    assert "TimeoutStopSec=75" in result.stdout.splitlines()
+    verify(result.stdout, tmp_path)
+
+
+def test_the_worker_options_are_checked_as_wfctl_work_checks_them(files):
+    db, workflows = files
+    runner = CliRunner()
+    base = ["--db", str(db), "-w", str(workflows), "systemd-unit"]
+
+    isolation = runner.invoke(app, [*base, "--isolation", "fork"])
+    concurrency = runner.invoke(app, [*base, "--concurrency", "0"])
+
+    assert (isolation.exit_code, isolation.stderr, isolation.stdout) == \
+        (2, "Error: --isolation: 'fork' is not one of thread, process\n", "")
+    assert concurrency.exit_code == 2 and concurrency.stdout == ""
+
+
+def test_the_unit_is_hardened_and_may_write_only_the_database_folder(files, tmp_path):
+    db, workflows = files
+
+    result = CliRunner().invoke(app, ["--db", str(db), "-w", str(workflows), "systemd-unit"])
+
+    lines = result.stdout.splitlines()
+    for line in ("NoNewPrivileges=yes", "PrivateTmp=yes", "ProtectSystem=strict",
+                 f"ReadWritePaths={db.parent}", "ProtectHome=read-only"):
+        assert line in lines
+    verify(result.stdout, tmp_path)
+
+
+def test_files_under_home_leave_home_folders_as_they_are():
+    result = CliRunner().invoke(app, ["--db", "/home/app/wfctl.db", "-w", "/srv/app/wf.yaml",
+                                      "systemd-unit"])
+
+    assert "ReadWritePaths=/home/app" in result.stdout.splitlines()
+    assert "ProtectHome" not in result.stdout
+    definitions_at_home = CliRunner().invoke(app, ["--db", "/var/lib/wfctl/wfctl.db",
+                                                   "-w", "/home/app/wf.yaml", "systemd-unit"])
+    assert "ProtectHome" not in definitions_at_home.stdout
+
+
+def test_a_unit_for_postgresql_writes_nothing_locally_and_waits_for_the_network(files, tmp_path):
+    _, workflows = files
+
+    result = CliRunner().invoke(app, ["--db", "postgresql://app@db.example.com/wf", "-w",
+                                      str(workflows), "systemd-unit", "--queue", "orders"])
+
+    assert (result.exit_code, result.stderr) == (0, "")
+    lines = result.stdout.splitlines()
+    assert {"After=network-online.target", "Wants=network-online.target",
+            "ProtectSystem=strict", "NoNewPrivileges=yes"} <= set(lines)
+    assert not any(line.startswith("ReadWritePaths=") for line in lines)
+    assert next(line for line in lines if line.startswith("ExecStart=")).endswith(
+        f" --workflows {workflows} work --queue orders --grace 30s")
+    verify(result.stdout, tmp_path)
+
+
+def test_the_unit_warns_about_missing_files_and_unknown_users(tmp_path):
+    result = CliRunner().invoke(app, ["--db", str(tmp_path / "data" / "wfctl.db"),
+                                      "-w", str(tmp_path / "workflows.yaml"), "systemd-unit",
+                                      "--user", "no-such-user-here"])
+
+    assert result.exit_code == 0
+    assert result.stderr.splitlines() == [
+        f"Warning: the definitions file {tmp_path / 'workflows.yaml'} does not exist",
+        f"Warning: the database's folder {tmp_path / 'data'} does not exist",
+        "Warning: there is no user no-such-user-here on this host",
+    ]
+    assert result.stdout.startswith("[Unit]\n")
+    assert not (tmp_path / "data").exists()

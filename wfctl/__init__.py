@@ -20,7 +20,7 @@ from wfctl.errors import (
     WfctlError,
 )
 
-__version__ = "0.1.0"
+__version__ = "0.3.0.dev0"
 
 __all__ = [
     "ActivityCancelled",

@@ -18,7 +18,10 @@ from wfctl.client import Client
 from wfctl.errors import InvalidInput
 from wfctl.worker import WorkerOptions
 
-DEFINITIONS = Path(__file__).parent / "examples" / "demo.yaml"
+EXAMPLES = Path(__file__).parent / "examples"
+# What the demo keeps beside its database, a template to edit: the definitions, and the module
+# of handlers they name (`etl:extract`), which imports from the definitions' folder.
+TEMPLATE = {"workflows.yaml": EXAMPLES / "demo.yaml", "etl.py": EXAMPLES / "etl.py"}
 # The demo's two workflows take about three seconds; past this something is wrong.
 PATIENCE = 30.0
 # demo-late must complete within this, and its extract step takes longer (60 rows, 50 ms each).
@@ -32,14 +35,15 @@ SHOWN = {
 
 
 def run(folder: Path, out: Console) -> None:
-    """Run the demo on a new database in `folder`, which is kept; print what happened, the
-    timeline of one workflow, and what to try next."""
+    """Run the demo on a new database in `folder`, which is kept with the workflow's definitions
+    and handlers; print what happened, the timeline of one workflow, and what to try next."""
     db, workflows = folder / "wfctl.db", folder / "workflows.yaml"
     if db.exists():
         raise InvalidInput(f"{db} exists already; the demo starts on a new database "
                            "(pass --folder with a new or empty folder)")
     folder.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(DEFINITIONS, workflows)
+    for name, source in TEMPLATE.items():
+        shutil.copyfile(source, folder / name)
     with Client(db, workflows) as client:
         client.start("etl", "demo-etl", input={"source": "demo://orders.csv", "stall": True})
         client.start("etl", "demo-late", input={"source": "demo://archive.csv",
@@ -109,12 +113,13 @@ def _outcome(doc: dict[str, Any]) -> str:
 
 def _what_next(out: Console, folder: Path) -> None:
     render.emit(out, Text.assemble(("\nWhat next", "bold"),
-                                   " (the database and its workflows.yaml are kept):"))
+                                   " (the folder is kept: etl.py, workflows.yaml, wfctl.db):"))
     # The folder is never broken over two lines: it is to be copied.
     out.print(f"  cd {folder}", soft_wrap=True, markup=False, highlight=False)
     render.emit(out, Text.assemble(
         "  wfctl describe demo-late      every deadline, and the one that passed\n",
         "  wfctl history demo-etl        each event; the timeout stands out\n",
         "  wfctl timeline demo-late      the run against its deadline\n",
-        "  wfctl retry demo-late --extend-deadline 1h && wfctl work --once\n",
-        "  wfctl start etl --input '{\"flaky\": true}' --wait   (with wfctl work running)"))
+        "  wfctl work                    the worker: it blocks, so in a second terminal\n",
+        "  wfctl start etl --input '{\"flaky\": true}' --wait   a new run, followed live\n",
+        ("Edit etl.py first", "bold"), " (the handlers), then workflows.yaml (steps and limits)."))

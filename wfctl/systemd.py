@@ -1,10 +1,13 @@
-"""The systemd notify protocol (READY, STOPPING, WATCHDOG, STATUS): a datagram, no dependency."""
+"""systemd: the notify protocol (READY, STOPPING, WATCHDOG, STATUS) as a datagram, no dependency;
+and the service unit `wfctl systemd-unit` prints, with what would keep it from running."""
 
 from __future__ import annotations
 
 import math
 import os
+import pwd
 import socket
+from dataclasses import dataclass
 
 from wfctl.store import POSTGRES_SCHEMES
 
@@ -40,23 +43,54 @@ def watchdog_interval() -> float | None:
 ENVIRONMENT_FILE = "/etc/wfctl/wfctl.env"
 
 
-def unit(*, executable: str, db: str, workflows: str, user: str | None, grace: float,
-         watchdog: int = 30, environment_file: str = ENVIRONMENT_FILE) -> str:
-    """A systemd service unit for `wfctl work` on these files.
+@dataclass(frozen=True)
+class WorkerArgs:
+    """The options of `wfctl work` a unit passes on (None or empty: the worker's default)."""
 
-    The worker drains for `grace` seconds on SIGTERM, so systemd waits longer than that before
+    grace: float = 30.0
+    queues: tuple[str, ...] = ()
+    concurrency: int | None = None
+    isolation: str | None = None
+    metrics_port: int | None = None
+    log_format: str | None = None
+
+    def words(self) -> list[str]:
+        words = [word for queue in self.queues for word in ("--queue", _quoted(queue))]
+        for option, value in (("--concurrency", self.concurrency),
+                              ("--isolation", self.isolation),
+                              ("--metrics-port", self.metrics_port),
+                              ("--log-format", self.log_format)):
+            if value is not None:
+                words += [option, str(value)]
+        return [*words, "--grace", f"{math.ceil(self.grace)}s"]
+
+
+# Where a home folder may be: ProtectHome= hides or freezes all of them.
+HOMES = ("/home", "/root", "/run/user")
+
+
+def unit(*, executable: str, db: str, workflows: str, user: str | None,
+         worker: WorkerArgs | None = None, watchdog: int = 30,
+         environment_file: str = ENVIRONMENT_FILE) -> str:
+    """A systemd service unit for `wfctl work` on these files, with the worker's options.
+
+    The worker drains for its grace period on SIGTERM, so systemd waits longer than that before
     it kills; the watchdog is pinged at half of `watchdog`. A PostgreSQL URL may hold a
     password, and a unit is readable by every user: the unit reads WFCTL_DB from
-    `environment_file` instead, and the URL appears nowhere in it.
+    `environment_file` instead, and the URL appears nowhere in it. The worker gets no new
+    privileges and sees the file system read-only but for an SQLite database's folder (its
+    journal and write-ahead log live beside it), and home folders read-only unless its files
+    are there.
     """
+    worker = worker or WorkerArgs()
     user_line = f"User={user}\n" if user else ""
     workdir = os.path.dirname(os.path.abspath(workflows))
-    grace_seconds = math.ceil(grace)
+    grace_seconds = math.ceil(worker.grace)
     on_postgres = db.startswith(POSTGRES_SCHEMES)
     database = [] if on_postgres else ["--db", _quoted(os.path.abspath(db))]
     command = " ".join([executable, *database,
                         "--workflows", _quoted(os.path.abspath(workflows)),
-                        "work", "--grace", f"{grace_seconds}s"])
+                        "work", *worker.words()])
     environment = (
         f"# The database URL is read from {environment_file}: one line\n"
         "#   WFCTL_DB=postgresql://USER:PASSWORD@HOST:5432/DBNAME\n"
@@ -67,6 +101,10 @@ def unit(*, executable: str, db: str, workflows: str, user: str | None, grace: f
     # A server elsewhere is reached once the network is up, not merely configured.
     network = ("After=network-online.target\nWants=network-online.target\n" if on_postgres
                else "After=network.target\n")
+    files = [os.path.abspath(workflows)] + ([] if on_postgres else [os.path.abspath(db)])
+    writable = "" if on_postgres else \
+        f"ReadWritePaths={_quoted(os.path.dirname(os.path.abspath(db)))}\n"
+    home = "" if any(_under(path, HOMES) for path in files) else "ProtectHome=read-only\n"
     return (
         "[Unit]\n"
         "Description=wfctl worker\n"
@@ -84,10 +122,37 @@ def unit(*, executable: str, db: str, workflows: str, user: str | None, grace: f
         "NotifyAccess=main\n"
         "KillSignal=SIGTERM\n"
         f"TimeoutStopSec={grace_seconds + 15}\n"
+        "NoNewPrivileges=yes\n"
+        "PrivateTmp=yes\n"
+        "ProtectSystem=strict\n"
+        f"{writable}"
+        f"{home}"
         "\n"
         "[Install]\n"
         "WantedBy=multi-user.target\n"
     )
+
+
+def unit_warnings(*, db: str, workflows: str, user: str | None) -> list[str]:
+    """What would keep the unit from running on this host: a definitions file or an SQLite
+    database's folder that does not exist, a user unknown here."""
+    warnings = []
+    if not os.path.isfile(workflows):
+        warnings.append(f"the definitions file {os.path.abspath(workflows)} does not exist")
+    if not db.startswith(POSTGRES_SCHEMES):
+        folder = os.path.dirname(os.path.abspath(db))
+        if not os.path.isdir(folder):
+            warnings.append(f"the database's folder {folder} does not exist")
+    if user is not None:
+        try:
+            pwd.getpwnam(user)
+        except KeyError:
+            warnings.append(f"there is no user {user} on this host")
+    return warnings
+
+
+def _under(path: str, folders: tuple[str, ...]) -> bool:
+    return any(path == folder or path.startswith(folder + "/") for folder in folders)
 
 
 def _quoted(path: str) -> str:

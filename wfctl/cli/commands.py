@@ -76,16 +76,20 @@ def _argument_name(param: Any) -> str:
 # cuts the command summaries short).
 HELP_WIDTH = 120
 
+# `-h` is `--help` too; subcommands inherit it from the application's context.
+HELP_OPTIONS = ["-h", "--help"]
+
 app = typer.Typer(
     cls=_Commands,
-    help="Durable workflows declared in YAML, on one SQLite file.",
+    help="Durable workflows declared in YAML, on SQLite or PostgreSQL.",
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
     rich_markup_mode=None,
-    context_settings={"max_content_width": HELP_WIDTH},
+    context_settings={"max_content_width": HELP_WIDTH, "help_option_names": HELP_OPTIONS},
 )
 deadlines_app = typer.Typer(help="Deadline (must complete within) checks.", no_args_is_help=True,
-                            rich_markup_mode=None)
+                            rich_markup_mode=None,
+                            context_settings={"help_option_names": HELP_OPTIONS})
 app.add_typer(deadlines_app, name="deadlines")
 
 
@@ -98,9 +102,6 @@ CREATING = ("start", "work")
 MAX_CONCURRENCY = 1024
 # A chart wider than this is no picture on any screen (and the columns are built in memory).
 MAX_WIDTH = 1000
-
-Status = enum.StrEnum("Status", [(name, name) for name in INSTANCE_STATUSES])
-
 
 class OnDuplicate(enum.StrEnum):
     reject = "reject"
@@ -133,6 +134,30 @@ def _choices(choices: type[enum.StrEnum]) -> str:
 PLACEHOLDERS = {choices: _choices(choices) for choices in (OnDuplicate, Isolation, LogFormat,
                                                              LogLevel)}
 STATUS_HELP = f"Only this status: {', '.join(INSTANCE_STATUSES)}."
+
+
+def _choice(option: str, choices: Any, *, fold_case: bool = False) -> dict[str, Any]:
+    """typer.Option settings for a choice option: a value not among `choices` (values or a
+    StrEnum) is a usage error worded as for every choice (reads.check_choice), whatever typer's
+    version; the choices complete."""
+    values = tuple(str(choice) for choice in choices)
+
+    def check(value: Any) -> Any:
+        value = value.lower() if fold_case and isinstance(value, str) else value
+        reads.check_choice(option, value, values)
+        return value
+
+    return {"callback": check, "autocompletion": lambda incomplete: _starting(values, incomplete)}
+
+
+CHOICES = {
+    "--status": _choice("--status", INSTANCE_STATUSES),
+    "--event-type": _choice("--event-type", EVENT_TYPES),
+    "--on-duplicate": _choice("--on-duplicate", OnDuplicate),
+    "--isolation": _choice("--isolation", Isolation),
+    "--log-format": _choice("--log-format", LogFormat),
+    "--log-level": _choice("--log-level", LogLevel, fold_case=True),
+}
 
 
 def _client(ctx: typer.Context) -> Client:
@@ -240,7 +265,7 @@ def _starting(values: tuple[str, ...], incomplete: str) -> list[str]:
 def main_options(
     ctx: typer.Context,
     db: str = typer.Option("wfctl.db", "--db", envvar="WFCTL_DB", metavar="PATH",
-                           help="The SQLite database file (created by start or work)."),
+                           help="SQLite file or PostgreSQL URL (created by start or work)."),
     workflows: str = typer.Option("workflows.yaml", "--workflows", "-w", metavar="FILE",
                                   envvar="WFCTL_WORKFLOWS", help="The definitions file."),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
@@ -340,9 +365,10 @@ def start(
                                            help="Each run, e.g. 30m."),
     deadline: str | None = typer.Option(None, "--deadline", metavar="DURATION",
                                         help="Must complete within, e.g. 24h or P1D."),
-    on_duplicate: OnDuplicate = typer.Option(OnDuplicate.reject, "--on-duplicate",
-                                             metavar=PLACEHOLDERS[OnDuplicate],
-                                             help="Whether a duplicate open id is an error."),
+    on_duplicate: str = typer.Option(OnDuplicate.reject, "--on-duplicate",
+                                     metavar=PLACEHOLDERS[OnDuplicate],
+                                     help="Whether a duplicate open id is an error.",
+                                     **CHOICES["--on-duplicate"]),
     wait: bool = typer.Option(False, "--wait", help="Follow it live; exit 0 only if it completed."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
@@ -362,7 +388,7 @@ def start(
             overrides[name] = _duration(option, value)
     client = _client(ctx)
     result = client.start(workflow_type, instance_id, input=data,
-                          on_duplicate=on_duplicate.value, **overrides)
+                          on_duplicate=on_duplicate, **overrides)
     if result["outcome"] != "rejected_duplicate":
         _warn_unimportable(client, workflow_type)
     if wait and result["outcome"] != "rejected_duplicate":
@@ -437,16 +463,17 @@ def work(
                                      help="Liveness lease; a lapsed worker's attempts are retried."),
     grace: str = typer.Option("30s", "--grace", metavar="DURATION",
                               help="How long the first SIGTERM lets running handlers finish."),
-    isolation: Isolation = typer.Option(
+    isolation: str = typer.Option(
         Isolation.thread, "--isolation", metavar=PLACEHOLDERS[Isolation],
         help="Where handlers run: thread, or process (a child process per attempt, killed when "
-             "its attempt times out or is cancelled)."),
-    log_format: LogFormat = typer.Option(LogFormat.text, "--log-format",
-                                         metavar=PLACEHOLDERS[LogFormat],
-                                         help="How each log line is written."),
-    log_level: LogLevel = typer.Option(LogLevel.info, "--log-level", case_sensitive=False,
-                                       metavar=PLACEHOLDERS[LogLevel],
-                                       help="The least severe level logged."),
+             "its attempt times out or is cancelled).", **CHOICES["--isolation"]),
+    log_format: str = typer.Option(LogFormat.text, "--log-format",
+                                   metavar=PLACEHOLDERS[LogFormat],
+                                   help="How each log line is written.",
+                                   **CHOICES["--log-format"]),
+    log_level: str = typer.Option(LogLevel.info, "--log-level", metavar=PLACEHOLDERS[LogLevel],
+                                  help="The least severe level logged.",
+                                  **CHOICES["--log-level"]),
     metrics_port: int | None = typer.Option(
         None, "--metrics-port", min=1, max=65535, metavar="PORT",
         help="Serve Prometheus metrics at /metrics on this port (all interfaces)."),
@@ -465,9 +492,9 @@ def work(
         max_tasks=max_tasks,
         worker_lease=_interval("--worker-lease", worker_lease, minimum=1),
         grace=_interval("--grace", grace, minimum=0),
-        isolation=isolation.value,
+        isolation=isolation,
     )
-    log.configure(log_level.value, log_format.value)
+    log.configure(log_level, log_format)
     server = None
     if metrics_port is not None:
         from prometheus_client import CollectorRegistry
@@ -502,8 +529,8 @@ def work(
 @_command("list")
 def list_command(
     ctx: typer.Context,
-    status: Status | None = typer.Option(None, "--status", metavar="STATUS",
-                                         help=STATUS_HELP),
+    status: str | None = typer.Option(None, "--status", metavar="STATUS", help=STATUS_HELP,
+                                      **CHOICES["--status"]),
     workflow_type: str | None = typer.Option(
         None, "--type", metavar="TYPE", help="Only this workflow type.",
         autocompletion=_complete_types),
@@ -516,7 +543,7 @@ def list_command(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Instances, newest first, with the nearest deadline of each."""
-    reads.list_instances(_client(ctx), status=status.value if status else None,
+    reads.list_instances(_client(ctx), status=status,
                          workflow_type=workflow_type, since=since, limit=limit, watch=watch,
                          as_json=as_json)
 
@@ -549,12 +576,14 @@ def history(
                                 help="Keep printing new events until the workflow closes."),
     event_type: list[str] = typer.Option(
         [], "--event-type", metavar="EVENT", help="Only these event types (repeatable).",
-        autocompletion=lambda incomplete: _starting(EVENT_TYPES, incomplete)),
+        **CHOICES["--event-type"]),
+    no_tasks: bool = typer.Option(False, "--no-tasks",
+                                  help="Leave out the WorkflowTask* events of each decision."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """The append-only event history: seq, time, event, details."""
     reads.history(_client(ctx), instance_id=instance_id, run=run, all_runs=all_runs,
-                  follow=follow, event_type=event_type, as_json=as_json)
+                  follow=follow, event_type=event_type, no_tasks=no_tasks, as_json=as_json)
 
 
 @_command()
@@ -746,6 +775,20 @@ def systemd_unit(
                                     help="Run the worker as this user."),
     grace: str = typer.Option("30s", "--grace", metavar="DURATION",
                               help="The worker's drain grace period."),
+    queue: list[str] = typer.Option([], "--queue", "-q", metavar="QUEUE",
+                                    help="The worker serves this queue (repeatable)."),
+    concurrency: int | None = typer.Option(None, "--concurrency", "-c", min=1,
+                                           max=MAX_CONCURRENCY, metavar="N",
+                                           help="The worker's handlers run at once."),
+    isolation: str | None = typer.Option(None, "--isolation", metavar=PLACEHOLDERS[Isolation],
+                                         help="Where the worker's handlers run.",
+                                         **CHOICES["--isolation"]),
+    metrics_port: int | None = typer.Option(None, "--metrics-port", min=1, max=65535,
+                                            metavar="PORT",
+                                            help="The worker serves Prometheus metrics here."),
+    log_format: str | None = typer.Option(None, "--log-format", metavar=PLACEHOLDERS[LogFormat],
+                                          help="How the worker writes its log lines.",
+                                          **CHOICES["--log-format"]),
     environment_file: str = typer.Option(
         ENVIRONMENT_FILE, "--environment-file", metavar="PATH",
         help="With a PostgreSQL database: the file (mode 600) the unit reads WFCTL_DB from, "
@@ -756,9 +799,15 @@ def systemd_unit(
 
     client = _client(ctx)
     executable = shutil.which("wfctl") or f"{sys.executable} -m wfctl"
+    worker = systemd.WorkerArgs(grace=_interval("--grace", grace, minimum=0),
+                                queues=tuple(dict.fromkeys(queue)), concurrency=concurrency,
+                                isolation=isolation, metrics_port=metrics_port,
+                                log_format=log_format)
+    for warning in systemd.unit_warnings(db=client.db_path, workflows=client.workflows_path,
+                                         user=user):
+        sys.stderr.write(f"Warning: {warning}\n")
     sys.stdout.write(systemd.unit(executable=executable, db=client.db_path,
-                                  workflows=client.workflows_path, user=user,
-                                  grace=_interval("--grace", grace, minimum=0),
+                                  workflows=client.workflows_path, user=user, worker=worker,
                                   environment_file=environment_file))
 
 

@@ -2,11 +2,12 @@
 
 A command line is run here only when every word of it is plain: the global `--db` and
 `--workflows`/`-w` before the command, then the command's own options, each value in the form
-typer takes as it is (a count is digits, a status one of the statuses, a value after a space
-does not start with a dash). Anything else (help, completion, `--`, an option given twice or
-misspelled, a value typer would convert or refuse) is left to the typer application, which then
-handles the whole command line as it always has. Both run the bodies in `reads`, so the output,
-the errors and the exit codes are the same; tests/test_fast_cli.py holds the two to that.
+typer takes as it is (a count is digits, a value after a space does not start with a dash; a
+choice is checked by the body, alike on both paths). Anything else (help, `-h`, completion, `--`,
+an option given twice or misspelled, a value typer would convert or refuse) is left to the typer
+application, which then handles the whole command line as it always has. Both run the bodies in
+`reads`, so the output, the errors and the exit codes are the same; tests/test_fast_cli.py holds
+the two to that.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from typing import Any, NamedTuple
 from wfctl.cli import reads
 from wfctl.client import Client
 from wfctl.errors import WfctlError
-from wfctl.vocabulary import INSTANCE_STATUSES
 
 # A positive whole number as typer reads it unchanged (and SQLite's 64 bits hold).
 _COUNT = re.compile(r"[1-9][0-9]{0,17}")
@@ -28,10 +28,6 @@ _COUNT = re.compile(r"[1-9][0-9]{0,17}")
 
 def _count(text: str) -> int | None:
     return int(text) if _COUNT.fullmatch(text) else None
-
-
-def _status(text: str) -> str | None:
-    return text if text in INSTANCE_STATUSES else None
 
 
 def _text(text: str) -> str:
@@ -73,7 +69,7 @@ COMMANDS = {
         "--json": Option("as_json"),
     }),
     "list": Command(reads.list_instances, False, {
-        "--status": Option("status", _status),
+        "--status": Option("status", _text),
         "--type": Option("workflow_type", _text),
         "--since": Option("since", _text),
         "--limit": Option("limit", _count),
@@ -86,6 +82,7 @@ COMMANDS = {
         "--follow": Option("follow"),
         "-f": Option("follow"),
         "--event-type": Option("event_type", _text, repeatable=True),
+        "--no-tasks": Option("no_tasks"),
         "--json": Option("as_json"),
     }),
 }

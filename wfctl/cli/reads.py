@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 from wfctl import durations, jsonvalue
 from wfctl.client import Client
 from wfctl.errors import DefinitionError, NotFound, WfctlError, brief
-from wfctl.vocabulary import EVENT_TYPES
+from wfctl.vocabulary import EVENT_TYPES, INSTANCE_STATUSES
 
 
 def error_message(exc: WfctlError, client: Client | None) -> str:
@@ -38,6 +38,18 @@ def usage(message: str) -> NoReturn:
     raise SystemExit(2)
 
 
+def check_choice(option: str, value: str | Sequence[str] | None, choices: Sequence[str]) -> None:
+    """A value (or each of a repeated option's) not among `choices` is a usage error, worded
+    alike for every choice option: `Error: --status: 'bogus' is not one of running, …`."""
+    for given in [value] if isinstance(value, str) else value or ():
+        if given not in choices:
+            usage(f"{option}: {given!r} is not one of {', '.join(choices)}")
+
+
+# `history --no-tasks` leaves these out: a workflow task's three events at every decision.
+TASK_EVENT_TYPES = tuple(name for name in EVENT_TYPES if name.startswith("WorkflowTask"))
+
+
 def print_json(document: Any) -> None:
     """One strict JSON document: a value JSON cannot carry (NaN in a 0.1 database) is an error."""
     sys.stdout.write(json_text(document, indent=2) + "\n")
@@ -59,6 +71,7 @@ def list_instances(client: Client, *, status: str | None = None, workflow_type: 
                    since: str | None = None, limit: int = 50, watch: bool = False,
                    as_json: bool = False) -> None:
     """`wfctl list`; each keyword's default is the option's."""
+    check_choice("--status", status, INSTANCE_STATUSES)
     since_at = instant_option("--since", since, client.now) if since is not None else None
 
     def rows() -> list[dict[str, Any]]:
@@ -137,14 +150,16 @@ def describe(client: Client, *, instance_id: str, run: int | None = None,
 
 
 def history(client: Client, *, instance_id: str, run: int | None = None, all_runs: bool = False,
-            follow: bool = False, event_type: Sequence[str] = (), as_json: bool = False) -> None:
+            follow: bool = False, event_type: Sequence[str] = (), no_tasks: bool = False,
+            as_json: bool = False) -> None:
     """`wfctl history`; each keyword's default is the option's."""
     if run is not None and all_runs:
         usage("--run and --all-runs exclude each other")
-    unknown = [name for name in event_type if name not in EVENT_TYPES]
-    if unknown:
-        fail(f"--event-type: unknown event type {unknown[0]!r} "
-             f"(one of {', '.join(EVENT_TYPES)})")
+    check_choice("--event-type", event_type, EVENT_TYPES)
+    if no_tasks:
+        event_type = [name for name in event_type or EVENT_TYPES if name not in TASK_EVENT_TYPES]
+        if not event_type:
+            usage("--no-tasks hides every --event-type given")
     events = client.history(instance_id, run=run, all_runs=all_runs,
                             event_types=tuple(event_type))
     if as_json and follow:

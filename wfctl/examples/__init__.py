@@ -1,1 +1,2 @@
-"""The example ETL workflow that `wfctl demo` runs and `workflows.yaml.example` declares."""
+"""The example ETL workflow: `workflows.yaml.example` declares it with these handlers, and
+`wfctl demo` copies etl.py beside the definitions it keeps, for the user to edit."""
