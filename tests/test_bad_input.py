@@ -513,6 +513,7 @@ def test_a_read_only_database_is_read_and_refuses_writes(started, folder_writabl
                      ["deadlines", "check"]):
             refused_by_process(run_wfctl(started.folder, started.db, *args, preexec_fn=preexec),
                                f"{started.db}: the database is read-only")
-        assert started.snapshot()["wfctl.db"] == before["wfctl.db"]
+        # Not even an empty -wal or -shm beside it.
+        assert started.snapshot() == before == {"wfctl.db": before["wfctl.db"]}
     finally:
         started.folder.chmod(0o755)

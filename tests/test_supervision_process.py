@@ -18,9 +18,11 @@ from pathlib import Path
 
 import pytest
 from conftest import wait_until
+from test_bad_input import as_an_ordinary_user
 from test_systemd import NotifySocket
 
 from wfctl import Client, clock
+from wfctl.worker.loop import BACKOFF_CAP
 
 pytestmark = [pytest.mark.process, pytest.mark.both_backends]
 
@@ -86,8 +88,10 @@ class Project:
         self.client = Client(self.db, self.workflows)
         self.workers: list[subprocess.Popen] = []
 
-    def worker(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-        """Start `wfctl work` and return once it has registered itself in the database."""
+    def worker(self, *args: str, env: dict[str, str] | None = None, preexec_fn=None,
+               registered: bool = True) -> subprocess.Popen:
+        """Start `wfctl work` and return once it has registered itself in the database (at
+        once unless `registered`)."""
         environment = {**os.environ, **(env or {}), "PYTHONPATH": os.pathsep.join(
             filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
         if env is None or "NOTIFY_SOCKET" not in env:
@@ -96,10 +100,12 @@ class Project:
         process = subprocess.Popen(
             [sys.executable, "-m", "wfctl", "--db", self.db, "-w", str(self.workflows),
              "work", *args],
-            cwd=self.folder, env=environment, stdout=subprocess.DEVNULL, stderr=stderr)
+            cwd=self.folder, env=environment, stdout=subprocess.DEVNULL, stderr=stderr,
+            preexec_fn=preexec_fn)
         stderr.close()
         self.workers.append(process)
-        wait_until(lambda: process.pid in self.live_worker_pids(), f"worker {process.pid} up")
+        if registered:
+            wait_until(lambda: process.pid in self.live_worker_pids(), f"worker {process.pid} up")
         return process
 
     def log_path(self, n: int) -> Path:
@@ -317,6 +323,32 @@ def test_work_resumes_when_space_returns_on_a_full_disk(tmp_path, small_disk):
         assert worker.wait(10) == 0
     finally:
         project.close()
+
+
+@pytest.mark.sqlite_only        # file modes
+def test_a_worker_started_on_a_read_only_file_works_once_it_is_writable(project):
+    preexec = as_an_ordinary_user()
+    for n in range(3):
+        project.start("pipeline", f"p{n}")
+    project.client.close()
+    for leftover in project.folder.glob("wfctl.db-*"):
+        leftover.unlink()
+    Path(project.db).chmod(0o444)
+    worker = project.worker("--concurrency", "2", preexec_fn=preexec, registered=False)
+    wait_until(lambda: log_lines(project.log(worker), "database_unavailable"),
+               "the worker finding the file read-only")
+    Path(project.db).chmod(0o644)
+
+    # The worker tries again within its longest back-off.
+    wait_until(lambda: all(project.status(f"p{n}") == "completed" for n in range(3)),
+               "every pipeline completed once the file was writable", timeout=BACKOFF_CAP + 5)
+    log = project.log(worker)
+    [unavailable] = log_lines(log, "database_unavailable")
+    assert "reason=readonly" in unavailable
+    assert len(log_lines(log, "database_available")) == 1
+    assert len(project.calls()) == 9, "every step ran exactly once"
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(10) == 0
 
 
 def test_a_slow_on_deadline_handler_delays_no_other_workflows_deadline(project):
