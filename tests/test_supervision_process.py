@@ -262,6 +262,35 @@ def test_a_write_lock_held_35_seconds_holds_work_up_without_losing_any_or_stoppi
     assert worker.wait(10) == 0
 
 
+@pytest.mark.sqlite_only        # SQLite's write lock on its file
+def test_a_write_lock_outlasting_several_leases_runs_no_step_twice(project):
+    # Both workers' leases lapse while nobody can write: no evidence that either died.
+    workers = [project.worker("--concurrency", "2", "--worker-lease", "1s", registered=False)
+               for _ in range(2)]
+    wait_until(lambda: len(project.live_worker_pids()) == 2, "both workers up")
+    for n in range(6):
+        project.start("pipeline", f"p{n}", _sleep=0.2)
+    wait_until(lambda: len(project.calls()) >= 4, "the pipelines under way")
+
+    blocker = sqlite3.connect(project.db, isolation_level=None, timeout=10)
+    blocker.execute("BEGIN IMMEDIATE")
+    time.sleep(3.5)
+    blocker.execute("COMMIT")
+    blocker.close()
+
+    wait_until(lambda: all(project.status(f"p{n}") == "completed" for n in range(6)),
+               "every pipeline completed after the lock was released", timeout=15)
+    ran = [(wf, step) for wf, step, *_ in project.calls()]
+    assert sorted(ran) == sorted({*ran}) and len(ran) == 18, "every step ran exactly once"
+    assert not [e for n in range(6) for e in project.events(f"p{n}", "ActivityRetryScheduled")]
+    for worker in workers:
+        log = project.log(worker)
+        assert not log_lines(log, "activity_result_discarded"), log
+        assert not log_lines(log, "worker_lease_lapsed"), log
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(10) == 0
+
+
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 3 MiB tmpfs (mounting needs the privilege to; skipped only where it is refused)."""

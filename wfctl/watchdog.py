@@ -40,11 +40,18 @@ class SweepReport:
 
 def process_started(pid: int) -> str | None:
     """When the process started (Linux), so that a reused pid is not taken for the old one."""
+    fields = _stat(pid)
+    return fields[19] if fields else None
+
+
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command's name (Linux): the state first."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[19]
+            fields = stat.read().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
+    return fields if len(fields) > 19 else None
 
 
 @functools.cache
@@ -80,20 +87,26 @@ def same_host(worker: Row) -> bool:
 
 
 def worker_alive(worker: Row | None, at: datetime) -> bool:
-    """A worker is alive while its lease holds, and, on this host, while its process exists;
-    a worker on another host is judged by its lease only."""
-    if worker is None or worker["stopped_at"] is not None or worker["lease_expires_at"] <= at:
+    """A worker on this host is alive while its process runs, whatever its lease says: a lease
+    lapses too while the database refuses every writer (another process holding SQLite's write
+    lock longer than the lease), which is no evidence of death. A worker on another host is
+    judged by its lease only."""
+    if worker is None or worker["stopped_at"] is not None:
         return False
     if not same_host(worker):
-        return True
+        return worker["lease_expires_at"] > at
     try:
         os.kill(worker["pid"], 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    started = process_started(worker["pid"])
-    return worker["pid_started"] is None or started is None or started == worker["pid_started"]
+    fields = _stat(worker["pid"])
+    if fields is None:
+        return True
+    # A process that ended and was not yet waited for by its parent is no worker.
+    return fields[0] not in ("Z", "X") and (worker["pid_started"] is None
+                                            or fields[19] == worker["pid_started"])
 
 
 def sweep(engine: Engine, now: datetime, *, alive: Collection[str] = (),
