@@ -86,15 +86,16 @@ def same_host(worker: Row) -> bool:
     return recorded == host_id()
 
 
-def worker_alive(worker: Row | None, at: datetime) -> bool:
+def worker_alive(worker: Row | None, at: datetime, *, leases_tell: bool = True) -> bool:
     """A worker on this host is alive while its process runs, whatever its lease says: a lease
     lapses too while the database refuses every writer (another process holding SQLite's write
     lock longer than the lease), which is no evidence of death. A worker on another host is
-    judged by its lease only."""
+    judged by its lease only, and taken for alive while leases tell nothing (`leases_tell`
+    false: the judge's own lease could not be renewed lately)."""
     if worker is None or worker["stopped_at"] is not None:
         return False
     if not same_host(worker):
-        return worker["lease_expires_at"] > at
+        return worker["lease_expires_at"] > at or not leases_tell
     try:
         os.kill(worker["pid"], 0)
     except ProcessLookupError:
@@ -110,18 +111,21 @@ def worker_alive(worker: Row | None, at: datetime) -> bool:
 
 
 def sweep(engine: Engine, now: datetime, *, alive: Collection[str] = (),
-          clock_now: Callable[[], datetime] | None = None) -> SweepReport:
+          clock_now: Callable[[], datetime] | None = None,
+          leases_tell: bool = True) -> SweepReport:
     """One pass: lost workers, activity and workflow-task timeouts, timers, run deadlines.
 
     `alive` names workers known to be alive whatever their lease says: the sweeping worker
-    itself, whose lease may have lapsed while the database was unavailable. With `clock_now`,
+    itself, whose lease may have lapsed while the database was unavailable. With `leases_tell`
+    false, no worker is found lost by its lease alone (see `worker_alive`). With `clock_now`,
     what is found due at `now` is enforced instance by instance at the instant the clock
     reads then (see `Engine.expire`).
     """
     report = SweepReport()
     with engine.store.read() as tx:
         lost = [w for w in tx.live_workers()
-                if w["worker_id"] not in alive and not worker_alive(w, now)]
+                if w["worker_id"] not in alive
+                and not worker_alive(w, now, leases_tell=leases_tell)]
         due = tx.next_due(now)
     if lost:
         ids = [w["worker_id"] for w in lost]
