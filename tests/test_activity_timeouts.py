@@ -677,6 +677,33 @@ def process_state(pid: int) -> str:
         return stat.read().rsplit(")", 1)[1].split()[0]
 
 
+def test_leases_tell_nothing_while_the_judges_own_renewal_is_late_nor_for_a_lease_after(
+        make_env, monkeypatch):
+    env = make_env(one_step())
+    worker = Worker(env.engine, WorkerOptions(worker_lease=3))
+    worker.register(at(0))
+    keeper = worker.lease
+    monotonic = [100.0]
+    monkeypatch.setattr("wfctl.worker.lease.time.monotonic", lambda: monotonic[0])
+
+    def renew(seconds: float) -> None:
+        monotonic[0] = 100 + seconds
+        keeper.run_once(at(seconds))
+
+    assert keeper.leases_tell(), "before any renewal: nothing says otherwise"
+    renew(0)
+    renew(1)
+    monotonic[0] = 102.7
+    assert not keeper.leases_tell(), "its own renewal is overdue by over half a period"
+    renew(4)
+    assert not keeper.leases_tell(), "it came late: a lease's time for the others"
+    renew(5)
+    renew(6)
+    assert not keeper.leases_tell()
+    renew(7)
+    assert keeper.leases_tell()
+
+
 def test_a_worker_of_this_host_id_whose_process_is_gone_is_lost_at_once(make_env,
                                                                         monkeypatch):
     monkeypatch.setenv("WFCTL_HOST_ID", "host-a")
