@@ -6,7 +6,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import at
+from conftest import at, wait_until
 
 from wfctl import clock
 from wfctl.watchdog import HOSTNAME
@@ -579,7 +579,15 @@ def gone_pid() -> int:
     return int(gone.stdout)
 
 
-def test_a_worker_whose_liveness_lapsed_loses_its_attempts_to_a_retry(make_env):
+@pytest.fixture
+def elsewhere(monkeypatch) -> None:
+    """Workers registered from here count as on another host: their lease alone tells whether
+    they are alive."""
+    monkeypatch.setattr("wfctl.worker.process.host_id", lambda: "host-b")
+
+
+def test_a_worker_on_another_host_whose_lease_lapsed_loses_its_attempts_to_a_retry(
+        make_env, elsewhere):
     env = make_env(one_step(max_attempts=3, backoff="[2s]"))
     env.start("t", "a1")
     env.decide(0)
@@ -607,7 +615,7 @@ def test_a_worker_whose_liveness_lapsed_loses_its_attempts_to_a_retry(make_env):
     assert env.describe("a1")["state"] == {"late": False}
 
 
-def test_a_renewed_worker_keeps_its_attempts(make_env):
+def test_a_renewed_worker_keeps_its_attempts(make_env, elsewhere):
     env = make_env(one_step(max_attempts=3))
     env.start("t", "a1")
     env.decide(0)
@@ -633,6 +641,67 @@ def test_a_worker_whose_process_is_gone_is_lost_before_its_lease_lapses(make_env
 
     assert env.events("a1", "ActivityRetryScheduled")[0]["attributes"]["reason"] == \
         "worker_lost"
+
+
+def test_a_worker_of_this_host_is_alive_while_its_process_runs_though_its_lease_lapsed(
+        make_env):
+    # Its lease lapsed while the database refused every writer, say: no evidence of death.
+    env = make_env(one_step(max_attempts=2))
+    env.start("t", "a1")
+    env.decide(0)
+    worker = Worker(env.engine, WorkerOptions(worker_lease=30))
+    worker.register(at(0))
+    env.claim(1, worker_id=worker.worker_id)
+
+    assert env.sweep(3600).workers_lost == []
+    assert activity(env)["status"] == "started"
+
+
+def test_a_worker_of_this_host_whose_process_ended_unwaited_for_is_lost(make_env):
+    env = make_env(one_step(max_attempts=2))
+    env.start("t", "a1")
+    env.decide(0)
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        wait_until(lambda: process_state(ended.pid) == "Z", "the child ended")
+        register_worker(env, "zombie", pid=ended.pid, lease_seconds=30)
+        env.claim(1, worker_id="zombie")
+
+        assert env.sweep(2).workers_lost == ["zombie"]
+    finally:
+        ended.wait()
+
+
+def process_state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        return stat.read().rsplit(")", 1)[1].split()[0]
+
+
+def test_leases_tell_nothing_while_the_judges_own_renewal_is_late_nor_for_a_lease_after(
+        make_env, monkeypatch):
+    env = make_env(one_step())
+    worker = Worker(env.engine, WorkerOptions(worker_lease=3))
+    worker.register(at(0))
+    keeper = worker.lease
+    monotonic = [100.0]
+    monkeypatch.setattr("wfctl.worker.lease.time.monotonic", lambda: monotonic[0])
+
+    def renew(seconds: float) -> None:
+        monotonic[0] = 100 + seconds
+        keeper.run_once(at(seconds))
+
+    assert keeper.leases_tell(), "before any renewal: nothing says otherwise"
+    renew(0)
+    renew(1)
+    monotonic[0] = 102.7
+    assert not keeper.leases_tell(), "its own renewal is overdue by over half a period"
+    renew(4)
+    assert not keeper.leases_tell(), "it came late: a lease's time for the others"
+    renew(5)
+    renew(6)
+    assert not keeper.leases_tell()
+    renew(7)
+    assert keeper.leases_tell()
 
 
 def test_a_worker_of_this_host_id_whose_process_is_gone_is_lost_at_once(make_env,
@@ -667,7 +736,7 @@ def test_a_lost_worker_on_its_last_attempt_fails_the_workflow(make_env):
     env = make_env(one_step(max_attempts=1))
     env.start("t", "a1")
     env.decide(0)
-    register_worker(env, "w1", pid=1, lease_seconds=5)
+    register_worker(env, "w1", pid=gone_pid(), lease_seconds=5)
     env.claim(1, worker_id="w1")
 
     env.run(5)
@@ -677,7 +746,7 @@ def test_a_lost_worker_on_its_last_attempt_fails_the_workflow(make_env):
     assert env.describe("a1")["status"] == "failed"
 
 
-def test_a_worker_declared_lost_that_comes_back_is_watched_again(make_env):
+def test_a_worker_declared_lost_that_comes_back_is_watched_again(make_env, elsewhere):
     env = make_env(one_step(max_attempts=3, backoff="[1s]"))
     env.start("t", "a1")
     env.decide(0)

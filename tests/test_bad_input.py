@@ -260,8 +260,10 @@ def test_input_files_that_cannot_be_read(cli, name, message):
     ('{"x": NaN}', "--input: NaN is not a JSON number"),
     ('{"x": Infinity}', "--input: Infinity is not a JSON number"),
     ('{"a": "\\udcff"}', "--input at key 'a': text with a lone surrogate is not valid Unicode"),
+    ('{"\\udfff": 1}', "--input: key '\\udfff' is text with a lone surrogate, not valid Unicode"),
+    ('{"x": ' + "9" * 4301 + "}", "--input: an integer of more than 4300 digits is not accepted"),
     ('{"d": ' + "[" * 5000 + "]" * 5000 + "}", "--input is nested more than 200 levels deep"),
-], ids=["nan", "infinity", "surrogate", "deep"])
+], ids=["nan", "infinity", "surrogate", "surrogate-key", "long-integer", "deep"])
 def test_input_that_is_no_strict_json_is_refused(cli, text, message):
     refused(cli("start", "etl", "--input", text), message)
     cli.assert_nothing_written()
@@ -270,8 +272,11 @@ def test_input_that_is_no_strict_json_is_refused(cli, text, message):
 @pytest.mark.parametrize(("text", "message"), [
     ('{"x": NaN}', "--data: NaN is not a JSON number"),
     ('{"x": -Infinity}', "--data: -Infinity is not a JSON number"),
+    ('{"a": {"\\udfff": 1}}',
+     "--data at key 'a': key '\\udfff' is text with a lone surrogate, not valid Unicode"),
+    ('{"x": -' + "9" * 4301 + "}", "--data: an integer of more than 4300 digits is not accepted"),
     ('{"d": ' + "[" * 300 + "]" * 300 + "}", "--data is nested more than 200 levels deep"),
-], ids=["nan", "infinity", "deep"])
+], ids=["nan", "infinity", "surrogate-key", "long-integer", "deep"])
 def test_signal_data_that_is_no_strict_json_is_refused(started, text, message):
     before = started.snapshot()
     refused(started("signal", "a1", "go", "--data", text), message)
@@ -520,6 +525,7 @@ def test_a_read_only_database_is_read_and_refuses_writes(started, folder_writabl
                      ["deadlines", "check"]):
             refused_by_process(run_wfctl(started.folder, started.db, *args, preexec_fn=preexec),
                                f"{started.db}: the database is read-only")
-        assert started.snapshot()["wfctl.db"] == before["wfctl.db"]
+        # Not even an empty -wal or -shm beside it.
+        assert started.snapshot() == before == {"wfctl.db": before["wfctl.db"]}
     finally:
         started.folder.chmod(0o755)

@@ -488,11 +488,14 @@ def test_two_workers_sweeping_at_once_fire_each_deadline_once_and_call_the_handl
 
 
 def test_a_claim_left_by_a_dead_worker_is_finished_by_a_later_sweep_running_the_handler_again(
-        make_env):
+        make_env, monkeypatch):
     env = make_env(GUARDED)
     env.start("guarded", "g1", now=0)
     env.run(0)
+    # On another host, where its lease alone tells that it died.
+    monkeypatch.setenv("WFCTL_HOST_ID", "host-b")
     dead = live_worker(env.engine, 90)
+    monkeypatch.setenv("WFCTL_HOST_ID", "host-a")
     survivor = live_worker(env.engine, 90)
     claims = env.engine.claim_expired_deadlines(dead.worker_id, at(90), worker_alive)
     run_handler(claims[0].on_deadline, claims[0].state)  # the handler ran, then the process died

@@ -151,6 +151,31 @@ def test_a_worker_killed_mid_step_has_its_work_retried_by_a_worker_on_another_ho
     stop([survivor])
 
 
+def test_a_lock_on_the_workers_outlasting_several_leases_runs_no_step_twice(project):
+    # Neither worker can renew its lease meanwhile, nor the other find it lost: after the lock
+    # each has a lease's time to renew before its lease tells anything again.
+    workers = start_workers(project, ["host-a", "host-b"], "--concurrency", "2",
+                            "--worker-lease", "1s")
+    ids = [f"p{n}" for n in range(6)]
+    for instance_id in ids:
+        project.start("pipeline", instance_id, _sleep=0.2)
+    wait_until(lambda: len(project.calls()) >= 4, "the pipelines under way")
+
+    with psycopg.connect(project.db) as blocker:
+        blocker.execute("LOCK TABLE workers IN EXCLUSIVE MODE")
+        time.sleep(3.5)
+
+    wait_until(lambda: completed(project, ids), "every pipeline completed", timeout=15)
+    ledger = Counter((wf, step) for wf, step, _, _, _ in project.calls())
+    assert ledger == {(wf, step): 1 for wf in ids for step in STEPS}
+    assert [e for i in ids for e in project.events(i, "ActivityRetryScheduled")] == []
+    for worker in workers:
+        log = project.log(worker)
+        assert not log_lines(log, "activity_result_discarded"), log
+        assert not log_lines(log, "worker_lease_lapsed"), log
+    stop(workers)
+
+
 def assert_well_formed_after_retries(project: Project, instance_id: str) -> None:
     events = project.client.history(instance_id)
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1)), instance_id

@@ -18,9 +18,11 @@ from pathlib import Path
 
 import pytest
 from conftest import wait_until
+from test_bad_input import as_an_ordinary_user
 from test_systemd import NotifySocket
 
 from wfctl import Client, clock
+from wfctl.worker.loop import BACKOFF_CAP
 
 pytestmark = [pytest.mark.process, pytest.mark.both_backends]
 
@@ -86,8 +88,10 @@ class Project:
         self.client = Client(self.db, self.workflows)
         self.workers: list[subprocess.Popen] = []
 
-    def worker(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-        """Start `wfctl work` and return once it has registered itself in the database."""
+    def worker(self, *args: str, env: dict[str, str] | None = None, preexec_fn=None,
+               registered: bool = True) -> subprocess.Popen:
+        """Start `wfctl work` and return once it has registered itself in the database (at
+        once unless `registered`)."""
         environment = {**os.environ, **(env or {}), "PYTHONPATH": os.pathsep.join(
             filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
         if env is None or "NOTIFY_SOCKET" not in env:
@@ -96,10 +100,12 @@ class Project:
         process = subprocess.Popen(
             [sys.executable, "-m", "wfctl", "--db", self.db, "-w", str(self.workflows),
              "work", *args],
-            cwd=self.folder, env=environment, stdout=subprocess.DEVNULL, stderr=stderr)
+            cwd=self.folder, env=environment, stdout=subprocess.DEVNULL, stderr=stderr,
+            preexec_fn=preexec_fn)
         stderr.close()
         self.workers.append(process)
-        wait_until(lambda: process.pid in self.live_worker_pids(), f"worker {process.pid} up")
+        if registered:
+            wait_until(lambda: process.pid in self.live_worker_pids(), f"worker {process.pid} up")
         return process
 
     def log_path(self, n: int) -> Path:
@@ -256,6 +262,35 @@ def test_a_write_lock_held_35_seconds_holds_work_up_without_losing_any_or_stoppi
     assert worker.wait(10) == 0
 
 
+@pytest.mark.sqlite_only        # SQLite's write lock on its file
+def test_a_write_lock_outlasting_several_leases_runs_no_step_twice(project):
+    # Both workers' leases lapse while nobody can write: no evidence that either died.
+    workers = [project.worker("--concurrency", "2", "--worker-lease", "1s", registered=False)
+               for _ in range(2)]
+    wait_until(lambda: len(project.live_worker_pids()) == 2, "both workers up")
+    for n in range(6):
+        project.start("pipeline", f"p{n}", _sleep=0.2)
+    wait_until(lambda: len(project.calls()) >= 4, "the pipelines under way")
+
+    blocker = sqlite3.connect(project.db, isolation_level=None, timeout=10)
+    blocker.execute("BEGIN IMMEDIATE")
+    time.sleep(3.5)
+    blocker.execute("COMMIT")
+    blocker.close()
+
+    wait_until(lambda: all(project.status(f"p{n}") == "completed" for n in range(6)),
+               "every pipeline completed after the lock was released", timeout=15)
+    ran = [(wf, step) for wf, step, *_ in project.calls()]
+    assert sorted(ran) == sorted({*ran}) and len(ran) == 18, "every step ran exactly once"
+    assert not [e for n in range(6) for e in project.events(f"p{n}", "ActivityRetryScheduled")]
+    for worker in workers:
+        log = project.log(worker)
+        assert not log_lines(log, "activity_result_discarded"), log
+        assert not log_lines(log, "worker_lease_lapsed"), log
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(10) == 0
+
+
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 3 MiB tmpfs (mounting needs the privilege to; skipped only where it is refused)."""
@@ -317,6 +352,32 @@ def test_work_resumes_when_space_returns_on_a_full_disk(tmp_path, small_disk):
         assert worker.wait(10) == 0
     finally:
         project.close()
+
+
+@pytest.mark.sqlite_only        # file modes
+def test_a_worker_started_on_a_read_only_file_works_once_it_is_writable(project):
+    preexec = as_an_ordinary_user()
+    for n in range(3):
+        project.start("pipeline", f"p{n}")
+    project.client.close()
+    for leftover in project.folder.glob("wfctl.db-*"):
+        leftover.unlink()
+    Path(project.db).chmod(0o444)
+    worker = project.worker("--concurrency", "2", preexec_fn=preexec, registered=False)
+    wait_until(lambda: log_lines(project.log(worker), "database_unavailable"),
+               "the worker finding the file read-only")
+    Path(project.db).chmod(0o644)
+
+    # The worker tries again within its longest back-off.
+    wait_until(lambda: all(project.status(f"p{n}") == "completed" for n in range(3)),
+               "every pipeline completed once the file was writable", timeout=BACKOFF_CAP + 5)
+    log = project.log(worker)
+    [unavailable] = log_lines(log, "database_unavailable")
+    assert "reason=readonly" in unavailable
+    assert len(log_lines(log, "database_available")) == 1
+    assert len(project.calls()) == 9, "every step ran exactly once"
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(10) == 0
 
 
 def test_a_slow_on_deadline_handler_delays_no_other_workflows_deadline(project):

@@ -583,6 +583,8 @@ def test_a_worker_whose_slots_keep_dying_exits_non_zero_and_gives_back_what_it_h
 
 def test_a_worker_that_cannot_give_back_an_attempt_leaves_its_lease_to_lapse(
         tmp_path, db, events, monkeypatch):
+    # On another host, where its lease alone tells that it is gone (here its process would be).
+    monkeypatch.setattr("wfctl.worker.process.host_id", lambda: "host-b")
     (tmp_path / "workflows.yaml").write_text(MISBEHAVING)
     client = Client(db, tmp_path / "workflows.yaml")
     client.start("timed", "t1")

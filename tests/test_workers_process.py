@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -193,6 +194,44 @@ def test_three_workers_on_one_database_run_every_step_exactly_once(project):
             "_log": str(project.log), "_sleep": 0.03, "ran_extract": 1, "ran_transform": 1,
             "ran_load": 1,
         }
+
+
+def delete_worker_record(db: str, pid: int) -> None:
+    """What restoring a backup taken before the worker started does to its record."""
+    if db.startswith("postgresql:"):
+        import psycopg
+
+        with psycopg.connect(db, autocommit=True) as conn:
+            conn.execute("DELETE FROM workers WHERE pid = %s", (pid,))
+    else:
+        conn = sqlite3.connect(db)
+        with conn:
+            conn.execute("DELETE FROM workers WHERE pid = ?", (pid,))
+        conn.close()
+
+
+def test_a_worker_whose_record_is_gone_registers_again_and_keeps_what_it_holds(project):
+    worker = project.worker("--worker-lease", "3s")
+    project.start("drain", "d1", _sleep=1.0)
+    wait_until(lambda: ("d1", "slow", 1, worker.pid, "started") in project.calls(),
+               "the slow handler running")
+
+    delete_worker_record(project.db, worker.pid)
+    # The lease keeper renews every third of the lease: it finds the record gone then.
+    wait_until(lambda: "worker_registered_again" in project.stderr(worker),
+               "the worker registering again", timeout=3)
+    wait_until(lambda: project.status("d1") == "completed", "d1 completed")
+
+    assert worker.pid in project.live_worker_pids()
+    assert project.calls() == [("d1", "slow", 1, worker.pid, "started"),
+                               ("d1", "slow", 1, worker.pid, "finished"),
+                               ("d1", "after", 1, worker.pid, "ran")]
+    assert project.events("d1", "ActivityRetryScheduled") == []
+    log = project.stderr(worker)
+    [started] = [line for line in log.splitlines() if " worker_started " in line]
+    [again] = [line for line in log.splitlines() if " worker_registered_again " in line]
+    assert started.split()[3] == again.split()[3], "under the same worker id"
+    assert stop(worker) == 0
 
 
 def test_an_idle_worker_picks_up_a_workflow_started_by_another_process_within_half_a_second(

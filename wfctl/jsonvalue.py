@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from typing import Any
 
 # Deeper than any real payload, and far below where the interpreter's recursion would fail.
@@ -27,15 +28,15 @@ def check(value: Any, what: str = "value") -> None:
         if depth > MAX_DEPTH:
             raise JSONValueError(f"{what} is nested more than {MAX_DEPTH} levels deep")
         if isinstance(item, str):
-            if not item.isascii():
-                try:
-                    item.encode("utf-8")
-                except UnicodeEncodeError:
-                    raise JSONValueError(
-                        f"{what}{_at(path)}: text with a lone surrogate is not valid Unicode"
-                    ) from None
+            if not item.isascii() and not _encodable(item):
+                raise JSONValueError(
+                    f"{what}{_at(path)}: text with a lone surrogate is not valid Unicode")
             continue
-        if item is None or isinstance(item, bool | int):
+        if item is None or isinstance(item, bool):
+            continue
+        if isinstance(item, int):
+            if item.bit_length() > _SHORT_INT_BITS and not _printable(item):
+                raise JSONValueError(f"{what}{_at(path)}: {_too_long()}")
             continue
         if isinstance(item, float):
             if not math.isfinite(item):
@@ -46,6 +47,10 @@ def check(value: Any, what: str = "value") -> None:
                 if not isinstance(key, str):
                     raise JSONValueError(
                         f"{what}{_at(path)}: key {key!r} is not a string")
+                if not key.isascii() and not _encodable(key):
+                    raise JSONValueError(
+                        f"{what}{_at(path)}: key {key!r} is text with a lone surrogate, "
+                        "not valid Unicode")
                 stack.append((child, f"{path}.{key}" if path else key, depth + 1))
             continue
         if isinstance(item, list | tuple):
@@ -60,12 +65,41 @@ def _at(path: str) -> str:
     return f" at key {path!r}" if path else ""
 
 
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+# An int below 2**2000 has fewer than 640 digits, the least limit on printing one Python allows
+# (sys.int_info.str_digits_check_threshold): only longer ones are tried.
+_SHORT_INT_BITS = 2_000
+
+
+def _printable(number: int) -> bool:
+    """Whether Python will print `number` (it refuses ints of more digits than
+    sys.get_int_max_str_digits(), so as not to spend quadratic time on them)."""
+    try:
+        str(number)
+    except ValueError:
+        return False
+    return True
+
+
+def _too_long() -> str:
+    return f"an integer of more than {sys.get_int_max_str_digits()} digits is not accepted"
+
+
 def loads(text: str, what: str = "value") -> Any:
     """Parse JSON text strictly: NaN/Infinity, lone surrogates and deep nesting are refused."""
     try:
-        value = json.loads(text, parse_constant=_refuse_constant)
+        value = json.loads(text, parse_constant=_refuse_constant, parse_int=_parse_int)
     except _Constant as exc:
         raise JSONValueError(f"{what}: {exc} is not a JSON number") from None
+    except _TooLong:
+        raise JSONValueError(f"{what}: {_too_long()}") from None
     except json.JSONDecodeError as exc:
         raise JSONValueError(
             f"{what}: invalid JSON: {exc.msg} (line {exc.lineno} column {exc.colno})") from None
@@ -81,6 +115,17 @@ class _Constant(Exception):
 
 def _refuse_constant(name: str) -> Any:
     raise _Constant(name)
+
+
+class _TooLong(Exception):
+    """An integer of more digits than Python converts."""
+
+
+def _parse_int(digits: str) -> int:
+    try:
+        return int(digits)
+    except ValueError:
+        raise _TooLong from None
 
 
 # One encoder for every call: json.dumps with options builds a new one each time.

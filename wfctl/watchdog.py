@@ -40,11 +40,18 @@ class SweepReport:
 
 def process_started(pid: int) -> str | None:
     """When the process started (Linux), so that a reused pid is not taken for the old one."""
+    fields = _stat(pid)
+    return fields[19] if fields else None
+
+
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command's name (Linux): the state first."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[19]
+            fields = stat.read().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
         return None
+    return fields if len(fields) > 19 else None
 
 
 @functools.cache
@@ -79,36 +86,46 @@ def same_host(worker: Row) -> bool:
     return recorded == host_id()
 
 
-def worker_alive(worker: Row | None, at: datetime) -> bool:
-    """A worker is alive while its lease holds, and, on this host, while its process exists;
-    a worker on another host is judged by its lease only."""
-    if worker is None or worker["stopped_at"] is not None or worker["lease_expires_at"] <= at:
+def worker_alive(worker: Row | None, at: datetime, *, leases_tell: bool = True) -> bool:
+    """A worker on this host is alive while its process runs, whatever its lease says: a lease
+    lapses too while the database refuses every writer (another process holding SQLite's write
+    lock longer than the lease), which is no evidence of death. A worker on another host is
+    judged by its lease only, and taken for alive while leases tell nothing (`leases_tell`
+    false: the judge's own lease could not be renewed lately)."""
+    if worker is None or worker["stopped_at"] is not None:
         return False
     if not same_host(worker):
-        return True
+        return worker["lease_expires_at"] > at or not leases_tell
     try:
         os.kill(worker["pid"], 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    started = process_started(worker["pid"])
-    return worker["pid_started"] is None or started is None or started == worker["pid_started"]
+    fields = _stat(worker["pid"])
+    if fields is None:
+        return True
+    # A process that ended and was not yet waited for by its parent is no worker.
+    return fields[0] not in ("Z", "X") and (worker["pid_started"] is None
+                                            or fields[19] == worker["pid_started"])
 
 
 def sweep(engine: Engine, now: datetime, *, alive: Collection[str] = (),
-          clock_now: Callable[[], datetime] | None = None) -> SweepReport:
+          clock_now: Callable[[], datetime] | None = None,
+          leases_tell: bool = True) -> SweepReport:
     """One pass: lost workers, activity and workflow-task timeouts, timers, run deadlines.
 
     `alive` names workers known to be alive whatever their lease says: the sweeping worker
-    itself, whose lease may have lapsed while the database was unavailable. With `clock_now`,
+    itself, whose lease may have lapsed while the database was unavailable. With `leases_tell`
+    false, no worker is found lost by its lease alone (see `worker_alive`). With `clock_now`,
     what is found due at `now` is enforced instance by instance at the instant the clock
     reads then (see `Engine.expire`).
     """
     report = SweepReport()
     with engine.store.read() as tx:
         lost = [w for w in tx.live_workers()
-                if w["worker_id"] not in alive and not worker_alive(w, now)]
+                if w["worker_id"] not in alive
+                and not worker_alive(w, now, leases_tell=leases_tell)]
         due = tx.next_due(now)
     if lost:
         ids = [w["worker_id"] for w in lost]

@@ -223,6 +223,17 @@ def _check_path(path: str, create: bool) -> None:
         raise DatabaseError(f"{path} is not a regular file")
 
 
+def _writable(path: str) -> bool:
+    """Whether this process may write the file at `path` (True when there is none yet)."""
+    try:
+        os.close(os.open(path, os.O_RDWR))
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
 class SQLiteStore:
     """One SQLite file, shared by every thread and process of wfctl.
 
@@ -245,6 +256,7 @@ class SQLiteStore:
         # them in turn): its page cache stays warm, where per-thread writers each lost theirs to
         # the others' commits.
         self._writer: sqlite3.Connection | None = None
+        self._writer_generation = 0
         # What `wal_autocheckpoint` is set to on the write connection outside `bulk_write`.
         self._autocheckpoint = _WAL_AUTOCHECKPOINT
         # When `checkpoint` may next try to start the WAL over (time.monotonic()), and the
@@ -256,7 +268,19 @@ class SQLiteStore:
         _check_path(self.path, create)
         # A URI with mode=rw never creates the file, whatever happens to it meanwhile.
         self._file = f"file:{quote(os.fsencode(os.path.abspath(self.path)))}"
-        self._uri = f"{self._file}?mode={'rwc' if create else 'rw'}"
+        self._writable_uri = f"{self._file}?mode={'rwc' if create else 'rw'}"
+        # Connections opened before the URI last changed are opened again (see `conn`).
+        self._generation = 0
+        # Reading a file that has no -wal beside it makes SQLite create its -wal and -shm, and
+        # when this process may not write the file, SQLite leaves them behind, read-only, so
+        # that no one can write the file even once it is writable again. Without a -wal file
+        # the main file holds every commit and no process is writing: it is read as it is, and
+        # opened anew once it is writable (`_reopen_if_writable`).
+        self._uri = self._writable_uri
+        self._read_until_writable = (not _writable(self.path)
+                                     and not os.path.exists(f"{self.path}-wal"))
+        if self._read_until_writable:
+            self._uri = self._immutable_uri
         try:
             self._migrate(create)
         except _CannotCreateShm:
@@ -265,10 +289,15 @@ class SQLiteStore:
                     f"cannot read {self.path}: it is read-only and so is its folder, where "
                     f"SQLite must create {os.path.basename(self.path)}-shm to read its -wal file"
                 ) from None
-            # Without a -wal file the main file holds every commit, and no process can be
-            # writing (it would need the -wal and -shm in this read-only folder): read it as is.
-            self._uri = f"{self._file}?mode=ro&immutable=1"
+            # No process can be writing either (it would need the -wal and -shm in this
+            # read-only folder).
+            self._uri = self._immutable_uri
+            self._read_until_writable = False
             self._migrate(create)
+
+    @property
+    def _immutable_uri(self) -> str:
+        return f"{self._file}?mode=ro&immutable=1"
 
     def _open(self, *, check_same_thread: bool = True) -> sqlite3.Connection:
         return sqlite3.connect(self._uri, uri=True, isolation_level=None,
@@ -297,7 +326,14 @@ class SQLiteStore:
     @property
     def conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
+        if conn is not None and self._local.generation != self._generation:
+            with self._connections_lock:
+                self._connections = [(thread, other) for thread, other in self._connections
+                                     if other is not conn]
+            conn.close()
+            conn = None
         if conn is None:
+            self._local.generation = self._generation
             conn = self._local.conn = self._connect()
             with self._connections_lock:
                 self._connections.append((threading.current_thread(), conn))
@@ -398,6 +434,7 @@ class SQLiteStore:
         SQLite's errors leave as wfctl's (`StoreUnavailable` for busy, full, read-only).
         """
         with self._write_lock:
+            self._reopen_if_writable()
             try:
                 conn = self._writer_connection()
                 conn.execute("BEGIN IMMEDIATE")
@@ -411,7 +448,22 @@ class SQLiteStore:
                         conn.execute("ROLLBACK")
                     raise
             except sqlite3.Error as exc:
-                raise translate(exc, self.path) from exc
+                error = translate(exc, self.path)
+                if isinstance(error, StoreUnavailable) and error.reason == "readonly" \
+                        and self._writer is not None:
+                    # SQLite opened the file read-only, for good: the next write opens it anew.
+                    self._writer.close()
+                    self._writer = None
+                raise error from exc
+
+    def _reopen_if_writable(self) -> None:
+        """Once a file read as it was (it was read-only) may be written, every connection is
+        opened anew, so as to write it and to see what others write (the write lock held)."""
+        if self._read_until_writable and _writable(self.path) \
+                and os.access(os.path.dirname(os.path.abspath(self.path)), os.W_OK):
+            self._uri = self._writable_uri
+            self._read_until_writable = False
+            self._generation += 1
 
     @contextmanager
     def read(self) -> Iterator[SQLiteTx]:
@@ -428,7 +480,11 @@ class SQLiteStore:
 
     def _writer_connection(self) -> sqlite3.Connection:
         """The process's write connection (the write lock held), opened on first use."""
+        if self._writer is not None and self._writer_generation != self._generation:
+            self._writer.close()
+            self._writer = None
         if self._writer is None:
+            self._writer_generation = self._generation
             self._writer = self._connect()
             if self._autocheckpoint != _WAL_AUTOCHECKPOINT:
                 self._writer.execute(f"PRAGMA wal_autocheckpoint={self._autocheckpoint}")

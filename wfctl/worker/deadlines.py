@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import queue
 import threading
 from collections.abc import Callable
@@ -73,7 +74,9 @@ class DeadlineRunner(Loop):
         submitted = 0
         if due:
             self._claimed_for_us = False
-            claims = engine.claim_expired_deadlines(self.worker.worker_id, now, worker_alive)
+            claims = engine.claim_expired_deadlines(
+                self.worker.worker_id, now,
+                functools.partial(worker_alive, leases_tell=self.worker.lease.leases_tell()))
             self._next_sweep = now + timedelta(seconds=self.worker.options.deadline_interval)
             submitted = self._submit(claims)
             earliest = engine.earliest_deadline()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -24,6 +25,10 @@ class LeaseKeeper(Loop):
         super().__init__(worker)
         self.renew_every = min(5.0, worker.options.worker_lease / 3)
         self._renewed_at: datetime | None = None
+        # When (time.monotonic()) the last renewal was written, and when renewals last came
+        # on time again after one came late.
+        self._written: float | None = None
+        self._steady_since: float | None = None
 
     def run_once(self, now: datetime) -> bool:
         worker = self.worker
@@ -34,7 +39,29 @@ class LeaseKeeper(Loop):
             return False
         worker.renew(now)
         self._renewed_at = now
+        written = time.monotonic()
+        if self._written is not None and written - self._written > self._late:
+            self._steady_since = written
+        self._written = written
         return True
+
+    @property
+    def _late(self) -> float:
+        return 1.5 * self.renew_every + LEASE_TICK
+
+    def leases_tell(self) -> bool:
+        """Whether other workers' leases are evidence now: not while this worker's own renewal
+        is late, nor for one lease after it was. A database that refused every writer (a lock
+        held, a server away) let every lease lapse, and a lease that lapsed then says nothing
+        of the worker that held it; once writes go through, each worker has a lease's time
+        to renew its own."""
+        if self._written is None:
+            return True
+        since = time.monotonic()
+        if since - self._written > self._late:
+            return False
+        return self._steady_since is None \
+            or since - self._steady_since >= self.worker.options.worker_lease
 
     def pause(self, acted: bool) -> float:
         return LEASE_TICK

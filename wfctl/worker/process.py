@@ -20,6 +20,7 @@ from wfctl import log, systemd
 from wfctl.context import _NOTHING
 from wfctl.engine import Engine
 from wfctl.errors import StoreUnavailable, WfctlError
+from wfctl.store import Row
 from wfctl.watchdog import HOSTNAME, host_id, process_started
 from wfctl.worker.attempts import Attempt
 from wfctl.worker.checkpoint import Checkpointer
@@ -93,6 +94,7 @@ class Worker:
         # Set to record each attempt's wait and run time (`work --metrics-port`).
         self.attempt_metrics: AttemptMetrics | None = None
         self._registered = False
+        self._kind = "worker"
         self._slots_made = 0
         self.steps = StepPath(self)
         self.slots = [self._new_slot() for _ in range(self.options.concurrency)]
@@ -112,29 +114,46 @@ class Worker:
 
     def register(self, now: datetime, kind: str = "worker") -> None:
         with self.engine.store.write() as tx:
-            tx.register_worker({
-                "worker_id": self.worker_id,
-                "kind": kind,
-                "hostname": HOSTNAME,
-                "host_id": host_id(),
-                "pid": os.getpid(),
-                "pid_started": process_started(os.getpid()),
-                "queues": ",".join(self.options.queues),
-                "started_at": now,
-                "heartbeat_at": now,
-                "lease_expires_at": now + timedelta(seconds=self.options.worker_lease),
-            })
+            tx.register_worker(self._record(now, kind))
         self._registered = True
+        self._kind = kind
+
+    def _record(self, now: datetime, kind: str) -> Row:
+        return {
+            "worker_id": self.worker_id,
+            "kind": kind,
+            "hostname": HOSTNAME,
+            "host_id": host_id(),
+            "pid": os.getpid(),
+            "pid_started": process_started(os.getpid()),
+            "queues": ",".join(self.options.queues),
+            "started_at": now,
+            "heartbeat_at": now,
+            "lease_expires_at": now + timedelta(seconds=self.options.worker_lease),
+        }
 
     def renew(self, now: datetime) -> None:
         lease_expires_at = now + timedelta(seconds=self.options.worker_lease)
+        gone = False
         with self.engine.store.write() as tx:
             renewed = tx.renew_worker(self.worker_id, now, lease_expires_at)
             if not renewed and not self.stopping:
-                # Another watchdog saw the lease lapse (this process stalled) and retried our
-                # attempts; what this worker claims from now on must be watched again.
-                tx.revive_worker(self.worker_id, now, lease_expires_at)
-        if not renewed and not self.stopping:
+                gone = tx.get_worker(self.worker_id) is None
+                if gone:
+                    # The database lost this worker's record (restored from a backup, or
+                    # dropped and created again): what it holds and claims is recorded under
+                    # its id, so it registers again under the same one, orphaning nothing.
+                    tx.register_worker(self._record(now, self._kind))
+                else:
+                    # Another watchdog saw the lease lapse (this worker on another host went
+                    # silent) and retried our attempts; what this worker claims from now on
+                    # must be watched again.
+                    tx.revive_worker(self.worker_id, now, lease_expires_at)
+        if gone:
+            log.event("worker_registered_again", logging.WARNING, worker_id=self.worker_id,
+                      message="its record was gone from the database (restored from a backup, "
+                              "or created anew?); registered again")
+        elif not renewed and not self.stopping:
             log.event("worker_lease_lapsed", logging.WARNING, worker_id=self.worker_id,
                       message="declared lost while stalled; its attempts were retried")
 

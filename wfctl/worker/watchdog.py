@@ -33,7 +33,8 @@ class Watchdog(Loop):
         worker = self.worker
         engine = worker.engine
         # This worker is alive whatever its lease says (a long outage can outlast it).
-        report = sweep(engine, now, alive=(worker.worker_id,), clock_now=worker.clock)
+        report = sweep(engine, now, alive=(worker.worker_id,), clock_now=worker.clock,
+                       leases_tell=worker.lease.leases_tell())
         self._swept_something, self._next_due = report.acted, report.next_due
         decided = 0
         if report.acted or \
