@@ -87,7 +87,7 @@ def test_describe_json_has_the_attempt_the_next_attempt_and_the_policy(env, wfct
     doc = json.loads(out)
     assert doc["status"] == "running"
     assert doc["workflow_retry"] == {"attempt": 2, "max_attempts": 3, "next_attempt_at": iso(60)}
-    assert doc["retry_policy"] == {"max_attempts": 3, "backoff_seconds": [60, 120, 240],
+    assert doc["retry_policy"] == {"max_attempts": 3, "backoff_seconds": [60, 120],
                                    "when": ["activity", "run_timeout", "signal_wait"]}
     assert (doc["run"]["wait_kind"], doc["run"]["run_deadline_at"]) == ("retry", None)
 
@@ -164,7 +164,7 @@ def test_validate_shows_each_types_retry_policy_and_retention(env, wfctl):
 
     types = json.loads(out)["workflow_types"]
     assert code == 0
-    assert types["flaky"]["retry_policy"] == {"max_attempts": 3, "backoff_seconds": [60, 120, 240],
+    assert types["flaky"]["retry_policy"] == {"max_attempts": 3, "backoff_seconds": [60, 120],
                                               "when": ["activity", "run_timeout", "signal_wait"]}
     assert types["flaky"]["retention_seconds"] == 30 * 86400
     assert (types["plain"]["retry_policy"], types["plain"]["retention_seconds"]) == (None, None)

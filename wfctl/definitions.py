@@ -53,11 +53,13 @@ class Backoff:
     explicit: tuple[float, ...] | None = None
 
     def schedule(self, max_attempts: int) -> list[float]:
-        """The wait after each failed attempt, one entry per attempt (the list as given)."""
-        if self.explicit is not None:
-            return list(self.explicit)
-        waits = []
-        for n in range(max_attempts):
+        """The waits that happen: one after each failed attempt but the last, `max_attempts -
+        1` in all (an explicit list shorter than that repeats its last wait)."""
+        waits: list[float] = []
+        for n in range(max_attempts - 1):
+            if self.explicit is not None:
+                waits.append(self.explicit[min(n, len(self.explicit) - 1)])
+                continue
             try:
                 wait = self.initial * self.coefficient**n
             except OverflowError:

@@ -325,8 +325,10 @@ def _utc_and_local(at: str | None) -> str:
 def retry_chips(policy: dict[str, Any]) -> list[str]:
     """The retry policy as short chips: '3 attempts', 'backoff 1s→1m', 'start-to-close 5m'."""
     chips = [f"{policy['max_attempts']} attempt{'s' if policy['max_attempts'] != 1 else ''}"]
-    waits = policy["backoff_seconds"]
-    if waits and policy["max_attempts"] != 1:
+    # Policies recorded by earlier versions list a wait after the last attempt too: only the
+    # `max_attempts - 1` waits that happen are shown.
+    waits = policy["backoff_seconds"][:max(policy["max_attempts"] - 1, 0)]
+    if waits:
         chips.append(f"backoff {durations.format(waits[0])}→{durations.format(max(waits))}"
                      if len(set(waits)) > 1 else f"backoff {durations.format(waits[0])}")
     for key, label in (("schedule_to_start_timeout", "schedule-to-start"),
@@ -343,7 +345,7 @@ def retry_chips(policy: dict[str, Any]) -> list[str]:
 def workflow_retry_chips(policy: dict[str, Any]) -> list[str]:
     """A workflow retry policy as chips: '3 attempts', 'backoff 1m→4m', 'when activity,run_timeout'."""
     chips = retry_chips({"max_attempts": policy["max_attempts"],
-                         "backoff_seconds": policy["backoff_seconds"][:policy["max_attempts"] - 1]})
+                         "backoff_seconds": policy["backoff_seconds"]})
     return [*chips, "when " + ",".join(policy["when"])]
 
 
