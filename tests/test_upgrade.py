@@ -32,7 +32,7 @@ DEFINITIONS = DATA / "v01" / "workflows.yaml"
 SHOWN_BY_01 = json.loads((DATA / "v01" / "expected.json").read_text())
 # Fields `describe` has gained since 0.1 (added, never changed): compared without them.
 ADDED_TO_RUN = ("stop_reason",)
-ADDED = ("retry_policy", "workflow_retry")
+ADDED = ("retry_policy", "workflow_retry", "pending_signals")
 
 
 def as_01_showed(doc: dict) -> dict:

@@ -177,6 +177,12 @@ class Client:
         with self.store.read() as tx:
             return tx.instance_ids(prefix, min(limit, _MAX_LIMIT))
 
+    def signal_names(self, workflow_id: str) -> tuple[str, ...]:
+        """The signals the instance's type waits for (its `wait_for_signal` steps, at any
+        depth), by the definitions it was started with; raises NotFound for an unknown id."""
+        _text("instance id", workflow_id)
+        return views.signal_names(self.store, workflow_id)
+
     def serves(self, queue: str | None) -> bool:
         """Whether a live worker (not stopped, its lease not lapsed) serves `queue` (None: any
         queue, as every worker decides workflow tasks)."""
@@ -193,14 +199,16 @@ class Client:
 
         return metrics.exposition(self.store, self._now)
 
-    def signal(self, workflow_id: str, name: str,
-               data: dict[str, Any] | None = None) -> dict[str, Any]:
+    def signal(self, workflow_id: str, name: str, data: dict[str, Any] | None = None, *,
+               force: bool = False) -> dict[str, Any]:
+        """Deliver a signal; a name no `wait_for_signal` step of the instance's type waits
+        for is refused (InvalidInput) unless `force`."""
         _text("instance id", workflow_id)
         _text("signal name", name)
         if not name:
             raise InvalidInput("a signal name must not be empty")
         _json_object("signal data", data)
-        return self.engine.signal(workflow_id, name, data, self._now())
+        return self.engine.signal(workflow_id, name, data, self._now(), force=force)
 
     def pause(self, workflow_id: str) -> dict[str, Any]:
         _text("instance id", workflow_id)

@@ -154,6 +154,11 @@ class WorkflowType:
     retention: float | None = None
     line: int = 0
 
+    def signals(self) -> tuple[str, ...]:
+        """The names its `wait_for_signal` steps wait for, at any depth, each once, sorted."""
+        return tuple(sorted({part.signal for step in self.steps for part in (step, *step.branches)
+                             if part.kind == "wait_for_signal" and part.signal is not None}))
+
     def first_queue(self) -> str | None:
         """The queue of the first activity the workflow runs (in a parallel step, its first
         branch's), where its work starts; None when it runs no activity."""

@@ -119,10 +119,26 @@ def seconds_text(value: float | None) -> str:
 
 
 def _json(value: Any, limit: int | None = None) -> str:
+    """`value` as JSON; past `limit` characters a list or mapping shows its first items whole
+    and counts the rest ('… 3 more'): no value is cut in the middle (`--json` has it all)."""
     shown = json.dumps(value, ensure_ascii=False)
-    if limit is not None and len(shown) > limit:
-        shown = shown[:limit - 3] + "..."
-    return shown
+    if limit is None or len(shown) <= limit or not isinstance(value, list | dict) or not value:
+        return shown
+    items = [json.dumps(item, ensure_ascii=False) for item in value] if isinstance(value, list) \
+        else [f"{json.dumps(key, ensure_ascii=False)}: {json.dumps(item, ensure_ascii=False)}"
+              for key, item in value.items()]
+    opening, closing = ("[", "]") if isinstance(value, list) else ("{", "}")
+    kept: list[str] = []
+    for item in items:
+        rest = len(items) - len(kept) - 1
+        more = f", … {rest} more" if rest else ""
+        if kept and len(opening + ", ".join([*kept, item]) + more + closing) > limit:
+            break
+        kept.append(item)
+    rest = len(items) - len(kept)
+    if not kept or len(kept[0]) > limit:
+        return f"{opening}… {len(items)} item{'s' if len(items) != 1 else ''}{closing}"
+    return opening + ", ".join(kept) + (f", … {rest} more" if rest else "") + closing
 
 
 # tracebacks
@@ -209,6 +225,13 @@ def describe(out: Console, doc: dict[str, Any], now: datetime, *, full_state: bo
                              child["step"], status_text(child["status"]),
                              child.get("closed_at") or "-")
         parts.append(_titled(out, "Children", children))
+    if doc.get("pending_signals"):
+        signals = table(out, Column("signal", card=KEY), Column("received (UTC)", no_wrap=True),
+                        "when")
+        for signal in doc["pending_signals"]:
+            signals.add_row(signal["name"], signal["received_at"],
+                            ago(signal["received_at"], now))
+        parts.append(_titled(out, "Signals", signals, note="received, not yet consumed"))
     if doc["failure"]:
         retry = doc.get("workflow_retry") or {}
         heading = f"Failure (attempt {retry['attempt']} runs at {retry['next_attempt_at']})" \

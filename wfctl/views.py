@@ -7,13 +7,16 @@ the current step of a run that has not completed.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wfctl import durations
 from wfctl.clock import iso
 from wfctl.errors import NotFound
 from wfctl.store import Row, Store, Tx
 from wfctl.vocabulary import RETRY_TIMER
+
+if TYPE_CHECKING:
+    from wfctl.definitions import WorkflowType
 
 _DEADLINE_COLUMNS = (
     ("execution_timeout", "execution_deadline_at"),
@@ -80,6 +83,8 @@ def describe(store: Store, instance_id: str, run_number: int | None = None) -> d
             # A step's timers; a retry policy's backoff shows under workflow_retry instead.
             "timers": [_timer(t) for t in timers if t["kind"] != RETRY_TIMER],
             "children": [_child(ch) for ch in tx.run_children(run["workflow_run_id"])],
+            "pending_signals": [{"name": signal["name"], "received_at": iso(signal["received_at"])}
+                                for signal in tx.pending_signals(instance_id)],
             "failure": failure_view(tx.get_failure(run["failure_id"]))
             if run["failure_id"] else None,
             "state": run["state"],
@@ -120,25 +125,36 @@ def stop_reason(tx: Tx, run: Row) -> str | None:
     return requests[-1]["attributes"].get("reason") if requests else None
 
 
-# Step names by definitions digest and workflow type: the text behind a digest never changes.
-_step_names: dict[tuple[str, str], tuple[str, ...]] = {}
+# Workflow types by definitions digest and type name: the text behind a digest never changes.
+_types: dict[tuple[str, str], WorkflowType] = {}
+
+
+def _workflow_type(tx: Tx, instance: Row) -> WorkflowType:
+    """The instance's type as the definitions it was started with declare it."""
+    key = (instance["definitions_digest"], instance["workflow_type"])
+    found = _types.get(key)
+    if found is None:
+        from wfctl import definitions
+
+        row = tx.get_definitions(key[0])
+        if row is None:
+            raise LookupError(f"definitions {key[0]} are missing from the database")
+        found = _types.setdefault(key, definitions.parse(row["source"], row["path"]).types[key[1]])
+    return found
 
 
 def _current_step(tx: Tx, instance: Row, run: Row) -> str | None:
     """The name of the step the run is at; a completed run is at none (and reads no YAML)."""
     if run["status"] == "completed":
         return None
-    key = (instance["definitions_digest"], instance["workflow_type"])
-    names = _step_names.get(key)
-    if names is None:
-        from wfctl import definitions
+    steps = _workflow_type(tx, instance).steps
+    return steps[run["step_index"]].name if run["step_index"] < len(steps) else None
 
-        row = tx.get_definitions(key[0])
-        if row is None:
-            raise LookupError(f"definitions {key[0]} are missing from the database")
-        steps = definitions.parse(row["source"], row["path"]).types[key[1]].steps
-        names = _step_names.setdefault(key, tuple(step.name for step in steps))
-    return names[run["step_index"]] if run["step_index"] < len(names) else None
+
+def signal_names(store: Store, instance_id: str) -> tuple[str, ...]:
+    """The signals the instance's type waits for; NotFound for an unknown id."""
+    with store.read() as tx:
+        return _workflow_type(tx, _instance(tx, instance_id)).signals()
 
 
 def _continued_to(tx: Tx, run: Row) -> str | None:

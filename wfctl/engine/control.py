@@ -14,7 +14,7 @@ from wfctl.engine.core import (
     request_cancel,
     schedule_workflow_task,
 )
-from wfctl.errors import Conflict, NotFound, StructuralLimitExceeded
+from wfctl.errors import Conflict, InvalidInput, NotFound, StructuralLimitExceeded
 from wfctl.store import Row
 from wfctl.vocabulary import OPEN_RUN, RETRY_TIMER, RETRY_WAIT, RETRYABLE_RUN, UNSUCCESSFUL_ACTIVITY
 
@@ -39,10 +39,21 @@ def _open_run(c: Ctx, instance_id: str, action: str) -> tuple[Row, Row]:
 
 @operation
 def signal(engine: Engine, instance_id: str, name: str, data: dict[str, Any] | None,
-           now: datetime) -> dict[str, Any]:
-    """Deliver a signal; it waits in a buffer until a `wait_for_signal` step takes it."""
+           now: datetime, *, force: bool = False) -> dict[str, Any]:
+    """Deliver a signal; it waits in a buffer until a `wait_for_signal` step takes it.
+
+    A name no `wait_for_signal` step of the instance's type waits for is refused (a typo would
+    otherwise wait in the buffer for ever) unless `force`.
+    """
     with engine.transaction(now) as c:
         instance, run = _open_run(c, instance_id, "signal")
+        awaited_names = c.workflow_type(instance).signals()
+        if name not in awaited_names and not force:
+            waits = f"waits for {', '.join(awaited_names)}" if awaited_names \
+                else "waits for no signal"
+            raise InvalidInput(f"{instance_id} ({instance['workflow_type']}) has no "
+                               f"wait_for_signal step for {name!r}: its type {waits} "
+                               "(--force delivers it anyway)")
         limits = c.limits(instance)
         if data is not None:
             check_payload(limits, data)

@@ -1237,6 +1237,12 @@ class PostgresTx:
             "AND consumed_at IS NULL ORDER BY signal_id LIMIT 1", (instance_id, name),
         )
 
+    def pending_signals(self, instance_id: str) -> list[Row]:
+        return self._all(
+            "SELECT name, received_at FROM signals WHERE workflow_instance_id = %s "
+            "AND consumed_at IS NULL ORDER BY signal_id", (instance_id,),
+        )
+
     def count_pending_signals(self, instance_id: str) -> int:
         return self._one(
             "SELECT count(*) AS n FROM signals WHERE workflow_instance_id = %s "
