@@ -171,6 +171,15 @@ class Client:
         return views.list_instances(self.store, status=status, workflow_type=workflow_type,
                                     since=since, limit=min(limit, _MAX_LIMIT))
 
+    def count(self, *, status: str | None = None, workflow_type: str | None = None,
+              since: datetime | None = None) -> int:
+        """How many instances `list` with these filters would show without a limit."""
+        if status is not None and status not in INSTANCE_STATUSES:
+            raise InvalidInput(f"status must be one of {', '.join(INSTANCE_STATUSES)} (got {status!r})")
+        _text("workflow type", workflow_type)
+        return views.count_instances(self.store, status=status, workflow_type=workflow_type,
+                                     since=since)
+
     def instance_ids(self, prefix: str = "", limit: int = 200) -> list[str]:
         """Instance ids starting with `prefix`, newest first (shell completion)."""
         _text("prefix", prefix)

@@ -101,6 +101,14 @@ def at_close(at: str, closed_at: str) -> Text:
     return Text(f"not reached: closed {span(seconds)} before", style="dim")
 
 
+def held(at: str, status: str, now: datetime) -> Text:
+    """A deadline that cannot fire while the instance is `status` (waiting or paused): where it
+    stands, and that it waits for the instance to run again."""
+    seconds = (clock.parse(at) - now).total_seconds()
+    where = f"in {span(seconds)}" if seconds > 0 else f"passed {span(-seconds)} ago"
+    return Text(f"held while {status} ({where})", style="yellow")
+
+
 def ago(at: str | None, now: datetime) -> str:
     if at is None:
         return "-"
@@ -319,6 +327,8 @@ def _time_panel(out: Console, doc: dict[str, Any], now: datetime) -> RenderableT
             when = styled("-")
         elif run["closed_at"] is not None:
             when = at_close(at, run["closed_at"])
+        elif name == "deadline" and doc.get("deadline_held_while"):
+            when = held(at, doc["deadline_held_while"], now)
         else:
             when = relative(at, now)
         instants = [_utc_and_local(at)] if short else [at or "-", local(at)]
@@ -649,8 +659,15 @@ def history(out: Console, events: list[dict[str, Any]], *, start_at: str | None,
 
 # list, validate, start
 
-def instances(out: Console, rows: list[dict[str, Any]], now: datetime) -> None:
-    emit(out, instances_table(out, rows, now))
+def instances(out: Console, rows: list[dict[str, Any]], now: datetime, *,
+              more: int = 0) -> None:
+    """The instances; `more`: how many more match past the limit, said under the table."""
+    if more > 0:
+        emit(out, instances_table(out, rows, now),
+             Text(f"… {more} more (the newest {len(rows)} shown; --limit N shows more)",
+                  style="dim"))
+    else:
+        emit(out, instances_table(out, rows, now))
 
 
 def instances_table(out: Console, rows: list[dict[str, Any]], now: datetime) -> Fitted:

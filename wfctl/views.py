@@ -51,6 +51,8 @@ def describe(store: Store, instance_id: str, run_number: int | None = None) -> d
                 instance["execution_timeout_seconds"]),
             "deadline_seconds": durations.whole_seconds(instance["deadline_seconds"]),
             "deadline_at": iso(run["deadline_at"]),
+            "deadline_held_while": deadline_held_while(instance["status"], run["deadline_at"],
+                                                       run["closed_at"] is not None),
             "on_deadline": instance["on_deadline"],
             "child_policy": instance["child_policy"],
             "retry_policy": retry_policy,
@@ -234,18 +236,32 @@ def history(store: Store, instance_id: str, *, run_number: int | None = None,
         ]
 
 
+# How many runs' open work one query of `list` reads.
+_DEADLINE_BATCH = 200
+
+
 def list_instances(store: Store, *, status: str | None = None,
                    workflow_type: str | None = None, since: datetime | None = None,
                    limit: int = 50) -> list[dict[str, Any]]:
-    """Instances, newest first, each with the nearest deadline still ahead of it."""
+    """Instances, newest first, each with the nearest deadline that can fire in its current
+    state (`nearest_deadline`)."""
     with store.read() as tx:
         rows = tx.list_instances(status=status, workflow_type=workflow_type, since=since,
                                  limit=limit)
+        open_runs = [row["current_run_id"] for row in rows if row["closed_at"] is None]
+        pending: dict[str, list[tuple[datetime, str]]] = {}
+        for start in range(0, len(open_runs), _DEADLINE_BATCH):
+            for found in tx.open_deadlines(open_runs[start:start + _DEADLINE_BATCH]):
+                pending.setdefault(found["workflow_run_id"], []).append(
+                    (found["at"], found["kind"]))
     result = []
     for row in rows:
-        pending = [(row[column], kind) for kind, column in _DEADLINE_COLUMNS
-                   if row[column] is not None]
-        nearest = min(pending) if pending and row["closed_at"] is None else None
+        nearest = None
+        if row["closed_at"] is None:
+            candidates = [*pending.get(row["current_run_id"], []),
+                          *((row[column], kind) for kind, column in _DEADLINE_COLUMNS
+                            if row[column] is not None and _can_fire(kind, row["status"]))]
+            nearest = min(candidates) if candidates else None
         result.append({
             "workflow_instance_id": row["workflow_instance_id"],
             "workflow_type": row["workflow_type"],
@@ -256,6 +272,28 @@ def list_instances(store: Store, *, status: str | None = None,
             "nearest_deadline": {"kind": nearest[1], "at": iso(nearest[0])} if nearest else None,
         })
     return result
+
+
+def count_instances(store: Store, *, status: str | None = None,
+                    workflow_type: str | None = None, since: datetime | None = None) -> int:
+    """How many instances `list` with these filters and no limit would show."""
+    with store.read() as tx:
+        return tx.count_instances(status=status, workflow_type=workflow_type, since=since)
+
+
+def _can_fire(kind: str, status: str) -> bool:
+    """Whether a workflow deadline of `kind` can fire while the instance is `status`: the
+    must-complete-within deadline is held while it waits (for a signal or a child) or is paused."""
+    return kind != "deadline" or status == "running"
+
+
+def deadline_held_while(status: str, deadline_at: datetime | None,
+                        closed: bool) -> str | None:
+    """The status (`waiting`, `paused`) that holds an open instance's deadline; None when it
+    can fire (or there is none)."""
+    if deadline_at is None or closed or _can_fire("deadline", status):
+        return None
+    return status
 
 
 def failure_view(failure: Row | None) -> dict[str, Any] | None:
