@@ -156,7 +156,8 @@ def test_retry_by_hand_during_the_backoff_is_one_error_line(env, wfctl):
     assert (code, out) == (1, "")
     assert re.fullmatch(
         r"Error: cannot retry f1: it is running, waiting to retry at \S+ \(its retry policy's "
-        r"attempt 2\) \(only failed or timed_out instances can be retried\)\n", err)
+        r"attempt 2\) \(only failed, timed_out, cancelled or terminated instances can be "
+        r"retried\)\n", err)
 
 
 def test_validate_shows_each_types_retry_policy_and_retention(env, wfctl):

@@ -532,13 +532,15 @@ def history(
 def retry(
     ctx: typer.Context,
     instance_id: str = typer.Argument(..., metavar="ID", autocompletion=_complete_ids,
-                                      help="A failed or timed_out instance."),
+                                      help="A failed, timed_out, cancelled or terminated "
+                                           "instance."),
     extend_deadline: str | None = typer.Option(None, "--extend-deadline", metavar="DURATION",
                                                help="New deadline: now + this duration."),
     clear_deadline: bool = typer.Option(False, "--clear-deadline", help="Remove the deadline."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """Run a failed or timed_out instance again from the failed step (the deadline is kept)."""
+    """Run a closed instance again from the step that failed or was stopped (the deadline is
+    kept)."""
     if extend_deadline is not None and clear_deadline:
         _usage("--extend-deadline and --clear-deadline exclude each other")
     extend = _duration("--extend-deadline", extend_deadline, allow_none=False)

@@ -1319,6 +1319,10 @@ class PostgresTx:
             "ORDER BY c.created_at, c.rowid", (run_id,),
         )
 
+    def supersede_child(self, child_instance_id: str) -> None:
+        self._execute("UPDATE children SET superseded = 1 WHERE child_instance_id = %s",
+                      (child_instance_id,))
+
     def supersede_children(self, run_id: str, step_index: int) -> None:
         self._execute(
             "UPDATE children SET superseded = 1 WHERE parent_run_id = %s AND step_index = %s "

@@ -1114,6 +1114,10 @@ class SQLiteTx:
             "ORDER BY c.created_at, c.rowid", (run_id,),
         )
 
+    def supersede_child(self, child_instance_id: str) -> None:
+        self.conn.execute("UPDATE children SET superseded = 1 WHERE child_instance_id = ?",
+                          (child_instance_id,))
+
     def supersede_children(self, run_id: str, step_index: int) -> None:
         self.conn.execute(
             "UPDATE children SET superseded = 1 WHERE parent_run_id = ? AND step_index = ? "
