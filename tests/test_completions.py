@@ -129,6 +129,30 @@ def test_instance_ids_come_from_wfctl_db_too(files):
     assert complete("wfctl describe exp", {"WFCTL_DB": str(db)}) == ["export-1"]
 
 
+def test_signal_names_complete_from_the_instances_type(tmp_path, db):
+    workflows = tmp_path / "workflows.yaml"
+    workflows.write_text(textwrap.dedent("""
+        version: 1
+        workflows:
+          order:
+            steps:
+              - wait_for_signal: shipped
+              - wait_for_signal: paid
+              - wait_for_signal: shipped_again
+          plain:
+            steps:
+              - activity: wfh:noop
+    """))
+    with Client(db, workflows) as client:
+        client.start("order", "o-2")
+        client.start("plain", "p-1")
+
+    assert complete(f"wfctl --db {db} signal o-2 ") == ["paid", "shipped", "shipped_again"]
+    assert complete(f"wfctl --db {db} signal o-2 sh") == ["shipped", "shipped_again"]
+    assert complete(f"wfctl --db {db} signal p-1 ") == []
+    assert complete(f"wfctl --db {db} signal nosuch ") == []
+
+
 IDS = ["a%b", "a%c", "axb", "a_b", "a_", "aXb", "a\\b", "a\\", "ab", "é-1", "é-2", "éa", "e-1",
        "日本-1", "日本", "z\U0010ffff", "z\U0010ffffa", "z\U0010ffff\U0010ffff", "z\ud7ffa",
        "z\ue000", "zz"]

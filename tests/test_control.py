@@ -273,7 +273,7 @@ def test_cli_retry_of_a_completed_or_running_instance_is_an_error(make_env, wfct
     assert code == 1
     assert out == ""
     assert err == (f"Error: cannot retry g1: it is {status} "
-                   "(only failed or timed_out instances can be retried)\n")
+                   "(only failed, timed_out, cancelled or terminated instances can be retried)\n")
 
 
 def test_cli_retry_of_an_unknown_instance_is_an_error(make_env, wfctl):
@@ -447,7 +447,7 @@ def test_terminate_closes_the_run_at_once(make_env):
         _heartbeating(env, task, 6).heartbeat({"done": 1})
     assert env.decide(10) == 0
     with pytest.raises(Conflict, match=r"cannot terminate s1: it is terminated \(a closed "
-                                       r"instance accepts only describe and history\)"):
+                                       r"instance accepts only describe, history and retry\)"):
         env.client.terminate("s1")
 
 
@@ -461,7 +461,7 @@ def test_cli_cancel_and_terminate_print_what_happened(make_env, wfctl):
     code, _, err = wfctl(env, "pause", "s2")
     assert code == 1
     assert err == ("Error: cannot pause s2: it is terminated "
-                   "(a closed instance accepts only describe and history)\n")
+                   "(a closed instance accepts only describe, history and retry)\n")
 
 
 

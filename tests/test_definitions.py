@@ -72,7 +72,7 @@ def test_the_whole_schema_parses():
     fetch = wf.steps[0]
     assert fetch.name == "fetch"
     assert fetch.options.retry_policy() == {
-        "max_attempts": 3, "backoff_seconds": [1, 2, 4], "schedule_to_start_timeout": 30,
+        "max_attempts": 3, "backoff_seconds": [1, 2], "schedule_to_start_timeout": 30,
         "start_to_close_timeout": 300, "schedule_to_close_timeout": 600,
         "heartbeat_timeout": 15, "non_retryable": ["ValueError"],
     }
@@ -414,7 +414,7 @@ def test_a_type_takes_the_retry_policy_and_retention_of_the_defaults_or_its_own(
     types = parse(RETRYING).types
 
     inherited = types["inherits"]
-    assert inherited.retry.view() == {"max_attempts": 3, "backoff_seconds": [60, 120, 240],
+    assert inherited.retry.view() == {"max_attempts": 3, "backoff_seconds": [60, 120],
                                       "when": ["activity", "run_timeout", "signal_wait"]}
     assert inherited.retention == 30 * 86400
     assert types["own"].retry.view() == {"max_attempts": 2, "backoff_seconds": [5],
@@ -431,7 +431,8 @@ def test_without_retry_or_retention_a_run_is_not_retried_and_an_instance_is_kept
 
 def test_a_retry_policy_waits_its_backoff_after_each_failed_attempt():
     policy = parse(RETRYING).types["inherits"].retry
-    assert [policy.delay_after(attempt) for attempt in (1, 2, 3)] == [60, 120, 240]
+    # After the third (last) attempt nothing follows: two waits in all.
+    assert [policy.delay_after(attempt) for attempt in (1, 2)] == [60, 120]
     capped = parse("""
         version: 1
         workflows:

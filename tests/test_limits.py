@@ -206,10 +206,10 @@ def test_pending_signals_up_to_the_limit_are_buffered_and_one_more_is_refused(ma
     env = make_env(definitions(limited(pending_signal_count=2)))
     env.start("gated", "g1")
 
-    env.client.signal("g1", "later", {"n": 1})
-    env.client.signal("g1", "later", {"n": 2})
+    env.client.signal("g1", "later", {"n": 1}, force=True)
+    env.client.signal("g1", "later", {"n": 2}, force=True)
     with pytest.raises(StructuralLimitExceeded) as refused:
-        env.client.signal("g1", "later", {"n": 3})
+        env.client.signal("g1", "later", {"n": 3}, force=True)
 
     assert (refused.value.limit_kind, refused.value.value, refused.value.limit) == \
         ("pending_signal_count", 3, 2)
@@ -222,9 +222,9 @@ def test_the_cli_reports_a_refused_signal_on_one_line(tmp_path, db):
     workflows.write_text(definitions(limited(pending_signal_count=1)))
     base = ["--db", db, "-w", str(workflows)]
     CliRunner().invoke(app, [*base, "start", "gated", "g1"])
-    CliRunner().invoke(app, [*base, "signal", "g1", "later"])
+    CliRunner().invoke(app, [*base, "signal", "g1", "later", "--force"])
 
-    result = CliRunner().invoke(app, [*base, "signal", "g1", "later"])
+    result = CliRunner().invoke(app, [*base, "signal", "g1", "later", "--force"])
 
     assert (result.exit_code, result.stderr) == (
         1, "Error: pending_signal_count limit exceeded: 2 (limit 1)\n")

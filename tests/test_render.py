@@ -228,7 +228,7 @@ def test_describe_shows_the_last_error_and_backoff_of_a_retrying_activity(make_e
     render.describe(out, env.describe("f1"), at(0.5))
 
     text = out.file.getvalue()
-    assert re.search(r"load\s+retry_scheduled\s+2/3\s+3 attempts · backoff 1s→4s · "
+    assert re.search(r"load\s+retry_scheduled\s+2/3\s+3 attempts · backoff 1s→2s · "
                      r"start-to-close 5m · non-retryable ValueError\s+next attempt in 500ms", text)
     assert "ConnectionError: attempt 1 failed" in text
     assert "available 2026-04-12T12:00:01.000+00:00" in text

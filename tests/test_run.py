@@ -158,7 +158,7 @@ def test_exhausted_attempts_fail_the_workflow_with_the_error(make_env):
     assert doc["status"] == "failed"
     assert doc["failure"]["failure_category"] == "activity"
     assert doc["failure"]["exception_class"] == "ConnectionError"
-    assert doc["activities"][0]["retry_policy"]["backoff_seconds"] == [1, 3]
+    assert doc["activities"][0]["retry_policy"]["backoff_seconds"] == [1]
 
 
 def test_non_retryable_exception_fails_at_once_with_attempts_left(make_env):
@@ -377,7 +377,7 @@ def test_describe_matches_the_documented_shape(make_env):
     assert doc["run"]["execution_deadline_at"] == "2026-04-12T14:00:00.000+00:00"
     activity = doc["activities"][0]
     assert activity["retry_policy"] == {
-        "max_attempts": 3, "backoff_seconds": [1, 2, 4], "schedule_to_start_timeout": 30,
+        "max_attempts": 3, "backoff_seconds": [1, 2], "schedule_to_start_timeout": 30,
         "start_to_close_timeout": 300, "schedule_to_close_timeout": 600,
         "heartbeat_timeout": 15, "non_retryable": ["ValueError"],
     }

@@ -109,7 +109,7 @@ def test_describe_shows_the_innermost_frames_in_the_failure_panel(failed):
 
     text = shown(out)
     panel = text[text.index("Failure"):text.index("State")]
-    assert re.search(r"traceback\s+… 3 earlier frames \(--json has all\)", panel)
+    assert re.search(r"traceback\s+… 1 earlier frame \(--json has all\)", panel)
     assert panel.count('wfh.py", line') == 3
     assert re.search(r"in _open_order.*in _read_fields.*in _field", panel, re.DOTALL)
     assert "in deep_error" not in panel
@@ -128,7 +128,7 @@ def test_describe_piped_shows_the_same_frames_as_plain_lines(failed):
     [activity] = [line for line in lines if re.match(r"lookup\s+failed", line)]
     assert re.search(r"LookupError: no such order \(at wfh\.py:\d+ in _field\)$", activity)
     start = next(n for n, line in enumerate(lines) if line.startswith("traceback"))
-    assert lines[start].split(None, 1)[1] == "… 3 earlier frames (--json has all)"
+    assert lines[start].split(None, 1)[1] == "… 1 earlier frame (--json has all)"
     frame_lines = traceback.rstrip("\n").splitlines()[-7:]   # 3 frames of 2 lines, the error
     indent = len(lines[start]) - len(lines[start].split(None, 1)[1])
     assert [line[indent:] for line in lines[start + 1:start + 8]] == frame_lines

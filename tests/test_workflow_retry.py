@@ -373,7 +373,7 @@ def test_retry_by_hand_is_refused_during_the_backoff(env):
         env.client.retry("f1")
     assert str(caught.value) == (
         f"cannot retry f1: it is running, waiting to retry at {iso(60)} (its retry policy's "
-        "attempt 2) (only failed or timed_out instances can be retried)")
+        "attempt 2) (only failed, timed_out, cancelled or terminated instances can be retried)")
 
 
 def test_retry_by_hand_after_the_policy_gave_up_starts_a_new_series(env):

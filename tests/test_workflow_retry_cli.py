@@ -87,7 +87,7 @@ def test_describe_json_has_the_attempt_the_next_attempt_and_the_policy(env, wfct
     doc = json.loads(out)
     assert doc["status"] == "running"
     assert doc["workflow_retry"] == {"attempt": 2, "max_attempts": 3, "next_attempt_at": iso(60)}
-    assert doc["retry_policy"] == {"max_attempts": 3, "backoff_seconds": [60, 120, 240],
+    assert doc["retry_policy"] == {"max_attempts": 3, "backoff_seconds": [60, 120],
                                    "when": ["activity", "run_timeout", "signal_wait"]}
     assert (doc["run"]["wait_kind"], doc["run"]["run_deadline_at"]) == ("retry", None)
 
@@ -156,7 +156,8 @@ def test_retry_by_hand_during_the_backoff_is_one_error_line(env, wfctl):
     assert (code, out) == (1, "")
     assert re.fullmatch(
         r"Error: cannot retry f1: it is running, waiting to retry at \S+ \(its retry policy's "
-        r"attempt 2\) \(only failed or timed_out instances can be retried\)\n", err)
+        r"attempt 2\) \(only failed, timed_out, cancelled or terminated instances can be "
+        r"retried\)\n", err)
 
 
 def test_validate_shows_each_types_retry_policy_and_retention(env, wfctl):
@@ -164,7 +165,7 @@ def test_validate_shows_each_types_retry_policy_and_retention(env, wfctl):
 
     types = json.loads(out)["workflow_types"]
     assert code == 0
-    assert types["flaky"]["retry_policy"] == {"max_attempts": 3, "backoff_seconds": [60, 120, 240],
+    assert types["flaky"]["retry_policy"] == {"max_attempts": 3, "backoff_seconds": [60, 120],
                                               "when": ["activity", "run_timeout", "signal_wait"]}
     assert types["flaky"]["retention_seconds"] == 30 * 86400
     assert (types["plain"]["retry_policy"], types["plain"]["retention_seconds"]) == (None, None)

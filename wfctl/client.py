@@ -171,11 +171,26 @@ class Client:
         return views.list_instances(self.store, status=status, workflow_type=workflow_type,
                                     since=since, limit=min(limit, _MAX_LIMIT))
 
+    def count(self, *, status: str | None = None, workflow_type: str | None = None,
+              since: datetime | None = None) -> int:
+        """How many instances `list` with these filters would show without a limit."""
+        if status is not None and status not in INSTANCE_STATUSES:
+            raise InvalidInput(f"status must be one of {', '.join(INSTANCE_STATUSES)} (got {status!r})")
+        _text("workflow type", workflow_type)
+        return views.count_instances(self.store, status=status, workflow_type=workflow_type,
+                                     since=since)
+
     def instance_ids(self, prefix: str = "", limit: int = 200) -> list[str]:
         """Instance ids starting with `prefix`, newest first (shell completion)."""
         _text("prefix", prefix)
         with self.store.read() as tx:
             return tx.instance_ids(prefix, min(limit, _MAX_LIMIT))
+
+    def signal_names(self, workflow_id: str) -> tuple[str, ...]:
+        """The signals the instance's type waits for (its `wait_for_signal` steps, at any
+        depth), by the definitions it was started with; raises NotFound for an unknown id."""
+        _text("instance id", workflow_id)
+        return views.signal_names(self.store, workflow_id)
 
     def serves(self, queue: str | None) -> bool:
         """Whether a live worker (not stopped, its lease not lapsed) serves `queue` (None: any
@@ -193,14 +208,16 @@ class Client:
 
         return metrics.exposition(self.store, self._now)
 
-    def signal(self, workflow_id: str, name: str,
-               data: dict[str, Any] | None = None) -> dict[str, Any]:
+    def signal(self, workflow_id: str, name: str, data: dict[str, Any] | None = None, *,
+               force: bool = False) -> dict[str, Any]:
+        """Deliver a signal; a name no `wait_for_signal` step of the instance's type waits
+        for is refused (InvalidInput) unless `force`."""
         _text("instance id", workflow_id)
         _text("signal name", name)
         if not name:
             raise InvalidInput("a signal name must not be empty")
         _json_object("signal data", data)
-        return self.engine.signal(workflow_id, name, data, self._now())
+        return self.engine.signal(workflow_id, name, data, self._now(), force=force)
 
     def pause(self, workflow_id: str) -> dict[str, Any]:
         _text("instance id", workflow_id)

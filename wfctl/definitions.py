@@ -57,11 +57,13 @@ class Backoff:
     explicit: tuple[float, ...] | None = None
 
     def schedule(self, max_attempts: int) -> list[float]:
-        """The wait after each failed attempt, one entry per attempt (the list as given)."""
-        if self.explicit is not None:
-            return list(self.explicit)
-        waits = []
-        for n in range(max_attempts):
+        """The waits that happen: one after each failed attempt but the last, `max_attempts -
+        1` in all (an explicit list shorter than that repeats its last wait)."""
+        waits: list[float] = []
+        for n in range(max_attempts - 1):
+            if self.explicit is not None:
+                waits.append(self.explicit[min(n, len(self.explicit) - 1)])
+                continue
             try:
                 wait = self.initial * self.coefficient**n
             except OverflowError:
@@ -158,6 +160,11 @@ class WorkflowType:
     retention: float | None = None
     line: int = 0
     on_deadline_line: int = 0
+
+    def signals(self) -> tuple[str, ...]:
+        """The names its `wait_for_signal` steps wait for, at any depth, each once, sorted."""
+        return tuple(sorted({part.signal for step in self.steps for part in (step, *step.branches)
+                             if part.kind == "wait_for_signal" and part.signal is not None}))
 
     def first_queue(self) -> str | None:
         """The queue of the first activity the workflow runs (in a parallel step, its first

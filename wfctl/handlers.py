@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
 import sys
 import threading
 import traceback
@@ -108,7 +109,7 @@ class HandlerError:
             exception_class=type(exc).__name__,
             message=message or type(exc).__name__,
             classes=tuple(klass.__name__ for klass in type(exc).__mro__),
-            traceback=format_traceback(exc) if with_traceback else None,
+            traceback=format_traceback(exc, handler_only=True) if with_traceback else None,
         )
 
 
@@ -122,12 +123,27 @@ class Outcome:
     cancelled: bool = False
 
 
-def format_traceback(exc: BaseException) -> str:
-    """The innermost frames of `exc`'s traceback, bounded in size (the tail is kept)."""
-    text = "".join(traceback.format_exception(exc, limit=-TRACEBACK_FRAMES))
+def format_traceback(exc: BaseException, *, handler_only: bool = False) -> str:
+    """The innermost frames of `exc`'s traceback, bounded in size (the tail is kept).
+
+    `handler_only`: a handler's exception, caught by wfctl's calling code; its traceback starts
+    at the handler's call, without the frames of wfctl's that called it.
+    """
+    frames = exc.__traceback__
+    if handler_only:
+        while frames is not None and _is_wfctl(frames.tb_frame.f_code.co_filename):
+            frames = frames.tb_next
+    text = "".join(traceback.format_exception(type(exc), exc, frames, limit=-TRACEBACK_FRAMES))
     if len(text) > TRACEBACK_CHARS:
         text = "…" + text[-(TRACEBACK_CHARS - 1):]
     return text
+
+
+_PACKAGE = str(Path(__file__).resolve().parent) + os.sep
+
+
+def _is_wfctl(filename: str) -> bool:
+    return filename.startswith(_PACKAGE)
 
 
 def check_result(step: str, result: Any) -> dict[str, Any] | None:

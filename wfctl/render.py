@@ -101,6 +101,14 @@ def at_close(at: str, closed_at: str) -> Text:
     return Text(f"not reached: closed {span(seconds)} before", style="dim")
 
 
+def held(at: str, status: str, now: datetime) -> Text:
+    """A deadline that cannot fire while the instance is `status` (waiting or paused): where it
+    stands, and that it waits for the instance to run again."""
+    seconds = (clock.parse(at) - now).total_seconds()
+    where = f"in {span(seconds)}" if seconds > 0 else f"passed {span(-seconds)} ago"
+    return Text(f"held while {status} ({where})", style="yellow")
+
+
 def ago(at: str | None, now: datetime) -> str:
     if at is None:
         return "-"
@@ -119,10 +127,26 @@ def seconds_text(value: float | None) -> str:
 
 
 def _json(value: Any, limit: int | None = None) -> str:
+    """`value` as JSON; past `limit` characters a list or mapping shows its first items whole
+    and counts the rest ('… 3 more'): no value is cut in the middle (`--json` has it all)."""
     shown = json.dumps(value, ensure_ascii=False)
-    if limit is not None and len(shown) > limit:
-        shown = shown[:limit - 3] + "..."
-    return shown
+    if limit is None or len(shown) <= limit or not isinstance(value, list | dict) or not value:
+        return shown
+    items = [json.dumps(item, ensure_ascii=False) for item in value] if isinstance(value, list) \
+        else [f"{json.dumps(key, ensure_ascii=False)}: {json.dumps(item, ensure_ascii=False)}"
+              for key, item in value.items()]
+    opening, closing = ("[", "]") if isinstance(value, list) else ("{", "}")
+    kept: list[str] = []
+    for item in items:
+        rest = len(items) - len(kept) - 1
+        more = f", … {rest} more" if rest else ""
+        if kept and len(opening + ", ".join([*kept, item]) + more + closing) > limit:
+            break
+        kept.append(item)
+    rest = len(items) - len(kept)
+    if not kept or len(kept[0]) > limit:
+        return f"{opening}… {len(items)} item{'s' if len(items) != 1 else ''}{closing}"
+    return opening + ", ".join(kept) + (f", … {rest} more" if rest else "") + closing
 
 
 # tracebacks
@@ -209,6 +233,13 @@ def describe(out: Console, doc: dict[str, Any], now: datetime, *, full_state: bo
                              child["step"], status_text(child["status"]),
                              child.get("closed_at") or "-")
         parts.append(_titled(out, "Children", children))
+    if doc.get("pending_signals"):
+        signals = table(out, Column("signal", card=KEY), Column("received (UTC)", no_wrap=True),
+                        "when")
+        for signal in doc["pending_signals"]:
+            signals.add_row(signal["name"], signal["received_at"],
+                            ago(signal["received_at"], now))
+        parts.append(_titled(out, "Signals", signals, note="received, not yet consumed"))
     if doc["failure"]:
         retry = doc.get("workflow_retry") or {}
         heading = f"Failure (attempt {retry['attempt']} runs at {retry['next_attempt_at']})" \
@@ -296,6 +327,8 @@ def _time_panel(out: Console, doc: dict[str, Any], now: datetime) -> RenderableT
             when = styled("-")
         elif run["closed_at"] is not None:
             when = at_close(at, run["closed_at"])
+        elif name == "deadline" and doc.get("deadline_held_while"):
+            when = held(at, doc["deadline_held_while"], now)
         else:
             when = relative(at, now)
         instants = [_utc_and_local(at)] if short else [at or "-", local(at)]
@@ -325,8 +358,10 @@ def _utc_and_local(at: str | None) -> str:
 def retry_chips(policy: dict[str, Any]) -> list[str]:
     """The retry policy as short chips: '3 attempts', 'backoff 1s→1m', 'start-to-close 5m'."""
     chips = [f"{policy['max_attempts']} attempt{'s' if policy['max_attempts'] != 1 else ''}"]
-    waits = policy["backoff_seconds"]
-    if waits and policy["max_attempts"] != 1:
+    # Policies recorded by earlier versions list a wait after the last attempt too: only the
+    # `max_attempts - 1` waits that happen are shown.
+    waits = policy["backoff_seconds"][:max(policy["max_attempts"] - 1, 0)]
+    if waits:
         chips.append(f"backoff {durations.format(waits[0])}→{durations.format(max(waits))}"
                      if len(set(waits)) > 1 else f"backoff {durations.format(waits[0])}")
     for key, label in (("schedule_to_start_timeout", "schedule-to-start"),
@@ -343,7 +378,7 @@ def retry_chips(policy: dict[str, Any]) -> list[str]:
 def workflow_retry_chips(policy: dict[str, Any]) -> list[str]:
     """A workflow retry policy as chips: '3 attempts', 'backoff 1m→4m', 'when activity,run_timeout'."""
     chips = retry_chips({"max_attempts": policy["max_attempts"],
-                         "backoff_seconds": policy["backoff_seconds"][:policy["max_attempts"] - 1]})
+                         "backoff_seconds": policy["backoff_seconds"]})
     return [*chips, "when " + ",".join(policy["when"])]
 
 
@@ -624,8 +659,15 @@ def history(out: Console, events: list[dict[str, Any]], *, start_at: str | None,
 
 # list, validate, start
 
-def instances(out: Console, rows: list[dict[str, Any]], now: datetime) -> None:
-    emit(out, instances_table(out, rows, now))
+def instances(out: Console, rows: list[dict[str, Any]], now: datetime, *,
+              more: int = 0) -> None:
+    """The instances; `more`: how many more match past the limit, said under the table."""
+    if more > 0:
+        emit(out, instances_table(out, rows, now),
+             Text(f"… {more} more (the newest {len(rows)} shown; --limit N shows more)",
+                  style="dim"))
+    else:
+        emit(out, instances_table(out, rows, now))
 
 
 def instances_table(out: Console, rows: list[dict[str, Any]], now: datetime) -> Fitted:

@@ -7,13 +7,16 @@ the current step of a run that has not completed.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wfctl import durations
 from wfctl.clock import iso
 from wfctl.errors import NotFound
 from wfctl.store import Row, Store, Tx
 from wfctl.vocabulary import RETRY_TIMER
+
+if TYPE_CHECKING:
+    from wfctl.definitions import WorkflowType
 
 _DEADLINE_COLUMNS = (
     ("execution_timeout", "execution_deadline_at"),
@@ -48,6 +51,8 @@ def describe(store: Store, instance_id: str, run_number: int | None = None) -> d
                 instance["execution_timeout_seconds"]),
             "deadline_seconds": durations.whole_seconds(instance["deadline_seconds"]),
             "deadline_at": iso(run["deadline_at"]),
+            "deadline_held_while": deadline_held_while(instance["status"], run["deadline_at"],
+                                                       run["closed_at"] is not None),
             "on_deadline": instance["on_deadline"],
             "child_policy": instance["child_policy"],
             "retry_policy": retry_policy,
@@ -80,6 +85,8 @@ def describe(store: Store, instance_id: str, run_number: int | None = None) -> d
             # A step's timers; a retry policy's backoff shows under workflow_retry instead.
             "timers": [_timer(t) for t in timers if t["kind"] != RETRY_TIMER],
             "children": [_child(ch) for ch in tx.run_children(run["workflow_run_id"])],
+            "pending_signals": [{"name": signal["name"], "received_at": iso(signal["received_at"])}
+                                for signal in tx.pending_signals(instance_id)],
             "failure": failure_view(tx.get_failure(run["failure_id"]))
             if run["failure_id"] else None,
             "state": run["state"],
@@ -120,25 +127,36 @@ def stop_reason(tx: Tx, run: Row) -> str | None:
     return requests[-1]["attributes"].get("reason") if requests else None
 
 
-# Step names by definitions digest and workflow type: the text behind a digest never changes.
-_step_names: dict[tuple[str, str], tuple[str, ...]] = {}
+# Workflow types by definitions digest and type name: the text behind a digest never changes.
+_types: dict[tuple[str, str], WorkflowType] = {}
+
+
+def _workflow_type(tx: Tx, instance: Row) -> WorkflowType:
+    """The instance's type as the definitions it was started with declare it."""
+    key = (instance["definitions_digest"], instance["workflow_type"])
+    found = _types.get(key)
+    if found is None:
+        from wfctl import definitions
+
+        row = tx.get_definitions(key[0])
+        if row is None:
+            raise LookupError(f"definitions {key[0]} are missing from the database")
+        found = _types.setdefault(key, definitions.parse(row["source"], row["path"]).types[key[1]])
+    return found
 
 
 def _current_step(tx: Tx, instance: Row, run: Row) -> str | None:
     """The name of the step the run is at; a completed run is at none (and reads no YAML)."""
     if run["status"] == "completed":
         return None
-    key = (instance["definitions_digest"], instance["workflow_type"])
-    names = _step_names.get(key)
-    if names is None:
-        from wfctl import definitions
+    steps = _workflow_type(tx, instance).steps
+    return steps[run["step_index"]].name if run["step_index"] < len(steps) else None
 
-        row = tx.get_definitions(key[0])
-        if row is None:
-            raise LookupError(f"definitions {key[0]} are missing from the database")
-        steps = definitions.parse(row["source"], row["path"]).types[key[1]].steps
-        names = _step_names.setdefault(key, tuple(step.name for step in steps))
-    return names[run["step_index"]] if run["step_index"] < len(names) else None
+
+def signal_names(store: Store, instance_id: str) -> tuple[str, ...]:
+    """The signals the instance's type waits for; NotFound for an unknown id."""
+    with store.read() as tx:
+        return _workflow_type(tx, _instance(tx, instance_id)).signals()
 
 
 def _continued_to(tx: Tx, run: Row) -> str | None:
@@ -218,18 +236,32 @@ def history(store: Store, instance_id: str, *, run_number: int | None = None,
         ]
 
 
+# How many runs' open work one query of `list` reads.
+_DEADLINE_BATCH = 200
+
+
 def list_instances(store: Store, *, status: str | None = None,
                    workflow_type: str | None = None, since: datetime | None = None,
                    limit: int = 50) -> list[dict[str, Any]]:
-    """Instances, newest first, each with the nearest deadline still ahead of it."""
+    """Instances, newest first, each with the nearest deadline that can fire in its current
+    state (`nearest_deadline`)."""
     with store.read() as tx:
         rows = tx.list_instances(status=status, workflow_type=workflow_type, since=since,
                                  limit=limit)
+        open_runs = [row["current_run_id"] for row in rows if row["closed_at"] is None]
+        pending: dict[str, list[tuple[datetime, str]]] = {}
+        for start in range(0, len(open_runs), _DEADLINE_BATCH):
+            for found in tx.open_deadlines(open_runs[start:start + _DEADLINE_BATCH]):
+                pending.setdefault(found["workflow_run_id"], []).append(
+                    (found["at"], found["kind"]))
     result = []
     for row in rows:
-        pending = [(row[column], kind) for kind, column in _DEADLINE_COLUMNS
-                   if row[column] is not None]
-        nearest = min(pending) if pending and row["closed_at"] is None else None
+        nearest = None
+        if row["closed_at"] is None:
+            candidates = [*pending.get(row["current_run_id"], []),
+                          *((row[column], kind) for kind, column in _DEADLINE_COLUMNS
+                            if row[column] is not None and _can_fire(kind, row["status"]))]
+            nearest = min(candidates) if candidates else None
         result.append({
             "workflow_instance_id": row["workflow_instance_id"],
             "workflow_type": row["workflow_type"],
@@ -240,6 +272,28 @@ def list_instances(store: Store, *, status: str | None = None,
             "nearest_deadline": {"kind": nearest[1], "at": iso(nearest[0])} if nearest else None,
         })
     return result
+
+
+def count_instances(store: Store, *, status: str | None = None,
+                    workflow_type: str | None = None, since: datetime | None = None) -> int:
+    """How many instances `list` with these filters and no limit would show."""
+    with store.read() as tx:
+        return tx.count_instances(status=status, workflow_type=workflow_type, since=since)
+
+
+def _can_fire(kind: str, status: str) -> bool:
+    """Whether a workflow deadline of `kind` can fire while the instance is `status`: the
+    must-complete-within deadline is held while it waits (for a signal or a child) or is paused."""
+    return kind != "deadline" or status == "running"
+
+
+def deadline_held_while(status: str, deadline_at: datetime | None,
+                        closed: bool) -> str | None:
+    """The status (`waiting`, `paused`) that holds an open instance's deadline; None when it
+    can fire (or there is none)."""
+    if deadline_at is None or closed or _can_fire("deadline", status):
+        return None
+    return status
 
 
 def failure_view(failure: Row | None) -> dict[str, Any] | None:

@@ -20,8 +20,10 @@ OPEN_RUN = ("running", "waiting", "paused")
 CLOSED_RUN = ("completed", "failed", "timed_out", "cancelled", "terminated", "continued_as_new")
 # The closed statuses that count as failure: a parent sees its child fail on any of these.
 UNSUCCESSFUL_RUN = ("failed", "timed_out", "cancelled", "terminated")
-# The closed statuses `retry` (by hand, or by a retry policy) runs again from the failed step.
+# The closed statuses a retry policy runs again from the failed step.
 RETRYABLE_RUN = ("failed", "timed_out")
+# The closed statuses `wfctl retry` resumes from the step that failed or was stopped.
+RESUMABLE_RUN = (*RETRYABLE_RUN, "cancelled", "terminated")
 # What `list --status` accepts: a run that continued as new is never an instance's status.
 CLOSED_INSTANCE = CLOSED_RUN[:-1]
 INSTANCE_STATUSES = (*OPEN_RUN, *CLOSED_INSTANCE)

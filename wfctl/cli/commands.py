@@ -257,6 +257,18 @@ def _complete_ids(ctx: typer.Context, incomplete: str) -> list[str]:
         return []
 
 
+def _complete_signals(ctx: typer.Context, incomplete: str) -> list[str]:
+    """The signals the instance's type waits for (the ID given before NAME)."""
+    db, _ = _completion_paths(ctx)
+    instance_id = ctx.params.get("instance_id")
+    try:
+        with Client(db, create=False) as client:
+            names = client.signal_names(instance_id)
+    except Exception:
+        return []
+    return [name for name in names if name.startswith(incomplete)]
+
+
 def _starting(values: tuple[str, ...], incomplete: str) -> list[str]:
     return [value for value in values if value.startswith(incomplete)]
 
@@ -590,13 +602,15 @@ def history(
 def retry(
     ctx: typer.Context,
     instance_id: str = typer.Argument(..., metavar="ID", autocompletion=_complete_ids,
-                                      help="A failed or timed_out instance."),
+                                      help="A failed, timed_out, cancelled or terminated "
+                                           "instance."),
     extend_deadline: str | None = typer.Option(None, "--extend-deadline", metavar="DURATION",
                                                help="New deadline: now + this duration."),
     clear_deadline: bool = typer.Option(False, "--clear-deadline", help="Remove the deadline."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """Run a failed or timed_out instance again from the failed step (the deadline is kept)."""
+    """Run a closed instance again from the step that failed or was stopped (the deadline is
+    kept)."""
     if extend_deadline is not None and clear_deadline:
         _usage("--extend-deadline and --clear-deadline exclude each other")
     extend = _duration("--extend-deadline", extend_deadline, allow_none=False)
@@ -617,15 +631,18 @@ def signal(
     ctx: typer.Context,
     instance_id: str = typer.Argument(..., metavar="ID", autocompletion=_complete_ids,
                                       help="The instance to signal."),
-    name: str = typer.Argument(..., metavar="NAME",
+    name: str = typer.Argument(..., metavar="NAME", autocompletion=_complete_signals,
                                help="The signal's name, as its wait_for_signal step gives it."),
     data: str | None = typer.Option(None, "--data", metavar="JSON",
                                     help="A JSON object merged into the state."),
+    force: bool = typer.Option(False, "--force",
+                               help="Deliver it even if no wait_for_signal step of the type "
+                                    "waits for NAME."),
 ) -> None:
     """Deliver a signal (buffered until a wait_for_signal step takes it)."""
     payload = _json_object("--data", data)
     client = _client(ctx)
-    result = client.signal(instance_id, name, payload)
+    result = client.signal(instance_id, name, payload, force=force)
     state = "buffered" if result["buffered"] else "delivered"
     sys.stdout.write(f"Signal {name} {state} to {instance_id}\n")
 

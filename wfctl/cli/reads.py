@@ -74,21 +74,47 @@ def list_instances(client: Client, *, status: str | None = None, workflow_type: 
     check_choice("--status", status, INSTANCE_STATUSES)
     since_at = instant_option("--since", since, client.now) if since is not None else None
 
+    if workflow_type is not None:
+        _warn_unknown_type(client, workflow_type)
+
     def rows() -> list[dict[str, Any]]:
         # A duration counts back from each refresh's now, so that --watch --since 1h slides.
         return client.list(status=status, workflow_type=workflow_type,
                            since=since_at() if since_at else None, limit=limit)
 
-    if as_json:
-        print_json(rows())
-    elif watch:
+    if watch and not as_json:
         from wfctl.live import watch_list
 
         watch_list(rows, now=client.now)
-    else:
-        from wfctl import render
+        return
+    shown = rows()
+    more = client.count(status=status, workflow_type=workflow_type, since=since_at) - limit \
+        if len(shown) == limit else 0
+    if as_json:
+        print_json(shown)
+        if more > 0:
+            # The document stays the list it has always been: the count goes beside it.
+            sys.stderr.write(f"Note: {more} more past --limit {limit}\n")
+        return
+    from wfctl import render
 
-        render.instances(render.console(), rows(), client.now())
+    render.instances(render.console(), shown, client.now(), more=more)
+
+
+def _warn_unknown_type(client: Client, workflow_type: str) -> None:
+    """A warning for a type the definitions do not declare (its old instances still list);
+    nothing when the definitions cannot be read here."""
+    try:
+        workflow_type.encode("utf-8")
+        types = client.definitions().types
+    except (UnicodeEncodeError, WfctlError):
+        # Not text (list refuses it on its own), or no definitions to compare with.
+        return
+    if workflow_type not in types:
+        known = ", ".join(sorted(types)) or "none"
+        sys.stderr.write(f"Warning: {client.workflows_path} declares no workflow type "
+                         f"{workflow_type!r} (it declares: {known}); listing its instances "
+                         "all the same\n")
 
 
 # An ISO 8601 date in the extended form, which starts every date or instant an option takes;

@@ -10,13 +10,20 @@ from wfctl.engine.core import (
     Ctx,
     check_payload,
     close_run,
+    notify_parent,
     operation,
     request_cancel,
     schedule_workflow_task,
 )
-from wfctl.errors import Conflict, NotFound, StructuralLimitExceeded
+from wfctl.errors import Conflict, InvalidInput, NotFound, StructuralLimitExceeded
 from wfctl.store import Row
-from wfctl.vocabulary import OPEN_RUN, RETRY_TIMER, RETRY_WAIT, RETRYABLE_RUN, UNSUCCESSFUL_ACTIVITY
+from wfctl.vocabulary import (
+    OPEN_RUN,
+    RESUMABLE_RUN,
+    RETRY_TIMER,
+    RETRY_WAIT,
+    UNSUCCESSFUL_ACTIVITY,
+)
 
 if TYPE_CHECKING:
     from wfctl.engine import Engine
@@ -28,7 +35,7 @@ def _open_run(c: Ctx, instance_id: str, action: str) -> tuple[Row, Row]:
         raise NotFound(f"no instance {instance_id!r}")
     run = c.run(instance["current_run_id"])
     if instance["status"] not in OPEN_RUN:
-        allowed = "describe, history and retry" if instance["status"] in RETRYABLE_RUN \
+        allowed = "describe, history and retry" if instance["status"] in RESUMABLE_RUN \
             else "describe and history"
         raise Conflict(
             f"cannot {action} {instance_id}: it is {instance['status']} "
@@ -39,10 +46,21 @@ def _open_run(c: Ctx, instance_id: str, action: str) -> tuple[Row, Row]:
 
 @operation
 def signal(engine: Engine, instance_id: str, name: str, data: dict[str, Any] | None,
-           now: datetime) -> dict[str, Any]:
-    """Deliver a signal; it waits in a buffer until a `wait_for_signal` step takes it."""
+           now: datetime, *, force: bool = False) -> dict[str, Any]:
+    """Deliver a signal; it waits in a buffer until a `wait_for_signal` step takes it.
+
+    A name no `wait_for_signal` step of the instance's type waits for is refused (a typo would
+    otherwise wait in the buffer for ever) unless `force`.
+    """
     with engine.transaction(now) as c:
         instance, run = _open_run(c, instance_id, "signal")
+        awaited_names = c.workflow_type(instance).signals()
+        if name not in awaited_names and not force:
+            waits = f"waits for {', '.join(awaited_names)}" if awaited_names \
+                else "waits for no signal"
+            raise InvalidInput(f"{instance_id} ({instance['workflow_type']}) has no "
+                               f"wait_for_signal step for {name!r}: its type {waits} "
+                               "(--force delivers it anyway)")
         limits = c.limits(instance)
         if data is not None:
             check_payload(limits, data)
@@ -123,7 +141,8 @@ def terminate(engine: Engine, instance_id: str, reason: str | None,
 @operation
 def retry(engine: Engine, instance_id: str, now: datetime, *,
           extend_deadline: float | None = None, clear_deadline: bool = False) -> dict[str, Any]:
-    """Run a failed or timed-out instance again from the step that failed.
+    """Run a failed or timed-out instance again from the step that failed, or resume a
+    cancelled or terminated one from the step that was stopped (see `retry_run`).
 
     The deadline is kept unless told otherwise; the run timeout starts afresh. A type with a
     retry policy starts a new series of attempts.
@@ -132,10 +151,11 @@ def retry(engine: Engine, instance_id: str, now: datetime, *,
         instance = c.tx.get_instance(instance_id)
         if instance is None or c.tx.is_pruning(instance_id):
             raise NotFound(f"no instance {instance_id!r}")
-        if instance["status"] not in RETRYABLE_RUN:
+        if instance["status"] not in RESUMABLE_RUN:
             raise Conflict(f"cannot retry {instance_id}: it is {instance['status']}"
                            f"{_backoff_note(c, instance)} "
-                           "(only failed or timed_out instances can be retried)")
+                           "(only failed, timed_out, cancelled or terminated instances can be "
+                           "retried)")
         run = c.run(instance["current_run_id"])
         return retry_run(c, instance, run, previous_status=instance["status"],
                          extend_deadline=extend_deadline, clear_deadline=clear_deadline)
@@ -154,9 +174,18 @@ def _backoff_note(c: Ctx, instance: Row) -> str:
 def retry_run(c: Ctx, instance: Row, run: Row, *, previous_status: str,
               extend_deadline: float | None = None, clear_deadline: bool = False,
               attempt: int = 1, scheduled_event_id: int | None = None) -> dict[str, Any]:
-    """What `retry` does to a run, in the caller's transaction: the failed step's work is set
-    aside, the run is open again at that step with a fresh run timeout, the deadline kept
-    (unless told), and a workflow task decides what comes next.
+    """What `retry` does to a run, in the caller's transaction: the failed (or stopped) step's
+    work is set aside, the run is open again at that step with a fresh run timeout, the
+    deadline kept (unless told), and a workflow task decides what comes next.
+
+    The step runs again from its beginning, but what of it completed stays done: an activity
+    that failed or was cancelled runs again (a new first attempt), a completed branch of a
+    parallel step does not; a delay waits its whole duration again, a signal wait opens again
+    with its whole timeout (a signal received meanwhile is taken at once). Of the step's
+    children, one that completed is kept (if it completed after the run closed, its result is
+    merged now, as it would have been), one that ended otherwise is started afresh, one still
+    running (the child policy abandoned it) is waited for again, and one asked to cancel by the
+    child policy is let go and started afresh.
 
     A retry policy's retry passes the `attempt` it starts and the WorkflowRetryScheduled event
     that scheduled it; a paused run stays paused (its resume goes on from the step).
@@ -164,12 +193,23 @@ def retry_run(c: Ctx, instance: Row, run: Row, *, previous_status: str,
     instance_id = instance["workflow_instance_id"]
     index = run["step_index"]
     run_id = run["workflow_run_id"]
+    closed_at = run["closed_at"]
     for activity in c.tx.step_activities(run_id, index):
         if activity["status"] in UNSUCCESSFUL_ACTIVITY:
             c.tx.update_activity(activity["activity_id"], superseded=True)
     for timer in c.tx.step_timers(run_id, index):
         c.tx.update_timer(timer["timer_id"], superseded=True)
     c.tx.supersede_children(run_id, index)
+    completed_late = []
+    for child in c.tx.run_children(run_id):
+        if child["step_index"] != index or child["superseded"]:
+            continue
+        child_run = c.run(c.instance(child["child_instance_id"])["current_run_id"])
+        if child["status"] in OPEN_RUN and child_run["cancel_requested"]:
+            c.tx.supersede_child(child["child_instance_id"])
+        elif child["status"] == "completed" and closed_at is not None \
+                and child["closed_at"] > closed_at:
+            completed_late.append(child_run)
     previous = run["deadline_at"]
     if clear_deadline:
         deadline_at, change = None, "cleared"
@@ -201,6 +241,8 @@ def retry_run(c: Ctx, instance: Row, run: Row, *, previous_status: str,
     if scheduled_event_id is not None:
         attributes["scheduled_event_id"] = scheduled_event_id
     c.event(run, "WorkflowRetried", **attributes)
+    for child_run in completed_late:
+        notify_parent(c, child_run, "completed")
     schedule_workflow_task(c, run, "retried")
     warnings = []
     if deadline_at is not None and deadline_at <= c.now:

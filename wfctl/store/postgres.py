@@ -853,8 +853,8 @@ class PostgresTx:
     def update_instance(self, instance_id: str, **fields: Any) -> None:
         self._update("instances", "workflow_instance_id", instance_id, fields)
 
-    def list_instances(self, *, status: str | None, workflow_type: str | None,
-                       since: datetime | None, limit: int) -> list[Row]:
+    def _instance_filter(self, status: str | None, workflow_type: str | None,
+                         since: datetime | None) -> tuple[str, list[Any]]:
         clauses, params = [], []
         if status:
             clauses.append("i.status = %s")
@@ -865,12 +865,45 @@ class PostgresTx:
         if since:
             clauses.append("i.created_at >= %s")
             params.append(since)
-        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        return (f"WHERE {' AND '.join(clauses)}" if clauses else ""), params
+
+    def list_instances(self, *, status: str | None, workflow_type: str | None,
+                       since: datetime | None, limit: int) -> list[Row]:
+        where, params = self._instance_filter(status, workflow_type, since)
         return self._all(
             "SELECT i.*, r.run_number, r.execution_deadline_at, r.run_deadline_at, "
             "r.step_index, r.wait_kind FROM instances i "
             f"JOIN runs r ON r.workflow_run_id = i.current_run_id {where} "
             "ORDER BY i.created_at DESC, i.instance_key DESC LIMIT %s", (*params, limit),
+        )
+
+    def count_instances(self, *, status: str | None, workflow_type: str | None,
+                        since: datetime | None) -> int:
+        where, params = self._instance_filter(status, workflow_type, since)
+        return self._one(f"SELECT count(*) AS n FROM instances i {where}", params)["n"]
+
+    def open_deadlines(self, run_ids: Sequence[str]) -> list[Row]:
+        ids = "(SELECT unnest(%s::text[]))"
+        return self._all(
+            "SELECT workflow_run_id, 'schedule_to_start' AS kind, schedule_deadline_at AS at "
+            f"FROM activities WHERE workflow_run_id IN {ids} AND status IN {_PENDING_ACTIVITY} "
+            "AND schedule_deadline_at IS NOT NULL "
+            "UNION ALL SELECT workflow_run_id, 'start_to_close', close_deadline_at FROM activities "
+            f"WHERE workflow_run_id IN {ids} AND status = 'started' "
+            "AND close_deadline_at IS NOT NULL "
+            "UNION ALL SELECT workflow_run_id, 'heartbeat', heartbeat_deadline_at FROM activities "
+            f"WHERE workflow_run_id IN {ids} AND status = 'started' "
+            "AND heartbeat_deadline_at IS NOT NULL "
+            "UNION ALL SELECT workflow_run_id, 'schedule_to_close', schedule_to_close_deadline_at "
+            f"FROM activities WHERE workflow_run_id IN {ids} AND status IN {_OPEN_ACTIVITY} "
+            "AND schedule_to_close_deadline_at IS NOT NULL "
+            "UNION ALL SELECT workflow_run_id, CASE kind WHEN 'signal_timeout' THEN 'signal_wait' "
+            "WHEN 'delay' THEN 'timer' ELSE kind END, fire_at FROM timers "
+            f"WHERE workflow_run_id IN {ids} AND status = 'scheduled' "
+            "UNION ALL SELECT workflow_run_id, 'workflow_task_timeout', timeout_at "
+            f"FROM workflow_tasks WHERE workflow_run_id IN {ids} AND status = 'started' "
+            "AND timeout_at IS NOT NULL",
+            (list(run_ids),) * 6,
         )
 
     def instance_ids(self, prefix: str, limit: int) -> list[str]:
@@ -1237,6 +1270,12 @@ class PostgresTx:
             "AND consumed_at IS NULL ORDER BY signal_id LIMIT 1", (instance_id, name),
         )
 
+    def pending_signals(self, instance_id: str) -> list[Row]:
+        return self._all(
+            "SELECT name, received_at FROM signals WHERE workflow_instance_id = %s "
+            "AND consumed_at IS NULL ORDER BY signal_id", (instance_id,),
+        )
+
     def count_pending_signals(self, instance_id: str) -> int:
         return self._one(
             "SELECT count(*) AS n FROM signals WHERE workflow_instance_id = %s "
@@ -1279,6 +1318,10 @@ class PostgresTx:
             "ON i.workflow_instance_id = c.child_instance_id WHERE c.parent_run_id = %s "
             "ORDER BY c.created_at, c.rowid", (run_id,),
         )
+
+    def supersede_child(self, child_instance_id: str) -> None:
+        self._execute("UPDATE children SET superseded = 1 WHERE child_instance_id = %s",
+                      (child_instance_id,))
 
     def supersede_children(self, run_id: str, step_index: int) -> None:
         self._execute(
