@@ -214,3 +214,20 @@ def make_env(tmp_path: Path, db: str) -> Callable[[str], Env]:
     yield make
     for env in created:
         env.client.close()
+
+
+@pytest.fixture
+def wfctl(monkeypatch, capsys) -> Callable[..., tuple[int, str, str]]:
+    """wfctl(env, *args) -> (exit code, stdout, stderr), through the console script's main()."""
+    from wfctl.cli import main
+
+    def run(env, *args: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        monkeypatch.setattr(sys, "argv", ["wfctl", "--db", env.db,
+                                          "-w", str(env.folder / "workflows.yaml"), *args])
+        with pytest.raises(SystemExit) as exited:
+            main()
+        out, err = capsys.readouterr()
+        return exited.value.code, out, err
+
+    return run

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,7 +13,6 @@ import wfh_deadlines
 from conftest import at
 
 from wfctl import ActivityCancelled, handlers
-from wfctl.cli import main
 from wfctl.context import ActivityContext, HeartbeatBuffer
 from wfctl.errors import Conflict, InvalidInput
 from wfctl.watchdog import sweep_deadlines
@@ -88,21 +86,6 @@ def failed_by_deadline(env, instance_id: str = "g1") -> None:
     check(env, 90)
     assert env.describe(instance_id)["status"] == "failed"
 
-
-@pytest.fixture
-def wfctl(make_env, monkeypatch, capsys) -> Callable[..., tuple[int, str, str]]:
-    """wfctl(env, *args) -> (exit code, stdout, stderr), through the console script's main()."""
-
-    def run(env, *args: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        monkeypatch.setattr(sys, "argv", ["wfctl", "--db", env.db,
-                                          "-w", str(env.folder / "workflows.yaml"), *args])
-        with pytest.raises(SystemExit) as exited:
-            main()
-        out, err = capsys.readouterr()
-        return exited.value.code, out, err
-
-    return run
 
 
 # retry and the deadline

@@ -6,14 +6,10 @@ from __future__ import annotations
 
 import json
 import re
-import sys
-from collections.abc import Callable
 
 import pytest
 import wfh
 from conftest import at
-
-from wfctl.cli import main
 
 pytestmark = pytest.mark.both_backends
 
@@ -45,22 +41,6 @@ workflows:
 def iso(seconds: float) -> str:
     return at(seconds).isoformat(timespec="milliseconds")
 
-
-@pytest.fixture
-def wfctl(monkeypatch, capsys) -> Callable[..., tuple[int, str, str]]:
-    """wfctl(env, *args) -> (exit code, stdout, stderr), through the console script's main()
-    (plain list/describe/history take the fast path, as on a real command line)."""
-
-    def run(env, *args: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        monkeypatch.setattr(sys, "argv", ["wfctl", "--db", env.db,
-                                          "-w", str(env.folder / "workflows.yaml"), *args])
-        with pytest.raises(SystemExit) as exited:
-            main()
-        out, err = capsys.readouterr()
-        return exited.value.code, out, err
-
-    return run
 
 
 def listed(wfctl, env, *args: str) -> dict[str, dict]:

@@ -419,24 +419,6 @@ def test_the_pruner_leaves_the_lock_nineteen_times_as_long_while_others_write(en
 # the command line
 
 
-@pytest.fixture
-def wfctl(monkeypatch, capsys):
-    """wfctl(env, *args) -> (exit code, stdout, stderr), through the console script's main()."""
-    import sys
-
-    from wfctl.cli import main
-
-    def run(env, *args: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        monkeypatch.setattr(sys, "argv", ["wfctl", "--db", env.db,
-                                          "-w", str(env.folder / "workflows.yaml"), *args])
-        with pytest.raises(SystemExit) as exited:
-            main()
-        out, err = capsys.readouterr()
-        return exited.value.code, out, err
-
-    return run
-
 
 def three_closed(env) -> None:
     """q0, q1 and q2 completed at +0s, +1s, +2s (retention 1h); s1 still waiting."""

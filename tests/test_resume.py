@@ -3,13 +3,8 @@ resumes (a delay, a signal wait, a parallel step, a child), and the deadline rul
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable
-
 import pytest
 from conftest import at
-
-from wfctl.cli import main
 
 pytestmark = pytest.mark.both_backends
 
@@ -52,19 +47,6 @@ workflows:
 def iso(seconds: float) -> str:
     return at(seconds).isoformat(timespec="milliseconds")
 
-
-@pytest.fixture
-def wfctl(monkeypatch, capsys) -> Callable[..., tuple[int, str, str]]:
-    def run(env, *args: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        monkeypatch.setattr(sys, "argv", ["wfctl", "--db", env.db,
-                                          "-w", str(env.folder / "workflows.yaml"), *args])
-        with pytest.raises(SystemExit) as exited:
-            main()
-        out, err = capsys.readouterr()
-        return exited.value.code, out, err
-
-    return run
 
 
 def test_a_terminated_delay_waits_its_whole_duration_again(make_env):

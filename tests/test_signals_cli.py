@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import json
 import re
-import sys
-from collections.abc import Callable
 
 import pytest
 
-from wfctl.cli import main
 from wfctl.errors import InvalidInput
 
 pytestmark = pytest.mark.both_backends
@@ -36,21 +33,6 @@ workflows:
       - delay: 1h
 """
 
-
-@pytest.fixture
-def wfctl(monkeypatch, capsys) -> Callable[..., tuple[int, str, str]]:
-    """wfctl(env, *args) -> (exit code, stdout, stderr), through the console script's main()."""
-
-    def run(env, *args: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        monkeypatch.setattr(sys, "argv", ["wfctl", "--db", env.db,
-                                          "-w", str(env.folder / "workflows.yaml"), *args])
-        with pytest.raises(SystemExit) as exited:
-            main()
-        out, err = capsys.readouterr()
-        return exited.value.code, out, err
-
-    return run
 
 
 @pytest.fixture

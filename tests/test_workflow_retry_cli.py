@@ -6,8 +6,7 @@ from __future__ import annotations
 import io
 import json
 import re
-import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 import wfh
@@ -15,7 +14,6 @@ from conftest import at
 from rich.console import Console
 
 from wfctl import render
-from wfctl.cli import main
 
 pytestmark = pytest.mark.both_backends
 
@@ -59,21 +57,6 @@ def env(make_env):
     env.run(0)
     return env
 
-
-@pytest.fixture
-def wfctl(monkeypatch, capsys) -> Callable[..., tuple[int, str, str]]:
-    """wfctl(env, *args) -> (exit code, stdout, stderr), through the console script's main()."""
-
-    def run(env, *args: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        monkeypatch.setattr(sys, "argv", ["wfctl", "--db", env.db,
-                                          "-w", str(env.folder / "workflows.yaml"), *args])
-        with pytest.raises(SystemExit) as exited:
-            main()
-        out, err = capsys.readouterr()
-        return exited.value.code, out, err
-
-    return run
 
 
 def piped() -> Console:

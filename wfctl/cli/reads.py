@@ -77,18 +77,21 @@ def list_instances(client: Client, *, status: str | None = None, workflow_type: 
     if workflow_type is not None:
         _warn_unknown_type(client, workflow_type)
 
-    def rows() -> list[dict[str, Any]]:
+    def window() -> datetime | None:
         # A duration counts back from each refresh's now, so that --watch --since 1h slides.
-        return client.list(status=status, workflow_type=workflow_type,
-                           since=since_at() if since_at else None, limit=limit)
+        return since_at() if since_at else None
+
+    def rows(since: datetime | None) -> list[dict[str, Any]]:
+        return client.list(status=status, workflow_type=workflow_type, since=since, limit=limit)
 
     if watch and not as_json:
         from wfctl.live import watch_list
 
-        watch_list(rows, now=client.now)
+        watch_list(lambda: rows(window()), now=client.now)
         return
-    shown = rows()
-    more = client.count(status=status, workflow_type=workflow_type, since=since_at) - limit \
+    since_now = window()
+    shown = rows(since_now)
+    more = client.count(status=status, workflow_type=workflow_type, since=since_now) - limit \
         if len(shown) == limit else 0
     if as_json:
         print_json(shown)
