@@ -6,26 +6,24 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from wfctl import clock, durations
 from wfctl.engine.core import (
     CLAIM_TRIES,
     Ctx,
+    EngineCore,
     check_payload,
     merge_state,
     operation,
     record_failure,
     schedule_workflow_task,
 )
-from wfctl.engine.deadlines import deadline_passed, hand_over_deadline
 from wfctl.engine.decide import decide_now, expired_workflow_timeout, time_out_run
+from wfctl.engine.time.deadlines import deadline_passed, hand_over_deadline
 from wfctl.errors import StructuralLimitExceeded
 from wfctl.store import Row
 from wfctl.vocabulary import ACTIVITY_TIMEOUT_KINDS, CLOSED_RUN, OPEN_ACTIVITY, PENDING_ACTIVITY
-
-if TYPE_CHECKING:
-    from wfctl.engine import Engine
 
 # When an activity has no heartbeat timeout, history still records a heartbeat at most this often.
 DEFAULT_HEARTBEAT_EVENT_INTERVAL = 30.0
@@ -69,7 +67,7 @@ class ActivityTask:
 
 
 @operation
-def claim_activity(engine: Engine, worker_id: str, queues: Sequence[str],
+def claim_activity(engine: EngineCore, worker_id: str, queues: Sequence[str],
                    now: datetime) -> ActivityTask | None:
     """Claim the oldest ready activity on these queues; start_to_close and heartbeat start now.
 
@@ -174,7 +172,7 @@ def _heartbeat_fields(details: Any) -> dict[str, Any]:
 
 
 @operation
-def complete_activity(engine: Engine, task: ActivityTask, result: Any, now: datetime,
+def complete_activity(engine: EngineCore, task: ActivityTask, result: Any, now: datetime,
                       heartbeat_details: Any = _KEEP, *, decide: bool = False) -> str | None:
     """Apply a handler's result; returns None when applied, else why it was rejected.
 
@@ -225,7 +223,7 @@ def _complete(c: Ctx, task: ActivityTask, result: Any, heartbeat_details: Any) -
 
 
 @operation
-def fail_activity(engine: Engine, task: ActivityTask, exception_class: str, message: str,
+def fail_activity(engine: EngineCore, task: ActivityTask, exception_class: str, message: str,
                   now: datetime, *, exception_classes: Sequence[str] = (),
                   traceback: str | None = None, heartbeat_details: Any = _KEEP,
                   decide: bool = False) -> str | None:
@@ -251,7 +249,7 @@ def fail_activity(engine: Engine, task: ActivityTask, exception_class: str, mess
 
 
 @operation
-def release_activity(engine: Engine, task: ActivityTask, now: datetime, reason: str,
+def release_activity(engine: EngineCore, task: ActivityTask, now: datetime, reason: str,
                      heartbeat_details: Any = _KEEP) -> None:
     """Give back an attempt a stopping worker cannot finish; it is retried at once."""
     with engine.transaction(now) as c:
@@ -266,7 +264,7 @@ def release_activity(engine: Engine, task: ActivityTask, now: datetime, reason: 
 
 
 @operation
-def record_heartbeat(engine: Engine, task: ActivityTask, details: Any, now: datetime) -> bool:
+def record_heartbeat(engine: EngineCore, task: ActivityTask, details: Any, now: datetime) -> bool:
     """Store the latest details and push the heartbeat deadline; False once no longer current.
 
     History gets `ActivityHeartbeatRecorded` at most once per heartbeat interval per attempt.

@@ -19,9 +19,9 @@ from wfctl import clock as wall_clock
 from wfctl import log, systemd
 from wfctl.context import _NOTHING
 from wfctl.engine import Engine
+from wfctl.engine.time.workers import HOSTNAME, host_id, process_started
 from wfctl.errors import StoreUnavailable, WfctlError
 from wfctl.store import Row
-from wfctl.watchdog import HOSTNAME, host_id, process_started
 from wfctl.worker.attempts import Attempt
 from wfctl.worker.checkpoint import Checkpointer
 from wfctl.worker.deadlines import DeadlineRunner

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from wfctl.watchdog import sweep
+from wfctl.engine.time.sweep import sweep
 from wfctl.worker.loop import Loop
 from wfctl.worker.slots import decide_ready
 
