@@ -23,19 +23,10 @@ from wfctl.engine.decide import decide_now, expired_workflow_timeout, time_out_r
 from wfctl.engine.time.deadlines import deadline_passed, hand_over_deadline
 from wfctl.errors import StructuralLimitExceeded
 from wfctl.store import Row
-from wfctl.vocabulary import ACTIVITY_TIMEOUT_KINDS, CLOSED_RUN, OPEN_ACTIVITY, PENDING_ACTIVITY
+from wfctl.vocabulary import ACTIVITY_TIMEOUTS, CLOSED_RUN, PENDING_ACTIVITY, TIMEOUTS
 
 # When an activity has no heartbeat timeout, history still records a heartbeat at most this often.
 DEFAULT_HEARTBEAT_EVENT_INTERVAL = 30.0
-# Each activity timeout kind's deadline column, and the statuses in which that deadline counts.
-_DEADLINES = {
-    "schedule_to_close": ("schedule_to_close_deadline_at", OPEN_ACTIVITY),
-    "schedule_to_start": ("schedule_deadline_at", PENDING_ACTIVITY),
-    "heartbeat": ("heartbeat_deadline_at", ("started",)),
-    "start_to_close": ("close_deadline_at", ("started",)),
-}
-# In the order expired deadlines are reported when several passed at once.
-TIMEOUT_ORDER = tuple((kind, *_DEADLINES[kind]) for kind in ACTIVITY_TIMEOUT_KINDS)
 
 
 @dataclass
@@ -296,17 +287,17 @@ def record_heartbeat(engine: EngineCore, task: ActivityTask, details: Any, now: 
 def expired_timeout(activity: Row, at: datetime) -> str | None:
     """The timeout kind that expired, in the order schedule_to_close, schedule_to_start,
     heartbeat, start_to_close; None when every deadline still holds."""
-    for kind, column, statuses in TIMEOUT_ORDER:
-        deadline = activity[column]
-        if activity["status"] in statuses and deadline is not None and deadline <= at:
-            return kind
+    for timeout in ACTIVITY_TIMEOUTS:
+        deadline = activity[timeout.column]
+        if activity["status"] in timeout.counts_while and deadline is not None and deadline <= at:
+            return timeout.kind
     return None
 
 
 def time_out_activity(c: Ctx, activity: Row, kind: str) -> None:
     """Enforce one expired activity deadline: a retry, or the terminal ActivityTimedOut."""
     run = c.run(activity["workflow_run_id"])
-    column = next(col for k, col, _ in TIMEOUT_ORDER if k == kind)
+    column = TIMEOUTS[kind].column
     _attempt_failed(c, run, activity, retryable=kind != "schedule_to_close",
                     reason="timeout", timeout_kind=kind, deadline_at=activity[column])
 
