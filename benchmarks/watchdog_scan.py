@@ -1,8 +1,8 @@
 """The watchdog's and the deadline loop's scans over 100,000 open runs of which none expired.
 
-Goal: one `wfctl.watchdog.sweep(engine, now)` pass costs under 10 ms.
+Goal: one `wfctl.engine.time.sweep.sweep(engine, now)` pass costs under 10 ms.
 Goal: the deadline check (`engine.earliest_deadline()`, `engine.claim_expired_deadlines(...)`,
-`wfctl.watchdog.sweep_deadlines(...)`) over 100,000 running workflows must cost under 10 ms.
+`wfctl.engine.time.deadlines.sweep_deadlines(...)`) over 100,000 running workflows must cost under 10 ms.
 
 Setup: N instances of `long_timer` (execution, run and must-complete-within deadlines 30 days out,
 a 30-day delay step) are created through the engine in transactions of 5,000, then their first
@@ -36,8 +36,10 @@ import wfctl
 from wfctl import clock
 from wfctl.engine import Engine
 from wfctl.engine.start import create_instance
+from wfctl.engine.time.deadlines import sweep_deadlines
+from wfctl.engine.time.sweep import sweep
+from wfctl.engine.time.workers import worker_alive
 from wfctl.store import open_store
-from wfctl.watchdog import sweep, sweep_deadlines, worker_alive
 from wfctl.worker import Worker, WorkerOptions
 
 TARGET_MS = 10.0

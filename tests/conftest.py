@@ -17,7 +17,7 @@ import pytest
 from wfctl import Client
 from wfctl.engine import Engine
 from wfctl.engine.activities import ActivityTask
-from wfctl.watchdog import SweepReport, sweep
+from wfctl.engine.time.sweep import SweepReport, sweep
 from wfctl.worker import Worker, WorkerOptions
 
 TESTS = Path(__file__).parent

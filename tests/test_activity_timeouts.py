@@ -9,7 +9,7 @@ import pytest
 from conftest import at, wait_until
 
 from wfctl import clock
-from wfctl.watchdog import HOSTNAME
+from wfctl.engine.time.workers import HOSTNAME
 from wfctl.worker import Worker, WorkerOptions
 
 # The engine on both backends: PostgreSQL gives the same outcomes and histories as SQLite.

@@ -14,8 +14,8 @@ from conftest import at
 
 from wfctl import ActivityCancelled, handlers
 from wfctl.context import ActivityContext, HeartbeatBuffer
+from wfctl.engine.time.deadlines import sweep_deadlines
 from wfctl.errors import Conflict, InvalidInput
-from wfctl.watchdog import sweep_deadlines
 
 pytestmark = pytest.mark.both_backends
 

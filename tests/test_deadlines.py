@@ -17,9 +17,10 @@ from typer.testing import CliRunner
 
 from wfctl import Client, clock, handlers, log
 from wfctl.cli import app
-from wfctl.engine import deadlines
+from wfctl.engine.time import deadlines
+from wfctl.engine.time.deadlines import sweep_deadlines
+from wfctl.engine.time.workers import worker_alive
 from wfctl.errors import StoreUnavailable
-from wfctl.watchdog import sweep_deadlines, worker_alive
 from wfctl.worker import ONCE_NOTICE, Worker, WorkerOptions
 
 pytestmark = pytest.mark.both_backends

@@ -11,9 +11,10 @@ import wfh
 from conftest import at
 
 from wfctl import handlers
-from wfctl.engine import deadlines
+from wfctl.engine.time import deadlines
+from wfctl.engine.time.deadlines import sweep_deadlines
+from wfctl.engine.time.workers import worker_alive
 from wfctl.errors import StoreUnavailable
-from wfctl.watchdog import sweep_deadlines, worker_alive
 from wfctl.worker import Worker, WorkerOptions
 
 pytestmark = pytest.mark.both_backends

@@ -40,7 +40,7 @@ workflows:
 # What a read must not import: typer and rich, the YAML parser (a completed run needs no
 # definitions), the migration library, the engine's write machinery and the worker.
 NOT_FOR_READS = ("typer", "click", "rich", "pydantic", "yaml", "sqlite_utils", "dateutil",
-                 "wfctl.engine", "wfctl.worker", "wfctl.watchdog", "wfctl.definitions",
+                 "wfctl.engine", "wfctl.worker", "wfctl.definitions",
                  "wfctl.handlers", "wfctl.render", "wfctl.live")
 
 
@@ -290,7 +290,7 @@ def test_a_read_through_typer_imports_neither_yaml_nor_the_engine(env):
                        "--db", env.db, "describe", "l1", "--run", "03", "--json")
     assert "typer" in modules
     assert loaded(modules, ("yaml", "sqlite_utils", "wfctl.engine", "wfctl.worker",
-                            "wfctl.watchdog", "wfctl.definitions", "wfctl.render")) == []
+                            "wfctl.definitions", "wfctl.render")) == []
 
 
 @pytest.mark.process

@@ -19,9 +19,8 @@ from conftest import T0
 
 from wfctl.context import HeartbeatBuffer
 from wfctl.errors import StoreUnavailable
-from wfctl.handlers import Outcome
+from wfctl.handlers import HandlerCall, Outcome
 from wfctl.worker import isolation
-from wfctl.worker.executor import HandlerCall
 from wfctl.worker.isolation import ProcessPool, ProcessPoolError
 
 pytestmark = pytest.mark.process
@@ -344,7 +343,7 @@ def test_a_pool_that_cannot_start_its_processes_says_why(monkeypatch: pytest.Mon
 WORKER = textwrap.dedent("""
     import sys, threading, time
     from wfctl.context import HeartbeatBuffer
-    from wfctl.worker.executor import HandlerCall
+    from wfctl.handlers import HandlerCall
     from wfctl.worker.isolation import ProcessPool
 
     tests, pidfile = sys.argv[1:]

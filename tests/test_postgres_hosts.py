@@ -13,11 +13,11 @@ import psycopg
 import pytest
 
 from wfctl import Client, clock
+from wfctl.engine.time.workers import HOSTNAME, worker_alive
 from wfctl.errors import StoreUnavailable
 from wfctl.store import open_store
 from wfctl.store import postgres_schema as schema
 from wfctl.store.postgres import PostgresStore, ReadyListener
-from wfctl.watchdog import HOSTNAME, worker_alive
 
 ETL = """
 version: 1

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from wfctl import handlers, timeline
 from wfctl.cli import app
-from wfctl.watchdog import sweep_deadlines
+from wfctl.engine.time.deadlines import sweep_deadlines
 
 pytestmark = pytest.mark.both_backends
 

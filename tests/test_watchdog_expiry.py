@@ -8,7 +8,7 @@ import pytest
 from conftest import at
 
 from wfctl import clock
-from wfctl.engine import time as engine_time
+from wfctl.engine.time import expiry as engine_time
 
 pytestmark = pytest.mark.both_backends
 

@@ -16,9 +16,10 @@ from conftest import Clock, at
 
 from wfctl import ActivityCancelled, ActivityContext, Client, clock, handlers, log
 from wfctl.context import HeartbeatBuffer
+from wfctl.engine.time.deadlines import sweep_deadlines
+from wfctl.engine.time.sweep import sweep
 from wfctl.errors import InvalidInput, StoreUnavailable
 from wfctl.handlers import Outcome
-from wfctl.watchdog import sweep, sweep_deadlines
 from wfctl.worker import Worker, WorkerOptions, slots
 from wfctl.worker.attempts import Attempt
 from wfctl.worker.deadlines import keeping_lease

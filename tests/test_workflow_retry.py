@@ -12,8 +12,8 @@ import wfh
 from conftest import at
 
 from wfctl import handlers
+from wfctl.engine.time.deadlines import sweep_deadlines
 from wfctl.errors import Conflict
-from wfctl.watchdog import sweep_deadlines
 
 pytestmark = pytest.mark.both_backends
 
@@ -426,7 +426,7 @@ def test_a_retry_is_due_at_its_time_for_any_engine_on_the_database(env, make_env
 
 
 def test_a_deadline_claimed_while_a_late_retry_was_due_fails_the_run_without_a_retry(env):
-    from wfctl.watchdog import record_deadline
+    from wfctl.engine.time.deadlines import record_deadline
 
     env.start("due", "d1", now=0)
     env.run(59.999)

@@ -16,8 +16,8 @@ from typer.testing import CliRunner, Result
 from wfctl import Client, clock, log
 from wfctl.cli import app
 from wfctl.context import ActivityContext, HeartbeatBuffer
+from wfctl.engine.time.workers import worker_alive
 from wfctl.errors import ActivityCancelled, Conflict
-from wfctl.watchdog import worker_alive
 
 # The engine on both backends: PostgreSQL gives the same outcomes and histories as SQLite.
 pytestmark = pytest.mark.both_backends

@@ -287,7 +287,7 @@ class Client:
         claims over and run their handlers a second time.
         """
         from wfctl import handlers
-        from wfctl.watchdog import sweep_deadlines
+        from wfctl.engine.time.deadlines import sweep_deadlines
         from wfctl.worker import Worker, WorkerOptions
         from wfctl.worker.deadlines import keeping_lease
 

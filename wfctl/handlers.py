@@ -176,3 +176,14 @@ def run(spec: str, step: str, state: dict[str, Any], ctx: Any = None) -> Outcome
         return Outcome(result=check_result(step, returned))
     except TypeError as exc:
         return Outcome(error=HandlerError.of(exc, with_traceback=False))
+
+
+@dataclass(frozen=True)
+class HandlerCall:
+    """One attempt's handler call: `context` holds ActivityContext's keyword arguments but
+    `heartbeats` (plain values, so that the call can cross to another process)."""
+
+    spec: str
+    step: str
+    state: dict[str, Any]
+    context: dict[str, Any]

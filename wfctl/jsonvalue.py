@@ -135,3 +135,13 @@ _ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=
 def dumps(value: Any) -> str:
     """Compact strict JSON text (the form wfctl stores)."""
     return _ENCODE(value)
+
+
+def text(document: Any, *, indent: int | None) -> str:
+    """`document` as strict JSON (`indent` None: on one line); what JSON cannot carry raises
+    JSONValueError, naming where it is."""
+    try:
+        return json.dumps(document, indent=indent, ensure_ascii=False, allow_nan=False)
+    except ValueError:
+        check(document, "the document")
+        raise

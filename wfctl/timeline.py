@@ -18,7 +18,7 @@ from rich.console import Console, ConsoleOptions, RenderResult
 from rich.text import Text
 
 from wfctl import clock, durations
-from wfctl.vocabulary import RUN_CLOSED_EVENT
+from wfctl.vocabulary import RUN_CLOSED_EVENT, SIGNAL_WAIT, TIMEOUTS
 
 MIN_WIDTH = 40
 # Workflow deadlines closer than this share of the run's length past its end are drawn on the
@@ -57,17 +57,16 @@ NOW_LINE = Glyph("┊", "cyan", "now", 1)
 LINES = (HIT_LINE, DEADLINE_LINE, NOW_LINE)
 
 # An activity's four timeouts, and a signal wait's: the letter drawn on its lane, and its name.
+LANE_LETTERS = {"schedule_to_start": "q", "start_to_close": "s", "schedule_to_close": "t",
+                "heartbeat": "h"}
 LANE_DEADLINES = {
-    "schedule_to_start": ("q", "schedule-to-start"),
-    "start_to_close": ("s", "start-to-close"),
-    "schedule_to_close": ("t", "schedule-to-close"),
-    "heartbeat": ("h", "heartbeat"),
-    "signal_wait": ("w", "signal wait timeout"),
+    **{kind: (LANE_LETTERS[kind], TIMEOUTS[kind].label) for kind in LANE_LETTERS},
+    SIGNAL_WAIT: ("w", "signal wait timeout"),
 }
 # The run's deadlines: letter -> name, the field that holds it, the timeout kind that expires it.
 RUN_DEADLINES = {
-    "E": ("execution deadline", "execution_deadline_at", "execution_timeout"),
-    "R": ("run deadline", "run_deadline_at", "run_timeout"),
+    **{letter: (TIMEOUTS[kind].label, TIMEOUTS[kind].column, kind)
+       for letter, kind in (("E", "execution_timeout"), ("R", "run_timeout"))},
     "D": ("deadline (must complete within)", "deadline_at", None),
 }
 CLOSING = {event: status for status, event in RUN_CLOSED_EVENT.items()}
@@ -357,8 +356,8 @@ class _Reader:
     def on_ActivityScheduled(self, at: datetime, a: dict[str, Any]) -> None:
         activity = _Activity(self.lane(a["step"]), a["step"], a.get("retry_policy") or {}, at)
         self.activities[a["activity_id"]] = activity
-        activity.expect("schedule_to_start", _at(a.get("schedule_deadline_at")))
-        activity.expect("schedule_to_close", _at(a.get("schedule_to_close_deadline_at")))
+        for kind in ("schedule_to_start", "schedule_to_close"):
+            activity.expect(kind, _at(a.get(TIMEOUTS[kind].column)))
 
     def on_ActivityStarted(self, at: datetime, a: dict[str, Any]) -> None:
         activity = self.activities.get(a["activity_id"])
@@ -366,8 +365,8 @@ class _Reader:
             return
         self._end_phase(activity, at, ENDED)
         activity.since, activity.attempt, activity.started = at, a["attempt"], True
-        activity.expect("start_to_close", _at(a.get("close_deadline_at")))
-        activity.expect("heartbeat", _at(a.get("heartbeat_deadline_at")))
+        for kind in ("start_to_close", "heartbeat"):
+            activity.expect(kind, _at(a.get(TIMEOUTS[kind].column)))
 
     def on_ActivityHeartbeatRecorded(self, at: datetime, a: dict[str, Any]) -> None:
         activity = self.activities.get(a["activity_id"])

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from wfctl import durations
 from wfctl.clock import iso
 from wfctl.errors import NotFound
+from wfctl.reasons import failure_view, stop_reason
 from wfctl.store import Row, Store, Tx
 from wfctl.vocabulary import RETRY_TIMER
 
@@ -114,17 +115,6 @@ def _workflow_retry(policy: dict[str, Any] | None, run: Row,
         "max_attempts": policy["max_attempts"],
         "next_attempt_at": iso(pending[0]) if pending else None,
     }
-
-
-def stop_reason(tx: Tx, run: Row) -> str | None:
-    """The reason given when the run was asked to stop (`cancel`/`terminate --reason`, or the
-    parent close policy's); None when it was not asked or no reason was given. It lives in the
-    request's event, so only a run that was asked to stop reads its history."""
-    if not run["cancel_requested"] and run["status"] != "terminated":
-        return None
-    requests = tx.events(run["workflow_instance_id"], run_number=run["run_number"],
-                         event_types=("WorkflowCancelRequested", "WorkflowTerminated"))
-    return requests[-1]["attributes"].get("reason") if requests else None
 
 
 # Workflow types by definitions digest and type name: the text behind a digest never changes.
@@ -296,19 +286,3 @@ def deadline_held_while(status: str, deadline_at: datetime | None,
     return status
 
 
-def failure_view(failure: Row | None) -> dict[str, Any] | None:
-    """A failure record as `describe --json` shows it (and a parent's child-failed event)."""
-    if failure is None:
-        return None
-    view = {
-        "failure_category": failure["failure_category"],
-        "timeout_kind": failure["timeout_kind"],
-        "message": failure["message"],
-        "exception_class": failure["exception_class"],
-        "deadline_at": iso(failure["deadline_at"]),
-        "propagation_kind": failure["propagation_kind"],
-        "activity_id": failure["activity_id"],
-    }
-    if failure["details"]:
-        view.update(failure["details"])
-    return view

@@ -1,5 +1,7 @@
 """The words wfctl's records are made of, listed once: everything else refers to these."""
 
+from typing import NamedTuple
+
 # The event names SPEC §5 fixes; `history --event-type` checks against them and completes them.
 EVENT_TYPES = (
     "WorkflowStarted", "WorkflowTaskScheduled", "WorkflowTaskStarted", "WorkflowTaskCompleted",
@@ -48,10 +50,40 @@ WORKFLOW_TASK_STATUSES = ("scheduled", "started", "completed", "timed_out", "can
 OPEN_WORKFLOW_TASK = ("scheduled", "started")
 TIMER_STATUSES = ("scheduled", "fired", "cancelled")
 
+
+
+class Timeout(NamedTuple):
+    """One timeout under each name it goes by: its kind (what events, failures and the
+    definitions' fields call it), the YAML key that sets it, the column (and event attribute)
+    holding its deadline, the activity statuses in which that deadline counts (activities
+    only), and the label people read."""
+
+    kind: str
+    yaml_key: str
+    column: str
+    counts_while: tuple[str, ...]
+    label: str
+
+
 # An activity's timeouts, in the order they are reported when several expired at once.
-ACTIVITY_TIMEOUT_KINDS = ("schedule_to_close", "schedule_to_start", "heartbeat", "start_to_close")
+ACTIVITY_TIMEOUTS = (
+    Timeout("schedule_to_close", "schedule_to_close_timeout", "schedule_to_close_deadline_at",
+            OPEN_ACTIVITY, "schedule-to-close"),
+    Timeout("schedule_to_start", "schedule_to_start_timeout", "schedule_deadline_at",
+            PENDING_ACTIVITY, "schedule-to-start"),
+    Timeout("heartbeat", "heartbeat_timeout", "heartbeat_deadline_at", ("started",), "heartbeat"),
+    Timeout("start_to_close", "start_to_close_timeout", "close_deadline_at", ("started",),
+            "start-to-close"),
+)
 # A workflow's own timeouts; `execution_timeout` wins when both expired.
-WORKFLOW_TIMEOUT_KINDS = ("execution_timeout", "run_timeout")
+WORKFLOW_TIMEOUTS = (
+    Timeout("execution_timeout", "execution_timeout", "execution_deadline_at", (),
+            "execution deadline"),
+    Timeout("run_timeout", "run_timeout", "run_deadline_at", (), "run deadline"),
+)
+TIMEOUTS = {timeout.kind: timeout for timeout in (*ACTIVITY_TIMEOUTS, *WORKFLOW_TIMEOUTS)}
+ACTIVITY_TIMEOUT_KINDS = tuple(timeout.kind for timeout in ACTIVITY_TIMEOUTS)
+WORKFLOW_TIMEOUT_KINDS = tuple(timeout.kind for timeout in WORKFLOW_TIMEOUTS)
 SIGNAL_WAIT = "signal_wait"
 TIMEOUT_KINDS = (*ACTIVITY_TIMEOUT_KINDS, *WORKFLOW_TIMEOUT_KINDS, SIGNAL_WAIT)
 

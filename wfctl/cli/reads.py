@@ -3,7 +3,6 @@ errors: plain functions without typer, run alike by the typer application and th
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
@@ -58,13 +57,9 @@ def print_json(document: Any) -> None:
 def json_text(document: Any, *, indent: int | None) -> str:
     """`document` as strict JSON (`indent` None: on one line); what JSON cannot carry fails."""
     try:
-        return json.dumps(document, indent=indent, ensure_ascii=False, allow_nan=False)
-    except ValueError:
-        try:
-            jsonvalue.check(document, "the document")
-        except jsonvalue.JSONValueError as exc:
-            fail(f"{exc}; it cannot be printed as JSON")
-        raise
+        return jsonvalue.text(document, indent=indent)
+    except jsonvalue.JSONValueError as exc:
+        fail(f"{exc}; it cannot be printed as JSON")
 
 
 def list_instances(client: Client, *, status: str | None = None, workflow_type: str | None = None,

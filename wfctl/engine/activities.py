@@ -6,38 +6,27 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from wfctl import clock, durations
 from wfctl.engine.core import (
     CLAIM_TRIES,
     Ctx,
+    EngineCore,
     check_payload,
     merge_state,
     operation,
     record_failure,
     schedule_workflow_task,
 )
-from wfctl.engine.deadlines import deadline_passed, hand_over_deadline
 from wfctl.engine.decide import decide_now, expired_workflow_timeout, time_out_run
+from wfctl.engine.time.deadlines import deadline_passed, hand_over_deadline
 from wfctl.errors import StructuralLimitExceeded
 from wfctl.store import Row
-from wfctl.vocabulary import ACTIVITY_TIMEOUT_KINDS, CLOSED_RUN, OPEN_ACTIVITY, PENDING_ACTIVITY
-
-if TYPE_CHECKING:
-    from wfctl.engine import Engine
+from wfctl.vocabulary import ACTIVITY_TIMEOUTS, CLOSED_RUN, PENDING_ACTIVITY, TIMEOUTS
 
 # When an activity has no heartbeat timeout, history still records a heartbeat at most this often.
 DEFAULT_HEARTBEAT_EVENT_INTERVAL = 30.0
-# Each activity timeout kind's deadline column, and the statuses in which that deadline counts.
-_DEADLINES = {
-    "schedule_to_close": ("schedule_to_close_deadline_at", OPEN_ACTIVITY),
-    "schedule_to_start": ("schedule_deadline_at", PENDING_ACTIVITY),
-    "heartbeat": ("heartbeat_deadline_at", ("started",)),
-    "start_to_close": ("close_deadline_at", ("started",)),
-}
-# In the order expired deadlines are reported when several passed at once.
-TIMEOUT_ORDER = tuple((kind, *_DEADLINES[kind]) for kind in ACTIVITY_TIMEOUT_KINDS)
 
 
 @dataclass
@@ -69,7 +58,7 @@ class ActivityTask:
 
 
 @operation
-def claim_activity(engine: Engine, worker_id: str, queues: Sequence[str],
+def claim_activity(engine: EngineCore, worker_id: str, queues: Sequence[str],
                    now: datetime) -> ActivityTask | None:
     """Claim the oldest ready activity on these queues; start_to_close and heartbeat start now.
 
@@ -174,7 +163,7 @@ def _heartbeat_fields(details: Any) -> dict[str, Any]:
 
 
 @operation
-def complete_activity(engine: Engine, task: ActivityTask, result: Any, now: datetime,
+def complete_activity(engine: EngineCore, task: ActivityTask, result: Any, now: datetime,
                       heartbeat_details: Any = _KEEP, *, decide: bool = False) -> str | None:
     """Apply a handler's result; returns None when applied, else why it was rejected.
 
@@ -225,7 +214,7 @@ def _complete(c: Ctx, task: ActivityTask, result: Any, heartbeat_details: Any) -
 
 
 @operation
-def fail_activity(engine: Engine, task: ActivityTask, exception_class: str, message: str,
+def fail_activity(engine: EngineCore, task: ActivityTask, exception_class: str, message: str,
                   now: datetime, *, exception_classes: Sequence[str] = (),
                   traceback: str | None = None, heartbeat_details: Any = _KEEP,
                   decide: bool = False) -> str | None:
@@ -251,7 +240,7 @@ def fail_activity(engine: Engine, task: ActivityTask, exception_class: str, mess
 
 
 @operation
-def release_activity(engine: Engine, task: ActivityTask, now: datetime, reason: str,
+def release_activity(engine: EngineCore, task: ActivityTask, now: datetime, reason: str,
                      heartbeat_details: Any = _KEEP) -> None:
     """Give back an attempt a stopping worker cannot finish; it is retried at once."""
     with engine.transaction(now) as c:
@@ -266,7 +255,7 @@ def release_activity(engine: Engine, task: ActivityTask, now: datetime, reason: 
 
 
 @operation
-def record_heartbeat(engine: Engine, task: ActivityTask, details: Any, now: datetime) -> bool:
+def record_heartbeat(engine: EngineCore, task: ActivityTask, details: Any, now: datetime) -> bool:
     """Store the latest details and push the heartbeat deadline; False once no longer current.
 
     History gets `ActivityHeartbeatRecorded` at most once per heartbeat interval per attempt.
@@ -298,17 +287,17 @@ def record_heartbeat(engine: Engine, task: ActivityTask, details: Any, now: date
 def expired_timeout(activity: Row, at: datetime) -> str | None:
     """The timeout kind that expired, in the order schedule_to_close, schedule_to_start,
     heartbeat, start_to_close; None when every deadline still holds."""
-    for kind, column, statuses in TIMEOUT_ORDER:
-        deadline = activity[column]
-        if activity["status"] in statuses and deadline is not None and deadline <= at:
-            return kind
+    for timeout in ACTIVITY_TIMEOUTS:
+        deadline = activity[timeout.column]
+        if activity["status"] in timeout.counts_while and deadline is not None and deadline <= at:
+            return timeout.kind
     return None
 
 
 def time_out_activity(c: Ctx, activity: Row, kind: str) -> None:
     """Enforce one expired activity deadline: a retry, or the terminal ActivityTimedOut."""
     run = c.run(activity["workflow_run_id"])
-    column = next(col for k, col, _ in TIMEOUT_ORDER if k == kind)
+    column = TIMEOUTS[kind].column
     _attempt_failed(c, run, activity, retryable=kind != "schedule_to_close",
                     reason="timeout", timeout_kind=kind, deadline_at=activity[column])
 

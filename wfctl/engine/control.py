@@ -3,18 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from wfctl import clock
-from wfctl.engine.core import (
-    Ctx,
-    check_payload,
-    close_run,
-    notify_parent,
-    operation,
-    request_cancel,
-    schedule_workflow_task,
-)
+from wfctl.engine.closing import close_run, notify_parent, request_cancel
+from wfctl.engine.core import Ctx, EngineCore, check_payload, operation, schedule_workflow_task
 from wfctl.errors import Conflict, InvalidInput, NotFound, StructuralLimitExceeded
 from wfctl.store import Row
 from wfctl.vocabulary import (
@@ -24,9 +17,6 @@ from wfctl.vocabulary import (
     RETRY_WAIT,
     UNSUCCESSFUL_ACTIVITY,
 )
-
-if TYPE_CHECKING:
-    from wfctl.engine import Engine
 
 
 def _open_run(c: Ctx, instance_id: str, action: str) -> tuple[Row, Row]:
@@ -45,7 +35,7 @@ def _open_run(c: Ctx, instance_id: str, action: str) -> tuple[Row, Row]:
 
 
 @operation
-def signal(engine: Engine, instance_id: str, name: str, data: dict[str, Any] | None,
+def signal(engine: EngineCore, instance_id: str, name: str, data: dict[str, Any] | None,
            now: datetime, *, force: bool = False) -> dict[str, Any]:
     """Deliver a signal; it waits in a buffer until a `wait_for_signal` step takes it.
 
@@ -90,7 +80,7 @@ def _current_step(c: Ctx, instance: Row, run: Row) -> Any:
 
 
 @operation
-def pause(engine: Engine, instance_id: str, now: datetime) -> dict[str, Any]:
+def pause(engine: EngineCore, instance_id: str, now: datetime) -> dict[str, Any]:
     """No new step starts while paused; a running activity finishes and its result is kept."""
     with engine.transaction(now) as c:
         _, run = _open_run(c, instance_id, "pause")
@@ -102,7 +92,7 @@ def pause(engine: Engine, instance_id: str, now: datetime) -> dict[str, Any]:
 
 
 @operation
-def resume(engine: Engine, instance_id: str, now: datetime) -> dict[str, Any]:
+def resume(engine: EngineCore, instance_id: str, now: datetime) -> dict[str, Any]:
     with engine.transaction(now) as c:
         _, run = _open_run(c, instance_id, "resume")
         if run["status"] != "paused":
@@ -115,7 +105,7 @@ def resume(engine: Engine, instance_id: str, now: datetime) -> dict[str, Any]:
 
 
 @operation
-def cancel(engine: Engine, instance_id: str, reason: str | None,
+def cancel(engine: EngineCore, instance_id: str, reason: str | None,
            now: datetime) -> dict[str, Any]:
     """Cooperative: the next workflow task cancels open work and closes the run."""
     with engine.transaction(now) as c:
@@ -128,7 +118,7 @@ def cancel(engine: Engine, instance_id: str, reason: str | None,
 
 
 @operation
-def terminate(engine: Engine, instance_id: str, reason: str | None,
+def terminate(engine: EngineCore, instance_id: str, reason: str | None,
               now: datetime) -> dict[str, Any]:
     """Immediate: open work is cancelled and the run closes in this transaction."""
     with engine.transaction(now) as c:
@@ -139,7 +129,7 @@ def terminate(engine: Engine, instance_id: str, reason: str | None,
 
 
 @operation
-def retry(engine: Engine, instance_id: str, now: datetime, *,
+def retry(engine: EngineCore, instance_id: str, now: datetime, *,
           extend_deadline: float | None = None, clear_deadline: bool = False) -> dict[str, Any]:
     """Run a failed or timed-out instance again from the step that failed, or resume a
     cancelled or terminated one from the step that was stopped (see `retry_run`).

@@ -5,22 +5,19 @@ from __future__ import annotations
 import functools
 import os
 import random
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from wfctl import clock
+from wfctl import definitions as defs_module
 from wfctl.definitions import Definitions, Limits, WorkflowType
+from wfctl.engine.time.claims import ClaimsInHand
 from wfctl.errors import StructuralLimitExceeded, TransientConflict
-from wfctl.store import Row, Tx, dumps
-from wfctl.views import failure_view
-from wfctl.vocabulary import CHILD_CLOSED_EVENT, CLOSED_RUN, OPEN_RUN, RETRYABLE_RUN
-
-if TYPE_CHECKING:
-    from wfctl.engine import Engine
-
-
+from wfctl.store import Row, Store, Tx, dumps
 
 # Ready tasks a claim tries before it gives up for this pass: each one lost was taken by another
 # writer in the meantime (claims are conditional updates, acted on only when they won).
@@ -45,7 +42,7 @@ def operation(function: Op) -> Op:
     goes to the batch's owner, which runs the batch again."""
 
     @functools.wraps(function)
-    def run(engine: Engine, *args: Any, **kwargs: Any) -> Any:
+    def run(engine: EngineCore, *args: Any, **kwargs: Any) -> Any:
         for runs in range(1, OPERATION_RUNS + 1):
             try:
                 return function(engine, *args, **kwargs)
@@ -67,7 +64,7 @@ def new_id() -> str:
 class Ctx:
     """One engine transaction: the store transaction, the instant it acts at, and definitions."""
 
-    def __init__(self, engine: Engine, tx: Tx, now: datetime,
+    def __init__(self, engine: EngineCore, tx: Tx, now: datetime,
                  rows: tuple[dict[str, Row], dict[str, Row]] | None = None) -> None:
         self.engine = engine
         self.tx = tx
@@ -277,92 +274,139 @@ def cancel_open_work(c: Ctx, run: Row, reason: str, keep_task: int | None = None
                 scheduled_event_id=timer["scheduled_event_id"])
 
 
-def close_run(c: Ctx, run: Row, status: str, event_type: str, attributes: dict[str, Any],
-              *, failure_id: int | None = None, reason: str, keep_task: int | None = None,
-              apply_policy: bool = True) -> None:
-    """The one way a run closes: cancel open work, record, apply child policy, tell the parent.
+Listener = Callable[[list[dict[str, Any]]], None]
 
-    A run that failed or timed out for a cause its type's retry policy answers is scheduled
-    to run again after the backoff: its parent hears of it only once no retry follows.
-    """
-    paused = run["status"] == "paused"
-    cancel_open_work(c, run, reason, keep_task)
-    c.event(run, event_type, **attributes)
-    c.set_status(run, status, closed_at=c.now, closed_reason=reason, wait_kind=None,
-                 failure_id=failure_id)
-    if apply_policy:
-        apply_child_policy(c, run)
-    if status in RETRYABLE_RUN:
-        from wfctl.engine.workflow_retry import schedule_retry
 
-        if schedule_retry(c, run, status, attributes, paused=paused):
+class BatchDone:
+    """What the owner of a batch learnt inside it: `nothing_left_ready` when it claimed every
+    task that was ready, so that waking idle slots after the commit would find them nothing."""
+
+    nothing_left_ready = False
+
+
+class EngineCore:
+    """What the engine's operations share over one store: transactions and batches, the
+    definitions and instance fields already read, and who hears of a commit. The operations
+    themselves are functions of the modules beside this one, taking it first; `Engine` offers
+    them as methods."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._definitions: dict[str, Definitions] = {}
+        self._saved_digests: set[str] = set()
+        # `Ctx.fixed`: the unchanging instance fields of the runs this process touched.
+        self.fixed_fields: dict[str, dict[str, Any]] = {}
+        self.deadline_claims = ClaimsInHand()
+        self._lock = threading.Lock()
+        self._batch = threading.local()
+        self._wakers: list[Callable[[], None]] = []
+        self._deadline_wakers: list[Callable[[], None]] = []
+        self._listeners: list[Listener] = []
+        # True in a process that checks deadlines (the long-running worker, never --once): there
+        # a decision that meets a passed deadline_at hands the run to the deadline path.
+        self.checks_deadlines = False
+
+    # plumbing
+
+    @contextmanager
+    def transaction(self, now: datetime) -> Iterator[Ctx]:
+        """A write transaction; wakers and event listeners hear of it only after it commits.
+
+        Inside `batch()` (same thread) it is a part of the batch's transaction instead.
+        """
+        batch: list[Ctx] | None = getattr(self._batch, "ctxs", None)
+        if batch is not None:
+            c = Ctx(self, self._batch.tx, now, self._batch.rows)
+            yield c
+            c.flush_runs()
+            c.flush_tasks()
+            batch.append(c)
             return
-    if status != "continued_as_new":
-        notify_parent(c, run, status)
+        with self.store.write() as tx:
+            c = Ctx(self, tx, now)
+            yield c
+            c.flush_runs()
+            c.flush_tasks()
+        self._committed([c])
 
+    def in_batch(self) -> bool:
+        """Whether this thread is inside `batch()`."""
+        return getattr(self._batch, "ctxs", None) is not None
 
-def fail_run(c: Ctx, run: Row, *, category: str, message: str, keep_task: int | None = None,
-             step: str | None = None, **failure: Any) -> None:
-    failure_id = record_failure(c, run, category=category, message=message, **failure)
-    attributes = {
-        "failure_category": category,
-        "message": message,
-        "exception_class": failure.get("exception_class"),
-        "timeout_kind": failure.get("timeout_kind"),
-        "step": step,
-    }
-    close_run(c, run, "failed", "WorkflowFailed", attributes, failure_id=failure_id,
-              reason=category, keep_task=keep_task)
+    @contextmanager
+    def batch(self) -> Iterator[BatchDone]:
+        """One write transaction for every engine operation this thread runs inside it (group
+        commit). All of them commit, or none: a failure rolls the whole batch back, and the
+        caller may run the operations again one by one."""
+        if getattr(self._batch, "ctxs", None) is not None:
+            raise RuntimeError("engine batches do not nest")
+        ctxs: list[Ctx] = []
+        done = BatchDone()
+        with self.store.write() as tx:
+            self._batch.tx, self._batch.ctxs, self._batch.rows = tx, ctxs, ({}, {})
+            try:
+                yield done
+            finally:
+                self._batch.tx = self._batch.ctxs = self._batch.rows = None
+        self._committed(ctxs, wake=not done.nothing_left_ready)
 
+    def _committed(self, ctxs: list[Ctx], *, wake: bool = True) -> None:
+        """What waits for a commit: caches, wake-ups of slots and deadline runners, listeners."""
+        for c in ctxs:
+            for action in c.after_commit:
+                action()
+        if wake and any(c.woke for c in ctxs):
+            for wake in self._wakers:
+                wake()
+        if any(c.deadline_claimed for c in ctxs):
+            for wake in self._deadline_wakers:
+                wake()
+        if self._listeners:
+            appended = [event for c in ctxs for event in c.appended]
+            if appended:
+                for listener in self._listeners:
+                    listener(appended)
 
-def apply_child_policy(c: Ctx, run: Row) -> None:
-    """Apply the parent's child_policy to each of its children still open (SWF ParentClosePolicy)."""
-    policy = c.fixed(run)["child_policy"]
-    for child in c.tx.run_children(run["workflow_run_id"]):
-        if child["status"] not in OPEN_RUN:
-            continue
-        c.event(run, "ParentClosePolicyApplied", child_instance_id=child["child_instance_id"],
-                policy=policy, child_status=child["status"])
-        child_instance = c.instance(child["child_instance_id"])
-        child_run = c.run(child_instance["current_run_id"])
-        reason = f"parent {run['workflow_instance_id']} closed ({run['status']})"
-        if policy == "terminate":
-            close_run(c, child_run, "terminated", "WorkflowTerminated",
-                      {"reason": reason, "child_policy": policy}, reason="terminated")
-        elif policy == "request_cancel":
-            request_cancel(c, child_run, reason)
+    def add_waker(self, wake: Callable[[], None]) -> None:
+        """Call `wake` after each commit that made a task ready."""
+        self._wakers.append(wake)
 
+    def remove_waker(self, wake: Callable[[], None]) -> None:
+        self._wakers.remove(wake)
 
-def request_cancel(c: Ctx, run: Row, reason: str | None) -> None:
-    if run["cancel_requested"]:
-        return
-    c.set_run(run, cancel_requested=True)
-    c.event(run, "WorkflowCancelRequested", reason=reason)
-    schedule_workflow_task(c, run, "cancel_requested")
+    def add_deadline_waker(self, wake: Callable[[], None]) -> None:
+        """Call `wake` after each commit that handed a run to the deadline path."""
+        self._deadline_wakers.append(wake)
 
+    def remove_deadline_waker(self, wake: Callable[[], None]) -> None:
+        self._deadline_wakers.remove(wake)
 
-def notify_parent(c: Ctx, run: Row, status: str) -> None:
-    """Wake the parent waiting on this instance, recording how the child ended."""
-    link = c.tx.child_link(run["workflow_instance_id"])
-    if link is None or link["superseded"]:
-        return
-    parent = c.run(link["parent_run_id"])
-    if parent is None or parent["status"] in CLOSED_RUN:
-        return
-    attributes: dict[str, Any] = {
-        "child_instance_id": run["workflow_instance_id"],
-        "child_run_id": run["workflow_run_id"],
-        "step": link["step"],
-        "status": status,
-        "initiated_event_id": link["started_event_id"],
-    }
-    if status == "completed":
-        merge_state(c, parent, {link["step"]: public_state(run["state"])})
-    elif run["failure_id"] is not None:
-        failure = c.tx.get_failure(run["failure_id"])
-        attributes["failure"] = failure_view(failure)
-        if status == "timed_out":
-            attributes["timeout_kind"] = failure["timeout_kind"]
-            attributes["deadline_at"] = failure["deadline_at"]
-    c.event(parent, CHILD_CLOSED_EVENT.get(status, "ChildWorkflowFailed"), **attributes)
-    schedule_workflow_task(c, parent, "child_closed")
+    def add_listener(self, listener: Listener) -> None:
+        """Call `listener` with the events each transaction appended, after it commits."""
+        self._listeners.append(listener)
+
+    def definitions_by_digest(self, tx: Tx, digest: str) -> Definitions:
+        """The definitions an instance started with (workflows run the shape they began with)."""
+        found = self._definitions.get(digest)
+        if found is None:
+            row = tx.get_definitions(digest)
+            if row is None:
+                raise LookupError(f"definitions {digest} are missing from the database")
+            found = defs_module.parse(row["source"], row["path"])
+            with self._lock:
+                self._definitions[digest] = found
+        return found
+
+    def save_definitions(self, c: Ctx, definitions: Definitions) -> None:
+        """Store the definitions text an instance starts with; known as stored once committed."""
+        digest = definitions.digest
+        if digest in self._saved_digests:
+            return
+        c.tx.put_definitions(digest, definitions.path, definitions.source, c.now)
+
+        def saved() -> None:
+            with self._lock:
+                self._saved_digests.add(digest)
+                self._definitions.setdefault(digest, definitions)
+
+        c.after_commit.append(saved)

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from wfctl import clock, durations
 from wfctl.definitions import Step, WorkflowType
+from wfctl.engine.closing import close_run, fail_run
 from wfctl.engine.core import (
     CLAIM_TRIES,
     Ctx,
-    close_run,
-    fail_run,
+    EngineCore,
     merge_state,
     new_id,
     operation,
@@ -19,9 +19,9 @@ from wfctl.engine.core import (
     record_failure,
     schedule_workflow_task,
 )
-from wfctl.engine.deadlines import deadline_passed, hand_over_deadline
+from wfctl.engine.time.deadlines import deadline_passed, hand_over_deadline
+from wfctl.reasons import stop_reason
 from wfctl.store import Row
-from wfctl.views import stop_reason
 from wfctl.vocabulary import (
     CLOSED_RUN,
     RETRY_WAIT,
@@ -30,14 +30,11 @@ from wfctl.vocabulary import (
     UNSUCCESSFUL_RUN,
 )
 
-if TYPE_CHECKING:
-    from wfctl.engine import Engine
-
 OPEN, DONE, CLOSED = "open", "done", "closed"
 
 
 @operation
-def claim_workflow_task(engine: Engine, worker_id: str, now: datetime) -> Row | None:
+def claim_workflow_task(engine: EngineCore, worker_id: str, now: datetime) -> Row | None:
     """Claim the oldest ready workflow task; its workflow_task_timeout starts now."""
     with engine.transaction(now) as c:
         for _ in range(CLAIM_TRIES):
@@ -51,7 +48,7 @@ def claim_workflow_task(engine: Engine, worker_id: str, now: datetime) -> Row | 
 
 
 @operation
-def complete_workflow_task(engine: Engine, task: Row, now: datetime) -> bool:
+def complete_workflow_task(engine: EngineCore, task: Row, now: datetime) -> bool:
     """Decide and complete a claimed task; a task no longer current changes nothing (False)."""
     with engine.transaction(now) as c:
         current = c.tx.get_workflow_task(task["task_id"])
@@ -106,15 +103,15 @@ def _complete_task(c: Ctx, task: Row, run: Row) -> None:
     decide(c, run, task_id, task["owner"])
 
 
-def process_workflow_tasks(engine: Engine, worker_id: str, now: datetime,
+def process_workflow_tasks(engine: EngineCore, worker_id: str, now: datetime,
                            limit: int = 1000) -> int:
     """Claim and complete ready workflow tasks until none is left; returns how many."""
     done = 0
     while done < limit:
-        task = engine.claim_workflow_task(worker_id, now)
+        task = claim_workflow_task(engine, worker_id, now)
         if task is None:
             break
-        engine.complete_workflow_task(task, now)
+        complete_workflow_task(engine, task, now)
         done += 1
     return done
 

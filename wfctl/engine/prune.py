@@ -7,13 +7,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from wfctl import durations
-
-if TYPE_CHECKING:
-    from wfctl.engine import Engine
-    from wfctl.store import Store
+from wfctl.engine.core import EngineCore
+from wfctl.store import Store
 
 # A batch deletes whole instances until their histories add up to this many events (an
 # instance's other rows follow its history's length). Measured with benchmarks/prune.py: about
@@ -91,7 +89,7 @@ def _closed_before(now: datetime, older_than: float | None) -> datetime | None:
     return None if older_than is None else now - timedelta(seconds=older_than)
 
 
-def prune_batch(engine: Engine, now: datetime, *, older_than: float | None = None,
+def prune_batch(engine: EngineCore, now: datetime, *, older_than: float | None = None,
                 events: int = BATCH_EVENTS) -> PruneBatch:
     """Delete one batch of closed instances past their retention at `now` (with `older_than`:
     closed more than that many seconds before `now`, whatever their type's retention).
@@ -130,7 +128,7 @@ def prune_batch(engine: Engine, now: datetime, *, older_than: float | None = Non
     return batch
 
 
-def prune(engine: Engine, now: datetime, *, older_than: float | None = None,
+def prune(engine: EngineCore, now: datetime, *, older_than: float | None = None,
           dry_run: bool = False, pause: Callable[[float], object] | None = None) -> dict[str, Any]:
     """Every batch there is to delete at `now` (`prune_batch`), or with `dry_run` what would be
     deleted, as `wfctl prune --json` reports it. `pause(seconds)`, when given, is called after

@@ -5,17 +5,14 @@ from __future__ import annotations
 import re
 import uuid
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from wfctl import clock, durations
 from wfctl.definitions import Definitions, WorkflowType
-from wfctl.engine.core import Ctx, check_payload, new_id, operation, schedule_workflow_task
+from wfctl.engine.core import Ctx, EngineCore, check_payload, new_id, operation, schedule_workflow_task
 from wfctl.errors import Conflict, InvalidInput
 from wfctl.store import Row
 from wfctl.vocabulary import OPEN_RUN
-
-if TYPE_CHECKING:
-    from wfctl.engine import Engine
 
 INSTANCE_ID = re.compile(r"^[^\s\x00-\x1f]{1,200}$")
 OVERRIDABLE = ("execution_timeout", "run_timeout", "deadline")
@@ -39,7 +36,7 @@ def validate_start(definitions: Definitions, workflow_type: str, instance_id: st
 
 
 @operation
-def start(engine: Engine, definitions: Definitions, workflow_type: str,
+def start(engine: EngineCore, definitions: Definitions, workflow_type: str,
           instance_id: str | None, input: dict[str, Any] | None, now: datetime, *,
           overrides: dict[str, float | None] | None = None,
           on_duplicate: str = "reject") -> dict[str, Any]:

@@ -14,8 +14,7 @@ from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from wfctl import clock, render
-from wfctl.cli.reads import json_text
+from wfctl import clock, jsonvalue, render
 from wfctl.client import Client
 from wfctl.errors import InvalidInput, NotFound, WfctlError
 from wfctl.ui import pages
@@ -220,7 +219,7 @@ class App:
         return Response(status, (message + "\n").encode(), "text/plain; charset=utf-8")
 
     def _json(self, document: Any, status: int = 200) -> Response:
-        return Response(status, json_text(document, indent=2).encode(),
+        return Response(status, jsonvalue.text(document, indent=2).encode(),
                         "application/json; charset=utf-8")
 
     def _page(self, template: str, status: int = 200, **context: Any) -> Response:

@@ -6,12 +6,13 @@ import logging
 import threading
 import time
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from wfctl import clock, log
 from wfctl.context import HeartbeatBuffer
 from wfctl.engine.activities import ActivityTask
-from wfctl.worker.executor import HandlerCall
+from wfctl.handlers import HandlerCall, Outcome
+from wfctl.vocabulary import ACTIVITY_TIMEOUTS
 
 if TYPE_CHECKING:
     from wfctl.worker.process import Worker
@@ -69,12 +70,16 @@ class Attempt:
 
     def expired(self, now: datetime) -> str | None:
         """The deadline of this attempt that has passed at `now`, if one has."""
+        # A started attempt's deadlines, in the order of ACTIVITY_TIMEOUTS; the heartbeat's
+        # moves with each heartbeat written, so it is read from the buffer.
         task = self.task
-        for kind, deadline in (("schedule_to_close", task.schedule_to_close_deadline_at),
-                               ("heartbeat", self.heartbeats.heartbeat_deadline_at),
-                               ("start_to_close", task.close_deadline_at)):
+        for timeout in ACTIVITY_TIMEOUTS:
+            if "started" not in timeout.counts_while:
+                continue
+            deadline = self.heartbeats.heartbeat_deadline_at if timeout.kind == "heartbeat" \
+                else getattr(task, timeout.column)
             if deadline is not None and deadline <= now:
-                return kind
+                return timeout.kind
         return None
 
     def give_up(self, now: datetime, reason: str) -> None:
@@ -93,3 +98,11 @@ class Attempt:
         current: its slot is to be given up."""
         return (self.handler_running and not self.abandoned and self.given_up_at is not None
                 and (now - self.given_up_at).total_seconds() >= grace)
+
+
+class AttemptObserver(Protocol):
+    """Told when a slot begins an attempt and when its handler ended (`work --metrics-port`)."""
+
+    def started(self, task: ActivityTask) -> None: ...
+
+    def finished(self, attempt: Attempt, outcome: Outcome) -> None: ...

@@ -10,8 +10,9 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, TypeVar
 
 from wfctl import handlers, log
-from wfctl.engine.deadlines import DeadlineClaim
-from wfctl.watchdog import record_deadline, run_on_deadline, worker_alive
+from wfctl.engine.time.claims import DeadlineClaim
+from wfctl.engine.time.deadlines import fire_deadline
+from wfctl.engine.time.workers import worker_alive
 from wfctl.worker.loop import Loop, until_written
 from wfctl.worker.watchdog import WATCH_TICK
 
@@ -117,11 +118,10 @@ class DeadlineRunner(Loop):
                     self._in_flight.discard(claim.workflow_run_id)
 
     def finish(self, claim: DeadlineClaim) -> None:
-        """Run the claim's handler, then record the failure, waiting out a database outage."""
+        """Fire the claim (`fire_deadline`), waiting out a database outage to record it."""
         worker = self.worker
-        handler_error = run_on_deadline(handlers.call, claim)
-        until_written(worker, lambda: record_deadline(worker.engine, claim, handler_error,
-                                                      worker.clock()))
+        fire_deadline(worker.engine, claim, handlers.call, worker.clock,
+                      write=lambda record: until_written(worker, record)[1])
 
 
 def keeping_lease(worker: Worker, call: Callable[[], T], renew_every: float) -> T:

@@ -10,24 +10,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from wfctl import handlers
 from wfctl.context import ActivityContext, HeartbeatBuffer
 from wfctl.errors import InvalidInput
-from wfctl.handlers import Outcome
-
-
-@dataclass(frozen=True)
-class HandlerCall:
-    """One attempt's handler call: `context` holds ActivityContext's keyword arguments but
-    `heartbeats` (plain values, so that the call can cross to another process)."""
-
-    spec: str
-    step: str
-    state: dict[str, Any]
-    context: dict[str, Any]
+from wfctl.handlers import HandlerCall, Outcome
 
 
 class Executor(Protocol):

@@ -37,8 +37,7 @@ from typing import Any, NoReturn
 from wfctl import clock, handlers, jsonvalue
 from wfctl.context import _NOTHING, ActivityContext, HeartbeatBuffer
 from wfctl.errors import ActivityCancelled, WfctlError
-from wfctl.handlers import HandlerError, Outcome
-from wfctl.worker.executor import HandlerCall
+from wfctl.handlers import HandlerCall, HandlerError, Outcome
 
 # A run() waiting on its child looks at `abandon` this often: the kill comes at most this late.
 ABANDON_POLL = 0.05

@@ -13,16 +13,15 @@ from collections import deque
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from types import FrameType
-from typing import TYPE_CHECKING
 
 from wfctl import clock as wall_clock
 from wfctl import log, systemd
 from wfctl.context import _NOTHING
 from wfctl.engine import Engine
+from wfctl.engine.time.workers import HOSTNAME, host_id, process_started
 from wfctl.errors import StoreUnavailable, WfctlError
 from wfctl.store import Row
-from wfctl.watchdog import HOSTNAME, host_id, process_started
-from wfctl.worker.attempts import Attempt
+from wfctl.worker.attempts import Attempt, AttemptObserver
 from wfctl.worker.checkpoint import Checkpointer
 from wfctl.worker.deadlines import DeadlineRunner
 from wfctl.worker.executor import Executor, executor_for
@@ -33,9 +32,6 @@ from wfctl.worker.options import WorkerOptions
 from wfctl.worker.slots import Slot, StepPath, run_pass
 from wfctl.worker.wakeups import Wakeups
 from wfctl.worker.watchdog import Watchdog
-
-if TYPE_CHECKING:
-    from wfctl.metrics import AttemptMetrics
 
 ONCE_NOTICE = (
     "deadline checks skipped in --once mode; run 'wfctl deadlines check' or a long-running worker"
@@ -92,7 +88,7 @@ class Worker:
         self.abandoned_total = 0
         self.tasks_done = 0
         # Set to record each attempt's wait and run time (`work --metrics-port`).
-        self.attempt_metrics: AttemptMetrics | None = None
+        self.attempt_metrics: AttemptObserver | None = None
         self._registered = False
         self._kind = "worker"
         self._slots_made = 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from wfctl.watchdog import sweep
+from wfctl.engine.time.sweep import sweep
 from wfctl.worker.loop import Loop
 from wfctl.worker.slots import decide_ready
 
@@ -18,7 +18,7 @@ DECISIONS_PER_PASS = 1000
 
 
 class Watchdog(Loop):
-    """Activity and workflow timeouts, timers and lost workers (`wfctl.watchdog.sweep`), then
+    """Activity and workflow timeouts, timers and lost workers (`engine.time.sweep.sweep`), then
     the workflow tasks that are ready: decisions never wait for a free slot, so a timeout, a
     timer or a signal is acted on even while every slot runs a long handler."""
 

@@ -8,17 +8,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from wfctl.engine.activities import expired_timeout, lose_attempt, time_out_activity
-from wfctl.engine.core import Ctx, operation, schedule_workflow_task
+from wfctl.engine.control import retry_run
+from wfctl.engine.core import Ctx, EngineCore, operation, schedule_workflow_task
 from wfctl.engine.decide import expired_workflow_timeout, time_out_workflow_task
-from wfctl.engine.workflow_retry import fire_retry
 from wfctl.store import Row
-from wfctl.vocabulary import RETRY_TIMER
-
-if TYPE_CHECKING:
-    from wfctl.engine import Engine
+from wfctl.vocabulary import RETRY_TIMER, RETRY_WAIT
 
 
 @dataclass
@@ -32,7 +28,7 @@ class Expired:
 
 
 @operation
-def lose_workers(engine: Engine, worker_ids: list[str], now: datetime) -> None:
+def lose_workers(engine: EngineCore, worker_ids: list[str], now: datetime) -> None:
     """These workers stopped renewing their leases: each attempt they held failed (the retry
     policy decides), and each workflow task they held is scheduled again."""
     with engine.transaction(now) as c:
@@ -56,7 +52,7 @@ class _Due:
     runs: list[str] = field(default_factory=list)
 
 
-def expire(engine: Engine, now: datetime, limit: int,
+def expire(engine: EngineCore, now: datetime, limit: int,
            clock_now: Callable[[], datetime] | None = None) -> Expired:
     """Enforce what is due at `now`, up to `limit` of each kind: activity and workflow-task
     timeouts, timers, and runs past a deadline that have no workflow task to notice it.
@@ -114,7 +110,7 @@ def _add(total: Expired, part: Expired) -> None:
 
 
 @operation
-def _expire_instance(engine: Engine, now: datetime, due: _Due) -> Expired:
+def _expire_instance(engine: EngineCore, now: datetime, due: _Due) -> Expired:
     """Enforce what was found due of one instance, whatever of it is still due now."""
     done = Expired()
     with engine.transaction(now) as c:
@@ -170,3 +166,24 @@ def _times_out_first(c: Ctx, run: Row, fire_at: datetime) -> bool:
     return (expired_workflow_timeout(run, fire_at) is not None
             and run["deadline_claimed_at"] is None
             and c.tx.open_workflow_task(run["workflow_run_id"]) is None)
+
+
+def fire_retry(c: Ctx, timer: Row) -> bool:
+    """A retry's backoff timer is due: do what `wfctl retry` does, then WorkflowRetried.
+
+    False when there is nothing to retry: the timer was taken by another watchdog, or the run's
+    passed deadline was claimed meanwhile (a worker that was down past it), whose failure closes
+    the run; the timer is spent either way.
+    """
+    if not c.tx.update_timer(timer["timer_id"], expect_status="scheduled", status="fired",
+                             closed_at=c.now):
+        return False
+    run = c.run(timer["workflow_run_id"])
+    if run is None or run["closed_at"] is not None or run["wait_kind"] != RETRY_WAIT \
+            or run["deadline_claimed_at"] is not None:
+        return False
+    scheduled = c.tx.event(run["workflow_instance_id"], timer["scheduled_event_id"])["attributes"]
+    retry_run(c, c.instance(run["workflow_instance_id"]), run,
+              previous_status=scheduled["closed_status"], attempt=scheduled["attempt"],
+              scheduled_event_id=timer["scheduled_event_id"])
+    return True

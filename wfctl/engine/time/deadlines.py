@@ -2,85 +2,19 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from wfctl.engine.core import (
-    Ctx,
-    cancel_open_work,
-    close_run,
-    operation,
-    public_state,
-    record_failure,
-)
+from wfctl import clock
+from wfctl.engine.closing import close_run
+from wfctl.engine.core import Ctx, EngineCore, cancel_open_work, operation, public_state, record_failure
+from wfctl.engine.time.claims import DeadlineClaim
+from wfctl.engine.time.workers import worker_alive
 from wfctl.store import Row
 from wfctl.vocabulary import CLOSED_RUN
 
-if TYPE_CHECKING:
-    from wfctl.engine import Engine
-
 DEADLINE_MESSAGE = "Deadline exceeded"
-
-
-@dataclass
-class DeadlineClaim:
-    """An expired deadline this process has claimed: only it may run the handler and record."""
-
-    worker_id: str
-    workflow_instance_id: str
-    workflow_run_id: str
-    deadline_at: datetime
-    on_deadline: str | None
-    state: dict[str, Any]
-    reclaimed: bool
-
-
-class ClaimsInHand:
-    """What one process's deadline runner holds, so that each claim is handed out once.
-
-    A claim of a worker's own that is in the database but not in hand was made by one of its
-    decisions (which hand a passed deadline over instead of advancing), or was dropped by a
-    record that failed: both are handed out on the next call, the latter as reclaimed.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._held: set[str] = set()
-        self._dropped: set[str] = set()
-        self._handed_over: datetime | None = None
-
-    def handed_over(self, deadline_at: datetime) -> None:
-        """A decision claimed this deadline (in a transaction not yet committed)."""
-        with self._lock:
-            if self._handed_over is None or deadline_at < self._handed_over:
-                self._handed_over = deadline_at
-
-    def take_handed_over(self) -> None:
-        with self._lock:
-            self._handed_over = None
-
-    def earliest_handed_over(self) -> datetime | None:
-        return self._handed_over
-
-    def held(self, run_id: str) -> bool:
-        return run_id in self._held
-
-    def hold(self, claim: DeadlineClaim) -> None:
-        with self._lock:
-            self._held.add(claim.workflow_run_id)
-            self._dropped.discard(claim.workflow_run_id)
-
-    def was_dropped(self, run_id: str) -> bool:
-        return run_id in self._dropped
-
-    def release(self, run_id: str, *, dropped: bool) -> None:
-        with self._lock:
-            self._held.discard(run_id)
-            if dropped:
-                self._dropped.add(run_id)
 
 
 def deadline_passed(c: Ctx, run: Row) -> bool:
@@ -107,7 +41,7 @@ def hand_over_deadline(c: Ctx, run: Row, worker_id: str) -> None:
 
 
 @operation
-def claim_expired_deadlines(engine: Engine, worker_id: str, now: datetime,
+def claim_expired_deadlines(engine: EngineCore, worker_id: str, now: datetime,
                             is_alive: Callable[[Row | None, datetime], bool],
                             limit: int = 100) -> list[DeadlineClaim]:
     """Claim running runs past their deadline; take up claims handed over and left behind.
@@ -165,7 +99,7 @@ def _claim(c: Ctx, worker_id: str, run: Row, *, reclaimed: bool) -> DeadlineClai
 
 
 @operation
-def record_deadline_exceeded(engine: Engine, claim: DeadlineClaim,
+def record_deadline_exceeded(engine: EngineCore, claim: DeadlineClaim,
                              handler_error: dict[str, str] | None, now: datetime) -> bool:
     """Close the run as failed after its on_deadline handler ran (or raised).
 
@@ -181,7 +115,7 @@ def record_deadline_exceeded(engine: Engine, claim: DeadlineClaim,
     return recorded
 
 
-def _record(engine: Engine, claim: DeadlineClaim, handler_error: dict[str, str] | None,
+def _record(engine: EngineCore, claim: DeadlineClaim, handler_error: dict[str, str] | None,
             now: datetime) -> bool:
     with engine.transaction(now) as c:
         run = c.run(claim.workflow_run_id)
@@ -208,10 +142,92 @@ def _record(engine: Engine, claim: DeadlineClaim, handler_error: dict[str, str] 
         return True
 
 
-def earliest_deadline(engine: Engine) -> datetime | None:
+def earliest_deadline(engine: EngineCore) -> datetime | None:
     """When the deadline loop next has work: the next deadline_at among running workflows,
     or a passed one a decision handed over since the last claim."""
     with engine.store.read() as tx:
         pending = [at for at in (tx.earliest_deadline(),
                                  engine.deadline_claims.earliest_handed_over()) if at]
     return min(pending) if pending else None
+
+
+HandlerRunner = Callable[[str, dict[str, Any]], object]
+
+
+HandlerError = dict[str, str] | None
+Recorded = dict[str, Any] | None
+
+
+def sweep_deadlines(engine: EngineCore, worker_id: str, now: datetime, run_handler: HandlerRunner,
+                    *, clock: Callable[[], datetime] | None = None,
+                    keep_alive: Callable[[Callable[[], HandlerError]], HandlerError] | None = None,
+                    ) -> list[dict[str, Any]]:
+    """One deadline check (`wfctl deadlines check`): claim each expiry and fire it.
+
+    The handlers run one after another, each through `keep_alive` when given (which keeps the
+    claims alive while it runs); `clock` reads the time after each (the caller's clock;
+    without it everything is recorded at `now`).
+    """
+    failed = []
+    for claim in claim_expired_deadlines(engine, worker_id, now, worker_alive):
+        recorded = fire_deadline(engine, claim, run_handler, clock or (lambda: now),
+                                 keep_alive=keep_alive)
+        if recorded is not None:
+            failed.append(recorded)
+    return failed
+
+
+def fire_deadline(engine: EngineCore, claim: DeadlineClaim, run_handler: HandlerRunner,
+                  clock: Callable[[], datetime], *,
+                  keep_alive: Callable[[Callable[[], HandlerError]], HandlerError] | None = None,
+                  write: Callable[[Callable[[], Recorded]], Recorded] | None = None,
+                  ) -> Recorded:
+    """Fire one claimed deadline: run its on_deadline handler (through `keep_alive`, when
+    given), then record the failure at the instant `clock` reads (through `write`, which may
+    try again while the database is unavailable). What `deadlines check` reports of it, or
+    None when the run was closed or claimed by another meanwhile.
+
+    The one way a deadline fires: the long-running worker's deadline runner and `wfctl
+    deadlines check` both call it.
+    """
+    def call() -> HandlerError:
+        return run_on_deadline(run_handler, claim)
+
+    handler_error = keep_alive(call) if keep_alive else call()
+
+    def record() -> Recorded:
+        return record_deadline(engine, claim, handler_error, clock())
+
+    return write(record) if write else record()
+
+
+def run_on_deadline(run_handler: HandlerRunner, claim: DeadlineClaim) -> HandlerError:
+    """Call a claim's on_deadline handler; what it raised, as WorkflowDeadlineExceeded records it.
+
+    Whatever it raises is recorded, never dropped (SystemExit and KeyboardInterrupt too: they
+    are the handler's, the worker stops on signals, not exceptions). Its return value is
+    ignored.
+    """
+    if not claim.on_deadline:
+        return None
+    try:
+        run_handler(claim.on_deadline, claim.state)
+    except BaseException as exc:
+        return {"exception_class": type(exc).__name__, "message": str(exc)}
+    return None
+
+
+def record_deadline(engine: EngineCore, claim: DeadlineClaim, handler_error: HandlerError,
+                    now: datetime) -> dict[str, Any] | None:
+    """Record a claimed expiry (WorkflowDeadlineExceeded, WorkflowFailed); what `deadlines
+    check` reports of it, or None when the run was closed or claimed by another meanwhile."""
+    if not record_deadline_exceeded(engine, claim, handler_error, now):
+        return None
+    return {
+        "workflow_instance_id": claim.workflow_instance_id,
+        "workflow_run_id": claim.workflow_run_id,
+        "deadline_at": clock.iso(claim.deadline_at),
+        "on_deadline": claim.on_deadline,
+        "handler_error": handler_error,
+        "reclaimed": claim.reclaimed,
+    }
