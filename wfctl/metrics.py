@@ -35,7 +35,6 @@ are, and they only grow.
 from __future__ import annotations
 
 import logging
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -235,7 +234,7 @@ class MetricsServer:
             return [b"wfctl serves its metrics at /metrics\n"]
         try:
             return self._metrics(environ, start_response)
-        except (WfctlError, sqlite3.Error) as exc:
+        except WfctlError as exc:
             log.event("metrics_scrape_failed", logging.ERROR, message=str(exc))
             start_response("503 Service Unavailable", [("Content-Type", "text/plain")])
             return [f"wfctl cannot read its database: {exc}\n".encode()]

@@ -1,6 +1,8 @@
 """The store contract: what the engine relies on from any backend (`wfctl/store/base.py`).
 
 Every backend runs these; a backend joins by adding itself to the `opener` fixture's params.
+Each test names the methods of the interface it proves (`@covers`), and one test checks that
+every method of `Tx` and `Store` is named by some test.
 """
 
 from __future__ import annotations
@@ -11,12 +13,22 @@ import pytest
 
 from wfctl import clock
 from wfctl.store import Store, open_store
+from wfctl.store import base as interface
 from wfctl.vocabulary import EVENT_TYPES, TIMEOUT_EVENTS
 
 T0 = datetime(2026, 4, 12, 12, 0, tzinfo=UTC)
 POLICY = {"max_attempts": 3, "backoff_seconds": [1, 2], "schedule_to_start_timeout": None,
           "start_to_close_timeout": 30.0, "schedule_to_close_timeout": None,
           "heartbeat_timeout": None, "non_retryable": ["ValueError"]}
+
+# The methods of the interface some test below proves.
+COVERED: set[str] = set()
+
+
+def covers(*names: str):
+    """Mark a test as proving these methods of `Tx` or `Store`."""
+    COVERED.update(names)
+    return lambda test: test
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -69,6 +81,7 @@ def add_activity(tx, activity_id: str, run_id: str, *, status: str = "scheduled"
     })
 
 
+@covers("put_definitions", "insert_instance", "insert_run", "get_instance")
 def test_nulls_come_back_as_none(store):
     with store.write() as tx:
         add_instance(tx, "i1", deadline_at=None, on_deadline=None)
@@ -78,6 +91,7 @@ def test_nulls_come_back_as_none(store):
     assert instance["execution_timeout_seconds"] is None
 
 
+@covers("list_instances", "append_event", "events", "get_run")
 def test_lists_come_newest_first_and_history_in_seq_order(store):
     with store.write() as tx:
         for n in range(3):
@@ -95,6 +109,7 @@ def test_lists_come_newest_first_and_history_in_seq_order(store):
     assert [e["attributes"]["reason"] for e in events] == ["r0", "r1", "r2", "r3", "r4"]
 
 
+@covers("insert_activity", "update_activity", "get_activity")
 def test_a_conditional_change_says_whether_it_won(store):
     with store.write() as tx:
         add_instance(tx, "i1")
@@ -111,6 +126,7 @@ def test_a_conditional_change_says_whether_it_won(store):
     assert (first, second) == (True, False)
 
 
+@covers("insert_workflow_task", "open_workflow_task")
 def test_a_run_read_in_a_write_transaction_still_sees_a_workflow_task_added_after(store):
     with store.write() as tx:
         add_instance(tx, "i1")
@@ -133,6 +149,7 @@ def test_a_run_read_in_a_write_transaction_still_sees_a_workflow_task_added_afte
     assert other is not None and other["scheduled_event_id"] == 1
 
 
+@covers("claim_deadline")
 def test_a_deadline_claim_is_won_once(store):
     with store.write() as tx:
         add_instance(tx, "i1")
@@ -168,6 +185,7 @@ def test_an_event_instant_given_as_a_datetime_reads_back_as_iso_text(store):
     assert event["attributes"] == {"timer_id": "t", "fire_at": "2026-04-12T12:05:01.234+00:00"}
 
 
+@covers("update_run", "insert_signal", "first_pending_signal")
 def test_json_values_round_trip(store):
     state = {"emoji": "😀", "nested": {"a": [1, {"b": None}]}, "big": 12345678901234567890,
              "x": 0.1, "order": "kept"}
@@ -191,6 +209,7 @@ def test_json_values_round_trip(store):
     assert signal["data"] is None
 
 
+@covers("insert_timer", "due_timers", "next_due")
 def test_instants_round_trip_to_the_microsecond_and_sort_in_time_order(store):
     exact = datetime(2026, 4, 12, 12, 0, 1, 234000, tzinfo=UTC)
     fine = datetime(2026, 4, 12, 12, 0, 1, 234567, tzinfo=UTC)
@@ -230,6 +249,7 @@ def test_flags_come_back_as_bools(store):
     assert activity["superseded"] is True
 
 
+@covers("write", "read", "peek")
 def test_an_uncommitted_write_is_invisible_to_another_connection(opener):
     writer, reader = opener(), opener()
     with writer.write() as tx:
@@ -243,6 +263,7 @@ def test_an_uncommitted_write_is_invisible_to_another_connection(opener):
     assert reader.peek().get_instance("i1") is not None
 
 
+@covers("write")
 def test_a_failed_transaction_leaves_nothing(store):
     with pytest.raises(RuntimeError), store.write() as tx:
         add_instance(tx, "i1")
@@ -253,6 +274,7 @@ def test_a_failed_transaction_leaves_nothing(store):
         assert tx.events("i1") == []
 
 
+@covers("timeout_event_counts")
 def test_timeout_and_deadline_events_are_counted_as_they_are_appended(store):
     with store.write() as tx:
         add_instance(tx, "i1")
@@ -266,3 +288,351 @@ def test_timeout_and_deadline_events_are_counted_as_they_are_appended(store):
                    for row in tx.timeout_event_counts()}
     assert counted == {**{(t, "heartbeat", "x"): 1 for t in TIMEOUT_EVENTS},
                        ("WorkflowFailed", None, None): 1}
+
+
+def add_task(tx, run_id: str, *, status: str = "scheduled", **fields) -> int:
+    return tx.insert_workflow_task({
+        "workflow_run_id": run_id, "workflow_instance_id": run_id.removesuffix("-r1"),
+        "status": status, "reason": "r", "available_at": T0, "scheduled_event_id": 1, **fields,
+    })
+
+
+def add_timer(tx, timer_id: str, run_id: str, **fields) -> None:
+    tx.insert_timer({"timer_id": timer_id, "workflow_run_id": run_id,
+                     "workflow_instance_id": run_id.removesuffix("-r1"), "step_index": 0,
+                     "step": "s", "kind": "delay", "fire_at": T0, "status": "scheduled",
+                     "scheduled_event_id": 1, **fields})
+
+
+def later(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+@covers("get_definitions", "update_instance", "count_instances", "instance_ids",
+        "get_run_by_number", "hold")
+def test_instances_are_found_by_id_prefix_filter_and_number(store):
+    with store.write() as tx:
+        for instance_id in ("order-1", "order-2", "other"):
+            add_instance(tx, instance_id)
+        tx.update_instance("other", status="completed", closed_at=T0)
+    with store.write() as tx:
+        tx.hold("order-1")
+        held = tx.get_instance("order-1")
+    with store.read() as tx:
+        assert tx.get_definitions("d")["source"] == "version: 1"
+        assert tx.get_definitions("nope") is None
+        assert held["workflow_instance_id"] == "order-1"
+        assert tx.instance_ids("order-", 10) == ["order-1", "order-2"]
+        assert tx.instance_ids("order-", 1) == ["order-1"]
+        assert tx.count_instances(status="running", workflow_type=None, since=None) == 2
+        assert tx.count_instances(status=None, workflow_type="t", since=later(1)) == 0
+        assert tx.get_run_by_number("other", 1)["workflow_run_id"] == "other-r1"
+        assert tx.get_run_by_number("other", 2) is None
+        assert tx.get_instance("other")["closed_at"] == T0
+
+
+@covers("instance_key", "last_seq", "flush", "history_count", "event")
+def test_history_is_counted_and_read_one_event_at_a_time(store):
+    with store.write() as tx:
+        add_instance(tx, "i1")
+        run = tx.get_run("i1-r1")
+        run["rejected_starts"] = 0
+        for n in range(3):
+            tx.append_event(run, "WorkflowTaskScheduled", T0, {"reason": f"r{n}"})
+        tx.flush()
+        assert tx.last_seq("i1") == 3 and tx.history_count(run) == 3
+    with store.read() as tx:
+        assert isinstance(tx.instance_key("i1"), int) and tx.instance_key("none") is None
+        assert tx.last_seq("i1") == 3 and tx.last_seq("none") == 0
+        assert tx.event("i1", 2)["attributes"] == {"reason": "r1"}
+        assert tx.event("i1", 4) is None
+        assert [e["seq"] for e in tx.events("i1", after_seq=1,
+                                            event_types=["WorkflowTaskScheduled"])] == [2, 3]
+
+
+@covers("get_workflow_task", "update_workflow_task", "next_ready_workflow_task",
+        "close_workflow_task", "close_workflow_tasks", "timed_out_workflow_tasks",
+        "workflow_tasks_owned_by")
+def test_workflow_tasks_are_claimed_timed_out_and_closed(store):
+    with store.write() as tx:
+        add_instance(tx, "i1")
+        first = add_task(tx, "i1-r1")
+        second = add_task(tx, "i1-r1", available_at=later(5))
+    with store.write() as tx:
+        ready = tx.next_ready_workflow_task(T0)
+        won = tx.update_workflow_task(ready["task_id"], expect_status="scheduled",
+                                      status="started", owner="w1", timeout_at=later(10))
+        lost = tx.update_workflow_task(ready["task_id"], expect_status="scheduled", owner="w2")
+    with store.read() as tx:
+        assert ready["task_id"] == first and (won, lost) == (True, False)
+        assert tx.get_workflow_task(first)["owner"] == "w1"
+        assert tx.next_ready_workflow_task(T0) is None
+        assert [t["task_id"] for t in tx.workflow_tasks_owned_by(["w1", "w9"])] == [first]
+        assert tx.timed_out_workflow_tasks(later(9), 10) == []
+        assert [t["task_id"] for t in tx.timed_out_workflow_tasks(later(10), 10)] == [first]
+    with store.write() as tx:
+        tx.close_workflow_tasks("i1-r1", keep=second)
+        assert tx.get_workflow_task(first) is None and tx.get_workflow_task(second) is not None
+        tx.close_workflow_task(second)
+        assert tx.open_workflow_task("i1-r1") is None
+
+
+@covers("step_activities", "run_activities", "open_activities", "count_open_activities",
+        "next_ready_activity", "next_activity_available_at", "expired_activities",
+        "activities_owned_by")
+def test_activities_are_listed_claimed_and_found_past_their_deadlines(store):
+    with store.write() as tx:
+        add_instance(tx, "i1")
+        add_activity(tx, "a1", "i1-r1")
+        add_activity(tx, "a2", "i1-r1")
+        tx.update_activity("a2", queue="other", available_at=later(3),
+                           schedule_deadline_at=later(20), superseded=True)
+        add_activity(tx, "a3", "i1-r1", status="completed")
+    with store.write() as tx:
+        claimed = tx.next_ready_activity(["default", "other"], later(5))
+        tx.update_activity(claimed["activity_id"], status="started", owner="w1",
+                           close_deadline_at=later(10))
+    with store.read() as tx:
+        assert claimed["activity_id"] == "a1"
+        assert sorted(a["activity_id"] for a in tx.step_activities("i1-r1", 0)) == ["a1", "a3"]
+        assert [a["activity_id"] for a in tx.run_activities("i1-r1")] == ["a1", "a2", "a3"]
+        assert sorted(a["activity_id"] for a in tx.open_activities("i1-r1")) == ["a1", "a2"]
+        assert tx.count_open_activities("i1-r1") == 2
+        assert tx.next_ready_activity(["other"], later(2)) is None
+        assert tx.next_ready_activity(["other"], later(20)) is None
+        assert tx.next_activity_available_at(["default", "other"]) == later(3)
+        assert [a["activity_id"] for a in tx.activities_owned_by(["w1"])] == ["a1"]
+        assert tx.expired_activities(later(9), 10) == []
+        assert sorted(a["activity_id"] for a in tx.expired_activities(later(20), 10)) \
+            == ["a1", "a2"]
+
+
+@covers("update_timer", "step_timers", "run_timers", "open_timers")
+def test_timers_fire_once_and_are_listed_by_step_and_run(store):
+    with store.write() as tx:
+        add_instance(tx, "i1")
+        add_timer(tx, "t1", "i1-r1")
+        add_timer(tx, "t2", "i1-r1", step_index=1)
+        add_timer(tx, "t3", "i1-r1", superseded=True)
+    with store.write() as tx:
+        fired = tx.update_timer("t1", expect_status="scheduled", status="fired", closed_at=T0)
+        again = tx.update_timer("t1", expect_status="scheduled", status="fired")
+    with store.read() as tx:
+        assert (fired, again) == (True, False)
+        assert [t["timer_id"] for t in tx.step_timers("i1-r1", 0)] == ["t1"]
+        assert [t["timer_id"] for t in tx.run_timers("i1-r1")] == ["t1", "t2", "t3"]
+        assert sorted(t["timer_id"] for t in tx.open_timers("i1-r1")) == ["t2", "t3"]
+        page = tx.due_timers(T0, 1)
+        assert [t["timer_id"] for t in tx.due_timers(T0, 5, after=(T0, page[0]["timer_id"]))] \
+            == ["t3"]
+
+
+@covers("pending_signals", "count_pending_signals", "consume_signal", "consumed_signal")
+def test_a_signal_is_consumed_once_and_remembered_by_its_step(store):
+    with store.write() as tx:
+        add_instance(tx, "i1")
+        for n, name in enumerate(("go", "stop", "go")):
+            tx.insert_signal({"workflow_instance_id": "i1", "name": name, "data": {"n": n},
+                              "received_at": later(n), "received_event_id": n + 1})
+    with store.write() as tx:
+        signal = tx.first_pending_signal("i1", "go")
+        tx.consume_signal(signal["signal_id"], "i1-r1", 2, later(5))
+    with store.read() as tx:
+        assert signal["data"] == {"n": 0}
+        assert tx.pending_signals("i1") == [{"name": "stop", "received_at": later(1)},
+                                            {"name": "go", "received_at": later(2)}]
+        assert tx.count_pending_signals("i1") == 2
+        assert tx.consumed_signal("i1-r1", 2)["consumed_at"] == later(5)
+        assert tx.consumed_signal("i1-r1", 3) is None
+
+
+@covers("insert_child", "child_link", "step_children", "run_children", "supersede_child",
+        "supersede_children")
+def test_children_are_linked_and_let_go(store):
+    with store.write() as tx:
+        add_instance(tx, "p")
+        for n, status in enumerate(("failed", "running", "completed")):
+            add_instance(tx, f"c{n}", parent_instance_id="p", status=status)
+            tx.insert_child({"child_instance_id": f"c{n}", "parent_instance_id": "p",
+                             "parent_run_id": "p-r1", "step_index": 0, "branch_index": n,
+                             "step": "s", "workflow_type": "t", "started_event_id": n + 1,
+                             "created_at": T0})
+    with store.write() as tx:
+        tx.supersede_children("p-r1", 0)
+        assert [c["child_instance_id"] for c in tx.step_children("p-r1", 0)] == ["c1", "c2"]
+        tx.supersede_child("c1")
+    with store.read() as tx:
+        assert tx.child_link("c0")["superseded"] is True
+        assert tx.child_link("nope") is None
+        assert [c["child_instance_id"] for c in tx.step_children("p-r1", 0)] == ["c2"]
+        assert [(c["child_instance_id"], c["status"]) for c in tx.run_children("p-r1")] \
+            == [("c0", "failed"), ("c1", "running"), ("c2", "completed")]
+
+
+@covers("insert_failure", "get_failure", "activity_failure")
+def test_failures_are_kept_and_found_by_activity(store):
+    with store.write() as tx:
+        add_instance(tx, "i1")
+        ids = [tx.insert_failure({"workflow_instance_id": "i1", "workflow_run_id": "i1-r1",
+                                  "activity_id": "a1", "failure_category": "activity",
+                                  "message": f"m{n}", "details": {"n": n}, "created_at": T0})
+               for n in range(2)]
+    with store.read() as tx:
+        assert tx.get_failure(ids[0])["details"] == {"n": 0}
+        assert tx.activity_failure("a1")["failure_id"] == ids[1]
+        assert tx.activity_failure("a2") is None
+
+
+@covers("expired_deadlines", "earliest_deadline", "claimed_deadlines",
+        "runs_past_deadline_without_task", "open_deadlines")
+def test_deadlines_and_run_timeouts_are_found_when_due(store):
+    with store.write() as tx:
+        add_instance(tx, "i1")
+        add_instance(tx, "i2")
+        tx.update_run("i1-r1", deadline_at=later(10), run_deadline_at=later(20))
+        tx.update_run("i2-r1", deadline_at=later(30))
+        add_activity(tx, "a1", "i1-r1")
+        tx.update_activity("a1", schedule_deadline_at=later(7))
+        add_timer(tx, "t1", "i2-r1", kind="signal_timeout", fire_at=later(8))
+        add_task(tx, "i2-r1", status="started", timeout_at=later(9))
+    with store.read() as tx:
+        assert tx.earliest_deadline() == later(10)
+        assert [r["workflow_run_id"] for r in tx.expired_deadlines(later(10), 10)] == ["i1-r1"]
+        assert tx.runs_past_deadline_without_task(later(19), 10) == []
+        assert [r["workflow_run_id"] for r in tx.runs_past_deadline_without_task(later(20), 10)] \
+            == ["i1-r1"]
+        assert sorted((d["workflow_run_id"], d["kind"], d["at"])
+                      for d in tx.open_deadlines(["i1-r1", "i2-r1"])) == [
+            ("i1-r1", "schedule_to_start", later(7)), ("i2-r1", "signal_wait", later(8)),
+            ("i2-r1", "workflow_task_timeout", later(9)),
+        ]
+    with store.write() as tx:
+        tx.claim_deadline("i1-r1", "w1", later(10), None)
+    with store.read() as tx:
+        assert [r["workflow_run_id"] for r in tx.claimed_deadlines()] == ["i1-r1"]
+        assert tx.earliest_deadline() == later(30)
+
+
+@covers("prunable_instances", "next_retain_until", "delete_instances", "count_owned_rows")
+def test_closed_instances_past_retention_are_deleted_with_what_they_own(store):
+    with store.write() as tx:
+        for n in range(3):
+            add_instance(tx, f"i{n}")
+            tx.update_instance(f"i{n}", status="completed", closed_at=T0,
+                               retain_until=later(10 * (n + 1)))
+            tx.append_event(tx.get_run(f"i{n}-r1"), "WorkflowStarted", T0, {})
+            add_activity(tx, f"a{n}", f"i{n}-r1", status="completed")
+    with store.read() as tx:
+        due = tx.prunable_instances(later(20), closed_before=None, limit=10)
+        assert due == [{"workflow_instance_id": "i0", "events": 1},
+                       {"workflow_instance_id": "i1", "events": 1}]
+        assert len(tx.prunable_instances(later(20), closed_before=later(1), limit=-1)) == 3
+        assert tx.next_retain_until(later(20)) == later(30)
+        counted = tx.count_owned_rows(["i0", "i1"])
+    with store.write() as tx:
+        deleted = tx.delete_instances(["i0", "i1"])
+    assert {t: n for t, n in deleted.items() if n} == {t: n for t, n in counted.items() if n} \
+        == {"activities": 2, "runs": 2, "instances": 2, "events": 2}
+    with store.read() as tx:
+        assert tx.get_instance("i0") is None and tx.events("i2") != []
+
+
+@covers("mark_pruning", "pruning_instance", "is_pruning", "delete_instance_part")
+def test_a_long_history_is_pruned_over_several_transactions(store):
+    with store.write() as tx:
+        add_instance(tx, "i1", status="completed", closed_at=T0)
+        run = tx.get_run("i1-r1")
+        for _ in range(5):
+            tx.append_event(run, "WorkflowTaskScheduled", T0, {})
+    with store.write() as tx:
+        assert tx.pruning_instance() is None
+        tx.mark_pruning("i1", T0)
+    parts = []
+    while True:
+        with store.write() as tx:
+            assert tx.pruning_instance() == "i1" and tx.is_pruning("i1")
+            parts.append(tx.delete_instance_part("i1", 2))
+            if parts[-1].get("instances"):
+                break
+    with store.read() as tx:
+        assert tx.get_instance("i1") is None and not tx.is_pruning("i1")
+    assert sum(part.get("events", 0) for part in parts) == 5
+    assert sum(part.get("runs", 0) for part in parts) == 1
+
+
+@covers("register_worker", "renew_worker", "revive_worker", "stop_worker", "live_workers",
+        "get_worker")
+def test_a_worker_registers_renews_its_lease_and_stops(store):
+    with store.write() as tx:
+        tx.register_worker({"worker_id": "w1", "kind": "worker", "hostname": "h", "pid": 1,
+                            "queues": "default", "started_at": T0, "heartbeat_at": T0,
+                            "lease_expires_at": later(30)})
+    with store.write() as tx:
+        assert tx.renew_worker("w1", later(10), later(40)) is True
+        tx.stop_worker("w1", later(11))
+        assert tx.renew_worker("w1", later(12), later(42)) is False
+        assert tx.live_workers() == []
+        tx.revive_worker("w1", later(13), later(43))
+    with store.read() as tx:
+        (worker,) = tx.live_workers()
+        assert worker == tx.get_worker("w1")
+        assert (worker["heartbeat_at"], worker["lease_expires_at"]) == (later(13), later(43))
+        assert tx.get_worker("w2") is None
+
+
+@covers("instance_counts", "open_activity_counts", "ready_activity_counts",
+        "ready_workflow_task_count", "next_deadlines")
+def test_metrics_read_counts_and_the_next_deadline_of_each_kind(store):
+    with store.write() as tx:
+        add_instance(tx, "i1")
+        add_instance(tx, "i2")
+        tx.update_instance("i2", status="completed")
+        add_activity(tx, "a1", "i1-r1")
+        add_activity(tx, "a2", "i1-r1", status="started")
+        tx.update_activity("a2", close_deadline_at=later(5))
+        add_task(tx, "i1-r1", available_at=later(1))
+    with store.read() as tx:
+        assert [(r["workflow_type"], r["status"], r["count"]) for r in tx.instance_counts()
+                if r["count"]] == [("t", "completed", 1), ("t", "running", 1)]
+        assert sorted((r["queue"], r["status"], r["count"])
+                      for r in tx.open_activity_counts()) == [("default", "scheduled", 1),
+                                                              ("default", "started", 1)]
+        assert tx.ready_activity_counts(T0) == [{"queue": "default", "count": 1, "oldest": T0}]
+        assert tx.ready_workflow_task_count(T0) == {"count": 0, "oldest": None}
+        assert tx.ready_workflow_task_count(later(1)) == {"count": 1, "oldest": later(1)}
+        deadlines = tx.next_deadlines()
+    assert deadlines["start_to_close"] == later(5)
+    assert {kind for kind, at in deadlines.items() if at is None} == {
+        "execution_timeout", "run_timeout", "deadline", "workflow_task_timeout",
+        "schedule_to_start", "heartbeat", "schedule_to_close", "signal_wait"}
+
+
+@covers("data_version", "listen", "fit_connections", "defer_checkpoints", "checkpoint",
+        "bulk_write", "file_size", "vacuum", "now", "close")
+def test_the_store_keeps_its_file_or_server_and_says_when_others_commit(opener):
+    store, other = opener(), opener()
+    before = store.data_version()
+    with other.write() as tx:
+        add_instance(tx, "i1")
+    assert store.data_version() != before
+    listener = store.listen()
+    if listener is not None:
+        assert listener.wait(0) is True
+        listener.close()
+    store.fit_connections(4)
+    store.defer_checkpoints()
+    with store.bulk_write() as tx:
+        tx.delete_instances(["i1"])
+    assert store.checkpoint() >= 0
+    store.vacuum()
+    assert store.file_size() > 0
+    assert abs(store.now() - clock.now()) < timedelta(minutes=1)
+    store.close()
+    assert store.peek().get_instance("i1") is None
+
+
+def test_every_method_of_the_interface_has_a_contract_test():
+    methods = {name for protocol in (interface.Tx, interface.Store)
+               for name, value in vars(protocol).items()
+               if callable(value) and not name.startswith("_")}
+    assert sorted(methods - COVERED) == []

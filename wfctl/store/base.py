@@ -1,14 +1,15 @@
 """The store interface: what the engine, the worker, the watchdog and the client may ask of a database.
 
-`wfctl/store/sqlite.py` implements it; another backend implements the same methods with the same
-meaning, and passes the same contract suite (tests/store/). Rows cross it as dicts of Python
-values, whatever the database holds: instants as aware UTC datetimes, exact to the microsecond;
-JSON columns (a run's state, details, errors, signal data, retry policies) as the values they
-hold, never their text; flags as bools (store/columns.py names each column's kind). A method
-named for a
-condition (`expect_status`, `expect_attempt`, a claim) changes a row only while the condition
-holds and says whether it did: the engine acts only on what it won. Events appended in a
-transaction are written at its commit, in one statement, and are visible to its own reads.
+`wfctl/store/queries.py` writes its queries once; `sqlite.py` and `postgres.py` run them.
+Another backend implements the same methods with the same meaning and passes the same contract
+suite (tests/store/), which has a test for every method. Errors leave as wfctl's own
+(wfctl/errors.py), never a driver's. Rows cross it as dicts of Python values, whatever the
+database holds: instants as aware UTC datetimes, exact to the microsecond; JSON columns (a run's
+state, details, errors, signal data, retry policies) as the values they hold, never their text;
+flags as bools (store/columns.py names each column's kind). A method named for a condition
+(`expect_status`, `expect_attempt`, a claim) changes a row only while the condition holds and
+says whether it did: the engine acts only on what it won. Events appended in a transaction are
+written at its commit, in one statement, and are visible to its own reads.
 """
 
 from __future__ import annotations
@@ -63,9 +64,11 @@ class Tx(Protocol):
     def history_count(self, run: Row) -> int:
         """Events of a run that count toward history_size (refused starts excluded)."""
     def events(self, instance_id: str, *, run_number: int | None = None, after_seq: int = 0,
-               event_types: Sequence[str] = ()) -> list[Row]:
+               until_seq: int | None = None, event_types: Sequence[str] = ()) -> list[Row]:
         """An instance's events in seq order, each `at` a datetime, attributes as dicts (whose
         values are the event's JSON, instants included as SPEC's ISO text)."""
+    def event(self, instance_id: str, seq: int) -> Row | None:
+        """One event of an instance's history, as `events` gives it."""
 
     # workflow tasks
     def open_workflow_task(self, run_id: str) -> Row | None: ...
@@ -169,6 +172,23 @@ class Tx(Protocol):
     def stop_worker(self, worker_id: str, now: datetime) -> None: ...
     def live_workers(self) -> list[Row]: ...
     def get_worker(self, worker_id: str) -> Row | None: ...
+
+    # metrics (SPEC §10): counts kept as rows change, index ranges and minimums, never a scan
+    def instance_counts(self) -> list[Row]:
+        """Instances by workflow_type and status, with their `count`."""
+    def open_activity_counts(self) -> list[Row]:
+        """Open activities by queue and status, with their `count`."""
+    def ready_activity_counts(self, now: datetime) -> list[Row]:
+        """Per queue, the activities claimable at `now` (`count`) and the `oldest` available_at."""
+    def ready_workflow_task_count(self, now: datetime) -> Row:
+        """The workflow tasks claimable at `now` (`count`) and the `oldest` available_at."""
+    def timeout_event_counts(self) -> list[Row]:
+        """History events that may record a timeout or a deadline expiry (TIMEOUT_EVENTS), by
+        event_type, timeout_kind and failure_category (None where the event has none)."""
+    def next_deadlines(self) -> Row:
+        """The earliest pending deadline of each kind (None where none is pending), by kind:
+        execution_timeout, run_timeout, deadline, workflow_task_timeout, schedule_to_start,
+        start_to_close, heartbeat, schedule_to_close, signal_wait."""
 
 
 class ReadyListener(Protocol):

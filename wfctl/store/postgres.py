@@ -56,49 +56,10 @@ from wfctl.errors import (
 )
 from wfctl.store import codec, columns
 from wfctl.store import postgres_schema as schema
-from wfctl.store.sqlite import _prefix_upper_bound, _sql_list, keep_run_extras, run_with_extras
-from wfctl.vocabulary import (
-    CLOSED_INSTANCE,
-    OPEN_ACTIVITY,
-    OPEN_RUN,
-    OPEN_WORKFLOW_TASK,
-    PENDING_ACTIVITY,
-    TIMEOUT_EVENTS,
-    UNSUCCESSFUL_RUN,
-)
+from wfctl.store.queries import PENDING_ACTIVITY_SQL, SQLTx
+from wfctl.vocabulary import PENDING_ACTIVITY
 
 Row = dict[str, Any]
-
-_OPEN_WORKFLOW_TASK = _sql_list(OPEN_WORKFLOW_TASK)
-_PENDING_ACTIVITY = _sql_list(PENDING_ACTIVITY)
-_OPEN_ACTIVITY = _sql_list(OPEN_ACTIVITY)
-_UNSUCCESSFUL_RUN = _sql_list(UNSUCCESSFUL_RUN)
-_TIMEOUT_EVENTS = frozenset(TIMEOUT_EVENTS)
-# A closed instance may go once its parent (if any) is closed too.
-_PRUNABLE = (
-    f"i.status IN {_sql_list(CLOSED_INSTANCE)} AND NOT EXISTS (SELECT 1 FROM instances p "
-    f"WHERE p.workflow_instance_id = i.parent_instance_id AND p.status IN {_sql_list(OPEN_RUN)})"
-)
-# What an instance owns, table by table, in an order its rows can be deleted in with the
-# references checked: what points at a run or the instance first, the instance row, and its
-# history last (the history trigger lets it go only once the instance row is gone or marked).
-_OWNED_ROWS = (
-    ("children", "parent_run_id IN ({runs})"),
-    ("children", "child_instance_id = ANY(%(ids)s)"),
-    ("workflow_tasks", "workflow_run_id IN ({runs})"),
-    ("activities", "workflow_run_id IN ({runs})"),
-    ("timers", "workflow_run_id IN ({runs})"),
-    ("failures", "workflow_run_id IN ({runs})"),
-    ("signals", "workflow_instance_id = ANY(%(ids)s)"),
-    ("runs", "workflow_instance_id = ANY(%(ids)s)"),
-    ("instances", "workflow_instance_id = ANY(%(ids)s)"),
-    ("events", "instance_key = ANY(%(keys)s)"),
-)
-_RUNS_OF = "SELECT workflow_run_id FROM runs WHERE workflow_instance_id = ANY(%(ids)s)"
-_RUN_NEEDS_WAKING = (
-    "AND runs.deadline_claimed_at IS NULL AND NOT EXISTS (SELECT 1 FROM workflow_tasks t "
-    f"WHERE t.workflow_run_id = runs.workflow_run_id AND t.status IN {_OPEN_WORKFLOW_TASK})"
-)
 
 # Write transactions run prepared statements on generic plans: the claims and scans of the step
 # path cost far more to plan (0.4 ms for a claim, re-planned at every call under the default
@@ -626,24 +587,21 @@ class _PerStatement:
             raise self._store._error(exc) from None
 
 
-_GET_RUN = run_with_extras("%s")
 
+class PostgresTx(SQLTx):
+    """The queries of one transaction (or, from `peek`, of none). `locking`: the transaction
+    locks the families it reads (see the module's text), and claims lock the rows they return
+    (FOR UPDATE SKIP LOCKED), which only a write transaction may."""
 
-# A row's values as its columns store them (store/columns.py): JSON as text, flags as integers
-# (psycopg would send a bool as a boolean, which an integer column refuses); instants stay
-# datetimes, which psycopg sends as `timestamptz`.
-_stored = columns.Writer(None).values
-
-
-class PostgresTx:
-    """The queries of one transaction (or, from `peek`, of none). `locking`: claims lock the
-    rows they return (FOR UPDATE SKIP LOCKED), which only a write transaction may."""
+    # A row's values as its columns store them (store/columns.py): JSON as text, flags as
+    # integers (psycopg would send a bool as a boolean, which an integer column refuses);
+    # instants stay datetimes, which psycopg sends as `timestamptz`.
+    _stored = columns.Writer(None).values
 
     def __init__(self, conn: psycopg.Connection | _PerStatement, *, locking: bool) -> None:
+        super().__init__(writing=locking)
         self.conn = conn
         self._cursor = conn.cursor() if isinstance(conn, psycopg.Connection) else None
-        # Runs read (after their family's lock) without an open workflow task (`keep_run_extras`).
-        self._without_task: set[str] = set()
         self._locking = locking
         self._lock = " FOR UPDATE SKIP LOCKED" if locking else ""
         # The family keys this transaction holds, and the family of each instance it looked up.
@@ -654,12 +612,6 @@ class PostgresTx:
         # Ready rows a claim passed over because their family was busy (they stay row-locked
         # by this transaction, which its own next claim would not skip).
         self._passed_over: dict[str, list[Any]] = {}
-        self._seq: dict[str, int] = {}
-        self._keys: dict[str, int] = {}
-        # Events appended in this transaction, written in one statement before any read of the
-        # history and at commit.
-        self._events: list[tuple[Any, ...]] = []
-        self._timeout_counts: dict[tuple[str, str, str], int] = {}
         # Activities and workflow tasks this transaction left ready to claim (now or at a later
         # available_at); one it claimed itself again (the step path's group commit) needs no
         # other worker, so a transaction that claimed all it readied notifies no one.
@@ -670,20 +622,46 @@ class PostgresTx:
         """Whether the transaction leaves an activity or a workflow task for a worker to claim."""
         return bool(self._readied)
 
-    def _execute(self, sql: str, params: Sequence[Any] | None = None) -> Any:
+    def _execute(self, sql: str, params: Sequence[Any] | Row | None = None) -> Any:
         # One cursor for the transaction's statements (each is read before the next is sent):
         # `Connection.execute` would make a new one every time.
         if self._cursor is None:
             return self.conn.execute(sql, params)
         return self._cursor.execute(sql, params)
 
-    def _one(self, sql: str, params: Sequence[Any] | None = None) -> Row | None:
+    _run = _execute
+
+    def _one(self, sql: str, params: Sequence[Any] | Row | None = None) -> Row | None:
         return self._execute(sql, params).fetchone()
 
-    def _all(self, sql: str, params: Sequence[Any] | None = None) -> list[Row]:
+    def _all(self, sql: str, params: Sequence[Any] | Row | None = None) -> list[Row]:
         return self._execute(sql, params).fetchall()
 
-    def _planned_once(self, sql: str, params: dict[str, Any]) -> Row | None:
+    _rows = _all
+
+    def _insert(self, table: str, row: Row, returning: str | None = None) -> int:
+        names = ", ".join(row)
+        marks = ", ".join("%s" for _ in row)
+        sql = f"INSERT INTO {table} ({names}) VALUES ({marks})"
+        if returning is None:
+            self._execute(sql, self._stored(row))
+            return 0
+        return self._one(f"{sql} RETURNING {returning}", self._stored(row))[returning]
+
+    def _any(self, column: str, values: Sequence[Any], name: str | None = None) -> \
+            tuple[str, Any]:
+        if name is None:
+            return f"{column} = ANY(%s)", (list(values),)
+        return f"{column} = ANY(%({name})s)", {name: list(values)}
+
+    def _delete_first(self, table: str, where: str, params: Row, limit: int) -> int:
+        # A row's physical address (ctid) picks the first `limit` rows of any table.
+        return self._execute(
+            f"DELETE FROM {table} WHERE ctid = ANY(ARRAY("
+            f"SELECT ctid FROM {table} WHERE {where} LIMIT %(left)s))", {**params, "left": limit},
+        ).rowcount
+
+    def _planned_once(self, sql: str, params: Row) -> Row | None:
         """A statement that costs far more to plan than to run (a dozen probes of partial
         indexes, planned in 5-30 ms, run in 0.3): inside a transaction it is prepared, with
         one generic plan per connection, reused by every later call."""
@@ -694,6 +672,12 @@ class PostgresTx:
         return conn.execute(sql, params, prepare=True).fetchone()
 
     # workflow families (see the module's text)
+
+    def hold(self, instance_id: str) -> None:
+        """Take the instance's family lock before its rows are read: each is then read once,
+        instead of read, locked and read again."""
+        if self._locking:
+            self._lock_family(instance_id)
 
     def _lock_family(self, instance_id: str, *, wait: bool = True) -> bool | None:
         """Hold the lock of the instance's family: True when taken now (a row of it read
@@ -760,10 +744,8 @@ class PostgresTx:
             passed.append(row[key])
         return None
 
-    def _scan(self, sql: str, params: dict[str, Any], key: str,
-              column: str | None = None) -> list[Row]:
-        """Rows found by a scan (`sql` with `{only}` where a condition on `key`, the column
-        `column` in the query, may go); in a write transaction their families are locked in key
+    def _scan(self, sql: str, params: Row, key: str, column: str | None = None) -> list[Row]:
+        """Rows found by a scan; in a write transaction their families are locked in key
         order, then the rows read again, so that only those that still match are returned, as
         they are now."""
         rows = self._all(sql.format(only=""), params)
@@ -799,43 +781,15 @@ class PostgresTx:
         self._held.update(taken)
         return bool(taken)
 
-    def _insert(self, table: str, row: Row, returning: str | None = None) -> int:
-        names = ", ".join(row)
-        marks = ", ".join("%s" for _ in row)
-        sql = f"INSERT INTO {table} ({names}) VALUES ({marks})"
-        if returning is None:
-            self._execute(sql, _stored(row))
-            return 0
-        return self._one(f"{sql} RETURNING {returning}", _stored(row))[returning]
-
-    def _update(self, table: str, key: str, value: Any, fields: Row,
-                where: str = "", params: Sequence[Any] = ()) -> int:
-        sets = ", ".join(f"{name} = %s" for name in fields)
-        return self._execute(
-            f"UPDATE {table} SET {sets} WHERE {key} = %s{where}",
-            (*_stored(fields), value, *params),
-        ).rowcount
-
-    # definitions
-
-    def put_definitions(self, digest: str, path: str, source: str, now: datetime) -> None:
-        self._execute(
-            "INSERT INTO definitions (digest, path, source, created_at) "
-            "VALUES (%s, %s, %s, %s) ON CONFLICT (digest) DO NOTHING", (digest, path, source, now),
-        )
-
-    def get_definitions(self, digest: str) -> Row | None:
-        return self._one("SELECT * FROM definitions WHERE digest = %s", (digest,))
-
-    # instances and runs
+    # what differs from queries.py: instances are keyed and locked by the server, work left
+    # ready is remembered for the NOTIFY at commit, claims lock what they take
 
     def get_instance(self, instance_id: str) -> Row | None:
-        sql = "SELECT * FROM instances WHERE workflow_instance_id = %s"
-        row = self._owned(sql, (instance_id,))
+        row = super().get_instance(instance_id)
         if row is None and self._locking:
             # Another transaction may be starting it: wait for it, then look again.
             self._lock_name(instance_id)
-            row = self._owned(sql, (instance_id,))
+            row = super().get_instance(instance_id)
         return row
 
     def insert_instance(self, row: Row) -> None:
@@ -843,161 +797,18 @@ class PostgresTx:
         names = ", ".join(row)
         marks = ", ".join("%s" for _ in row)
         inserted = self._one(f"INSERT INTO instances ({names}) VALUES ({marks}) "
-                             "RETURNING instance_key, family_key", _stored(row))
+                             "RETURNING instance_key, family_key", self._stored(row))
         self._keys[instance_id] = inserted["instance_key"]
         self._family[instance_id] = family = inserted["family_key"]
         if family == inserted["instance_key"]:
             # A new family: no other transaction can see it before this one commits.
             self._created.add(family)
 
-    def update_instance(self, instance_id: str, **fields: Any) -> None:
-        self._update("instances", "workflow_instance_id", instance_id, fields)
-
-    def _instance_filter(self, status: str | None, workflow_type: str | None,
-                         since: datetime | None) -> tuple[str, list[Any]]:
-        clauses, params = [], []
-        if status:
-            clauses.append("i.status = %s")
-            params.append(status)
-        if workflow_type:
-            clauses.append("i.workflow_type = %s")
-            params.append(workflow_type)
-        if since:
-            clauses.append("i.created_at >= %s")
-            params.append(since)
-        return (f"WHERE {' AND '.join(clauses)}" if clauses else ""), params
-
-    def list_instances(self, *, status: str | None, workflow_type: str | None,
-                       since: datetime | None, limit: int) -> list[Row]:
-        where, params = self._instance_filter(status, workflow_type, since)
-        return self._all(
-            "SELECT i.*, r.run_number, r.execution_deadline_at, r.run_deadline_at, "
-            "r.step_index, r.wait_kind FROM instances i "
-            f"JOIN runs r ON r.workflow_run_id = i.current_run_id {where} "
-            "ORDER BY i.created_at DESC, i.instance_key DESC LIMIT %s", (*params, limit),
-        )
-
-    def count_instances(self, *, status: str | None, workflow_type: str | None,
-                        since: datetime | None) -> int:
-        where, params = self._instance_filter(status, workflow_type, since)
-        return self._one(f"SELECT count(*) AS n FROM instances i {where}", params)["n"]
-
-    def open_deadlines(self, run_ids: Sequence[str]) -> list[Row]:
-        ids = "(SELECT unnest(%s::text[]))"
-        return self._all(
-            "SELECT workflow_run_id, 'schedule_to_start' AS kind, schedule_deadline_at AS at "
-            f"FROM activities WHERE workflow_run_id IN {ids} AND status IN {_PENDING_ACTIVITY} "
-            "AND schedule_deadline_at IS NOT NULL "
-            "UNION ALL SELECT workflow_run_id, 'start_to_close', close_deadline_at FROM activities "
-            f"WHERE workflow_run_id IN {ids} AND status = 'started' "
-            "AND close_deadline_at IS NOT NULL "
-            "UNION ALL SELECT workflow_run_id, 'heartbeat', heartbeat_deadline_at FROM activities "
-            f"WHERE workflow_run_id IN {ids} AND status = 'started' "
-            "AND heartbeat_deadline_at IS NOT NULL "
-            "UNION ALL SELECT workflow_run_id, 'schedule_to_close', schedule_to_close_deadline_at "
-            f"FROM activities WHERE workflow_run_id IN {ids} AND status IN {_OPEN_ACTIVITY} "
-            "AND schedule_to_close_deadline_at IS NOT NULL "
-            "UNION ALL SELECT workflow_run_id, CASE kind WHEN 'signal_timeout' THEN 'signal_wait' "
-            "WHEN 'delay' THEN 'timer' ELSE kind END, fire_at FROM timers "
-            f"WHERE workflow_run_id IN {ids} AND status = 'scheduled' "
-            "UNION ALL SELECT workflow_run_id, 'workflow_task_timeout', timeout_at "
-            f"FROM workflow_tasks WHERE workflow_run_id IN {ids} AND status = 'started' "
-            "AND timeout_at IS NOT NULL",
-            (list(run_ids),) * 6,
-        )
-
-    def instance_ids(self, prefix: str, limit: int) -> list[str]:
-        # Instance ids sort byte-wise (COLLATE "C"), so a prefix is a range of the primary key.
-        upper = _prefix_upper_bound(prefix)
-        where, params = "workflow_instance_id >= %s", [prefix]
-        if upper is not None:
-            where += " AND workflow_instance_id < %s"
-            params.append(upper)
-        rows = self._all(
-            f"SELECT workflow_instance_id FROM instances WHERE {where} "
-            "ORDER BY workflow_instance_id LIMIT %s", (*params, limit),
-        )
-        return [row["workflow_instance_id"] for row in rows]
-
-    def hold(self, instance_id: str) -> None:
-        """Take the instance's family lock before its rows are read: each is then read once,
-        instead of read, locked and read again."""
-        if self._locking:
-            self._lock_family(instance_id)
-
-    def get_run(self, run_id: str) -> Row | None:
-        """The run row (read after its family's lock); its instance's history key and last
-        seq come along in the same statement, since a transaction that reads a run mostly
-        appends to its history."""
-        return keep_run_extras(self._owned(_GET_RUN, (run_id,)), self._keys, self._seq,
-                               self._without_task if self._locking else None)
-
-    def get_run_by_number(self, instance_id: str, run_number: int) -> Row | None:
-        return self._owned(
-            "SELECT * FROM runs WHERE workflow_instance_id = %s AND run_number = %s",
-            (instance_id, run_number),
-        )
-
-    def insert_run(self, row: Row) -> None:
-        self._insert("runs", row)
-
-    def update_run(self, run_id: str, **fields: Any) -> None:
-        self._update("runs", "workflow_run_id", run_id, fields)
-
-    # history
-
-    def instance_key(self, instance_id: str) -> int | None:
-        """The integer key history is stored under (read once per transaction)."""
-        key = self._keys.get(instance_id)
-        if key is None:
-            row = self._one(
-                "SELECT instance_key FROM instances WHERE workflow_instance_id = %s",
-                (instance_id,),
-            )
-            if row is None:
-                return None
-            key = self._keys[instance_id] = row["instance_key"]
-        return key
-
-    def last_seq(self, instance_id: str) -> int:
-        seq = self._seq.get(instance_id)
-        if seq is None:
-            key = self._keys.get(instance_id)
-            if key is None:
-                # The key and the last seq in one statement: both are read once per transaction.
-                row = self._one(
-                    "SELECT i.instance_key, (SELECT coalesce(max(seq), 0) FROM events "
-                    "WHERE instance_key = i.instance_key) AS seq FROM instances i "
-                    "WHERE i.workflow_instance_id = %s", (instance_id,),
-                )
-                if row is None:
-                    return 0
-                self._keys[instance_id] = row["instance_key"]
-                seq = row["seq"]
-            else:
-                seq = self._one(
-                    "SELECT coalesce(max(seq), 0) AS seq FROM events WHERE instance_key = %s",
-                    (key,),
-                )["seq"]
-            self._seq[instance_id] = seq
-        return seq
-
     def append_event(self, run: Row, event_type: str, at: datetime, attributes: Row) -> int:
-        """Append one event to the instance's history; returns its seq (the event id)."""
-        code = codec.type_code(event_type)
-        if not isinstance(code, int):
+        if not isinstance(codec.type_code(event_type), int):
             # The column holds codes only: a new event type gets its code in codec.EVENT_CODES.
             raise ValueError(f"event type {event_type!r} has no code in codec.EVENT_CODES")
-        instance_id = run["workflow_instance_id"]
-        seq = self._seq[instance_id] = self.last_seq(instance_id) + 1
-        stored_at = codec.micros(at)
-        self._events.append((self._keys[instance_id], seq, run["run_number"], code, stored_at,
-                             codec.encode_attributes(attributes, stored_at)))
-        if event_type in _TIMEOUT_EVENTS:
-            key = (event_type, attributes.get("timeout_kind") or "",
-                   attributes.get("failure_category") or "")
-            self._timeout_counts[key] = self._timeout_counts.get(key, 0) + 1
-        return seq
+        return super().append_event(run, event_type, at, attributes)
 
     def flush(self) -> None:
         """Write the events appended so far (one statement for all of them)."""
@@ -1010,72 +821,15 @@ class PostgresTx:
             rows = [(*key, count) for key, count in sorted(counts.items())]
             self._execute(_COUNTS_UPSERT, [list(column) for column in zip(*rows, strict=True)])
 
-    def history_count(self, run: Row) -> int:
-        """Events of a run that count toward history_size, without a scan: a run's events are
-        contiguous from its first_seq to the last, less the refused starts it recorded."""
-        return self.last_seq(run["workflow_instance_id"]) - run["first_seq"] + 1 \
-            - run["rejected_starts"]
-
-    def event(self, instance_id: str, seq: int) -> Row | None:
-        """One event of an instance's history, as `events` gives it."""
-        found = self.events(instance_id, after_seq=seq - 1, until_seq=seq)
-        return found[0] if found else None
-
-    def events(self, instance_id: str, *, run_number: int | None = None,
-               after_seq: int = 0, until_seq: int | None = None,
-               event_types: Sequence[str] = ()) -> list[Row]:
-        """An instance's events in order (after `after_seq`, up to `until_seq`), each with its
-        type's name, its instant (a datetime) and its attributes as a dict."""
-        self.flush()
-        sql = ("SELECT seq, run_number, event_type, at, attributes FROM events "
-               "WHERE instance_key = %s AND seq > %s")
-        params: list[Any] = [self.instance_key(instance_id), after_seq]
-        if until_seq is not None:
-            sql += " AND seq <= %s"
-            params.append(until_seq)
-        if run_number is not None:
-            sql += " AND run_number = %s"
-            params.append(run_number)
-        if event_types:
-            sql += " AND event_type = ANY(%s::smallint[])"
-            params.append([codec.type_code(name) for name in event_types])
-        return [
-            {
-                "workflow_instance_id": instance_id,
-                "seq": row["seq"],
-                "run_number": row["run_number"],
-                "event_type": codec.type_name(row["event_type"]),
-                "at": codec.instant(row["at"]),
-                "attributes": codec.decode_attributes(row["attributes"], row["at"]),
-            }
-            for row in self._all(sql + " ORDER BY seq", params)
-        ]
-
-    # workflow tasks
-
-    def open_workflow_task(self, run_id: str) -> Row | None:
-        if self._locking and run_id in self._without_task:
-            return None
-        return self._one(
-            "SELECT * FROM workflow_tasks WHERE workflow_run_id = %s "
-            f"AND status IN {_OPEN_WORKFLOW_TASK} LIMIT 1", (run_id,),
-        )
-
     def insert_workflow_task(self, row: Row) -> int:
-        self._without_task.discard(row["workflow_run_id"])
-        task_id = self._insert("workflow_tasks", row, "task_id")
+        task_id = super().insert_workflow_task(row)
         if row.get("status") == "scheduled":
             self._readied.add(("workflow_task", task_id))
         return task_id
 
-    def get_workflow_task(self, task_id: int) -> Row | None:
-        return self._owned("SELECT * FROM workflow_tasks WHERE task_id = %s", (task_id,))
-
     def update_workflow_task(self, task_id: int, *, expect_status: str | None = None,
                              **fields: Any) -> bool:
-        where, params = ("", ()) if expect_status is None else (" AND status = %s",
-                                                                (expect_status,))
-        changed = self._update("workflow_tasks", "task_id", task_id, fields, where, params) == 1
+        changed = super().update_workflow_task(task_id, expect_status=expect_status, **fields)
         if changed and "status" in fields:
             self._ready_if(fields["status"] == "scheduled", ("workflow_task", task_id))
         return changed
@@ -1096,80 +850,21 @@ class PostgresTx:
         )
 
     def close_workflow_task(self, task_id: int) -> None:
-        """A workflow task ended (completed, timed out or cancelled): its row goes, its story
-        stays in history."""
-        self._execute("DELETE FROM workflow_tasks WHERE task_id = %s", (task_id,))
+        super().close_workflow_task(task_id)
         self._readied.discard(("workflow_task", task_id))
 
-    def close_workflow_tasks(self, run_id: str, keep: int | None) -> None:
-        """End every open workflow task of the run but `keep`."""
-        self._execute(
-            f"DELETE FROM workflow_tasks WHERE workflow_run_id = %s AND status IN "
-            f"{_OPEN_WORKFLOW_TASK} AND task_id IS DISTINCT FROM %s", (run_id, keep),
-        )
-
-    def timed_out_workflow_tasks(self, now: datetime, limit: int) -> list[Row]:
-        return self._scan(
-            "SELECT * FROM workflow_tasks WHERE status = 'started' AND timeout_at IS NOT NULL "
-            "AND timeout_at <= %(now)s{only} ORDER BY timeout_at LIMIT %(limit)s",
-            {"now": now, "limit": limit}, "task_id",
-        )
-
-    def workflow_tasks_owned_by(self, worker_ids: Sequence[str]) -> list[Row]:
-        return self._scan(
-            "SELECT * FROM workflow_tasks WHERE status = 'started' AND owner = ANY(%(ids)s){only}",
-            {"ids": list(worker_ids)}, "task_id",
-        )
-
-    # activities
-
     def insert_activity(self, row: Row) -> None:
-        self._insert("activities", row)
+        super().insert_activity(row)
         if row.get("status") in PENDING_ACTIVITY:
             self._readied.add(("activity", row["activity_id"]))
 
-    def get_activity(self, activity_id: str) -> Row | None:
-        return self._owned("SELECT * FROM activities WHERE activity_id = %s", (activity_id,))
-
     def update_activity(self, activity_id: str, *, expect_attempt: int | None = None,
                         expect_status: Iterable[str] = (), **fields: Any) -> bool:
-        where, params = "", []
-        if expect_attempt is not None:
-            where += " AND attempt = %s"
-            params.append(expect_attempt)
-        statuses = list(expect_status)
-        if statuses:
-            where += " AND status = ANY(%s)"
-            params.append(statuses)
-        changed = self._update("activities", "activity_id", activity_id, fields, where,
-                               params) == 1
+        changed = super().update_activity(activity_id, expect_attempt=expect_attempt,
+                                          expect_status=expect_status, **fields)
         if changed and "status" in fields:
             self._ready_if(fields["status"] in PENDING_ACTIVITY, ("activity", activity_id))
         return changed
-
-    def step_activities(self, run_id: str, step_index: int) -> list[Row]:
-        return self._all(
-            "SELECT * FROM activities WHERE workflow_run_id = %s AND step_index = %s "
-            "AND superseded = 0 ORDER BY branch_index", (run_id, step_index),
-        )
-
-    def run_activities(self, run_id: str) -> list[Row]:
-        return self._all(
-            "SELECT * FROM activities WHERE workflow_run_id = %s ORDER BY scheduled_at, rowid",
-            (run_id,),
-        )
-
-    def open_activities(self, run_id: str) -> list[Row]:
-        return self._all(
-            "SELECT * FROM activities WHERE workflow_run_id = %s "
-            f"AND status IN {_OPEN_ACTIVITY} ORDER BY rowid", (run_id,),
-        )
-
-    def count_open_activities(self, run_id: str) -> int:
-        return self._one(
-            "SELECT count(*) AS n FROM activities WHERE workflow_run_id = %s "
-            f"AND status IN {_OPEN_ACTIVITY}", (run_id,),
-        )["n"]
 
     def next_ready_activity(self, queues: Sequence[str], now: datetime) -> Row | None:
         """The oldest activity ready on these queues whose schedule deadlines still hold; in a
@@ -1179,7 +874,7 @@ class PostgresTx:
         return self._claimable(
             "SELECT a.* FROM unnest(%(queues)s::text[]) AS q(queue) CROSS JOIN LATERAL ("
             "SELECT * FROM activities WHERE queue = q.queue "
-            f"AND status IN {_PENDING_ACTIVITY} AND available_at <= %(now)s "
+            f"AND status IN {PENDING_ACTIVITY_SQL} AND available_at <= %(now)s "
             "AND activity_id <> ALL(%(passed)s::text[]) "
             "AND (schedule_deadline_at IS NULL OR schedule_deadline_at > %(now)s) "
             "AND (schedule_to_close_deadline_at IS NULL "
@@ -1189,433 +884,11 @@ class PostgresTx:
             "activity_id",
         )
 
-    def next_activity_available_at(self, queues: Sequence[str]) -> datetime | None:
-        return self._one(
-            "SELECT min(available_at) AS at FROM activities WHERE queue = ANY(%s) "
-            f"AND status IN {_PENDING_ACTIVITY}", (list(queues),),
-        )["at"]
-
-    def expired_activities(self, now: datetime, limit: int) -> list[Row]:
-        """Open activities past any of their four deadlines, found through the partial indexes."""
-        return self._scan(
-            "SELECT * FROM activities WHERE activity_id IN ("
-            f"SELECT activity_id FROM activities WHERE status IN {_PENDING_ACTIVITY}"
-            " AND schedule_deadline_at IS NOT NULL AND schedule_deadline_at <= %(now)s"
-            " UNION SELECT activity_id FROM activities WHERE status = 'started'"
-            " AND close_deadline_at IS NOT NULL AND close_deadline_at <= %(now)s"
-            " UNION SELECT activity_id FROM activities WHERE status = 'started'"
-            " AND heartbeat_deadline_at IS NOT NULL AND heartbeat_deadline_at <= %(now)s"
-            " UNION SELECT activity_id FROM activities"
-            f" WHERE status IN {_OPEN_ACTIVITY}"
-            " AND schedule_to_close_deadline_at IS NOT NULL"
-            " AND schedule_to_close_deadline_at <= %(now)s){only} LIMIT %(limit)s",
-            {"now": now, "limit": limit}, "activity_id",
-        )
-
-    def activities_owned_by(self, worker_ids: Sequence[str]) -> list[Row]:
-        return self._scan(
-            "SELECT * FROM activities WHERE status = 'started' AND owner = ANY(%(ids)s){only}",
-            {"ids": list(worker_ids)}, "activity_id",
-        )
-
-    # timers
-
-    def insert_timer(self, row: Row) -> None:
-        self._insert("timers", row)
-
-    def update_timer(self, timer_id: str, *, expect_status: str | None = None,
-                     **fields: Any) -> bool:
-        where, params = ("", ()) if expect_status is None else (" AND status = %s",
-                                                                (expect_status,))
-        return self._update("timers", "timer_id", timer_id, fields, where, params) == 1
-
-    def step_timers(self, run_id: str, step_index: int) -> list[Row]:
-        return self._all(
-            "SELECT * FROM timers WHERE workflow_run_id = %s AND step_index = %s "
-            "AND superseded = 0 ORDER BY rowid", (run_id, step_index),
-        )
-
-    def run_timers(self, run_id: str) -> list[Row]:
-        return self._all(
-            "SELECT * FROM timers WHERE workflow_run_id = %s ORDER BY rowid", (run_id,)
-        )
-
-    def open_timers(self, run_id: str) -> list[Row]:
-        return self._all(
-            "SELECT * FROM timers WHERE workflow_run_id = %s AND status = 'scheduled' "
-            "ORDER BY rowid", (run_id,)
-        )
-
-    def due_timers(self, now: datetime, limit: int,
-                   after: tuple[datetime, str] | None = None) -> list[Row]:
-        # A page goes on from the last timer of the one before, in (fire_at, rowid) order.
-        page = "" if after is None else (
-            " AND fire_at >= %(after)s AND (fire_at, rowid) > "
-            "(%(after)s, (SELECT rowid FROM timers WHERE timer_id = %(after_id)s))")
-        return self._scan(
-            f"SELECT * FROM timers WHERE status = 'scheduled' AND fire_at <= %(now)s{page}"
-            "{only} ORDER BY fire_at, rowid LIMIT %(limit)s",
-            {"now": now, "limit": limit, "after": after and after[0],
-             "after_id": after and after[1]}, "timer_id",
-        )
-
-    # signals
-
-    def insert_signal(self, row: Row) -> None:
-        self._insert("signals", row)
-
-    def first_pending_signal(self, instance_id: str, name: str) -> Row | None:
-        return self._one(
-            "SELECT * FROM signals WHERE workflow_instance_id = %s AND name = %s "
-            "AND consumed_at IS NULL ORDER BY signal_id LIMIT 1", (instance_id, name),
-        )
-
-    def pending_signals(self, instance_id: str) -> list[Row]:
-        return self._all(
-            "SELECT name, received_at FROM signals WHERE workflow_instance_id = %s "
-            "AND consumed_at IS NULL ORDER BY signal_id", (instance_id,),
-        )
-
-    def count_pending_signals(self, instance_id: str) -> int:
-        return self._one(
-            "SELECT count(*) AS n FROM signals WHERE workflow_instance_id = %s "
-            "AND consumed_at IS NULL", (instance_id,),
-        )["n"]
-
-    def consume_signal(self, signal_id: int, run_id: str, step_index: int, now: datetime) -> None:
-        self._execute(
-            "UPDATE signals SET consumed_run_id = %s, consumed_step_index = %s, "
-            "consumed_at = %s WHERE signal_id = %s", (run_id, step_index, now, signal_id),
-        )
-
-    def consumed_signal(self, run_id: str, step_index: int) -> Row | None:
-        return self._one(
-            "SELECT * FROM signals WHERE consumed_run_id = %s AND consumed_step_index = %s "
-            "ORDER BY signal_id DESC LIMIT 1", (run_id, step_index),
-        )
-
-    # children
-
-    def insert_child(self, row: Row) -> None:
-        self._insert("children", row)
-
-    def child_link(self, child_instance_id: str) -> Row | None:
-        return self._one(
-            "SELECT * FROM children WHERE child_instance_id = %s", (child_instance_id,)
-        )
-
-    def step_children(self, run_id: str, step_index: int) -> list[Row]:
-        return self._all(
-            "SELECT c.*, i.status FROM children c JOIN instances i "
-            "ON i.workflow_instance_id = c.child_instance_id "
-            "WHERE c.parent_run_id = %s AND c.step_index = %s AND c.superseded = 0 "
-            "ORDER BY c.branch_index", (run_id, step_index),
-        )
-
-    def run_children(self, run_id: str) -> list[Row]:
-        return self._all(
-            "SELECT c.*, i.status, i.closed_at FROM children c JOIN instances i "
-            "ON i.workflow_instance_id = c.child_instance_id WHERE c.parent_run_id = %s "
-            "ORDER BY c.created_at, c.rowid", (run_id,),
-        )
-
-    def supersede_child(self, child_instance_id: str) -> None:
-        self._execute("UPDATE children SET superseded = 1 WHERE child_instance_id = %s",
-                      (child_instance_id,))
-
-    def supersede_children(self, run_id: str, step_index: int) -> None:
-        self._execute(
-            "UPDATE children SET superseded = 1 WHERE parent_run_id = %s AND step_index = %s "
-            "AND child_instance_id IN (SELECT workflow_instance_id FROM instances "
-            f"WHERE status IN {_UNSUCCESSFUL_RUN})",
-            (run_id, step_index),
-        )
-
-    # failures
-
-    def insert_failure(self, row: Row) -> int:
-        return self._insert("failures", row, "failure_id")
-
-    def get_failure(self, failure_id: int) -> Row | None:
-        return self._one("SELECT * FROM failures WHERE failure_id = %s", (failure_id,))
-
-    def activity_failure(self, activity_id: str) -> Row | None:
-        return self._one(
-            "SELECT * FROM failures WHERE activity_id = %s ORDER BY failure_id DESC LIMIT 1",
-            (activity_id,),
-        )
-
-    # deadlines (must complete within)
-
-    def expired_deadlines(self, now: datetime, limit: int) -> list[Row]:
-        return self._scan(
-            "SELECT * FROM runs WHERE status = 'running' AND deadline_at IS NOT NULL "
-            "AND deadline_claimed_at IS NULL AND deadline_at <= %(now)s{only} "
-            "ORDER BY deadline_at LIMIT %(limit)s", {"now": now, "limit": limit},
-            "workflow_run_id",
-        )
-
-    def earliest_deadline(self) -> datetime | None:
-        return self._one(
-            "SELECT min(deadline_at) AS at FROM runs WHERE status = 'running' "
-            "AND deadline_at IS NOT NULL AND deadline_claimed_at IS NULL"
-        )["at"]
-
-    def claimed_deadlines(self) -> list[Row]:
-        return self._scan(
-            "SELECT * FROM runs WHERE deadline_claimed_at IS NOT NULL AND closed_at IS NULL{only}",
-            {}, "workflow_run_id",
-        )
-
-    def claim_deadline(self, run_id: str, worker_id: str, now: datetime,
-                       previous_owner: str | None) -> bool:
-        return self._execute(
-            "UPDATE runs SET deadline_claimed_by = %s, deadline_claimed_at = %s "
-            "WHERE workflow_run_id = %s AND closed_at IS NULL "
-            "AND deadline_claimed_by IS NOT DISTINCT FROM %s",
-            (worker_id, now, run_id, previous_owner),
-        ).rowcount == 1
-
-    # workflow timeouts
-
-    def runs_past_deadline_without_task(self, now: datetime, limit: int) -> list[Row]:
-        return self._scan(
-            "SELECT * FROM runs WHERE workflow_run_id IN ("
-            "SELECT workflow_run_id FROM runs WHERE closed_at IS NULL"
-            " AND execution_deadline_at IS NOT NULL AND execution_deadline_at <= %(now)s"
-            " UNION SELECT workflow_run_id FROM runs WHERE closed_at IS NULL"
-            " AND run_deadline_at IS NOT NULL AND run_deadline_at <= %(now)s) "
-            f"{_RUN_NEEDS_WAKING}{{only}} LIMIT %(limit)s", {"now": now, "limit": limit},
-            "workflow_run_id",
-        )
-
-    def next_due(self, now: datetime) -> datetime | None:
-        """The earliest instant at which the watchdog has something to do.
-
-        A run past its deadline counts only while the watchdog can act on it (no open workflow
-        task, no claimed deadline); otherwise the watchdog would wake again at once, forever.
-        """
-        return self._planned_once(
-            "SELECT min(at) AS at FROM ("
-            "SELECT min(execution_deadline_at) AS at FROM runs WHERE closed_at IS NULL"
-            " AND execution_deadline_at IS NOT NULL AND execution_deadline_at > %(now)s"
-            " UNION ALL SELECT min(run_deadline_at) FROM runs WHERE closed_at IS NULL"
-            " AND run_deadline_at IS NOT NULL AND run_deadline_at > %(now)s"
-            " UNION ALL SELECT min(execution_deadline_at) FROM runs WHERE closed_at IS NULL"
-            " AND execution_deadline_at IS NOT NULL AND execution_deadline_at <= %(now)s"
-            f" {_RUN_NEEDS_WAKING}"
-            " UNION ALL SELECT min(run_deadline_at) FROM runs WHERE closed_at IS NULL"
-            f" AND run_deadline_at IS NOT NULL AND run_deadline_at <= %(now)s {_RUN_NEEDS_WAKING}"
-            " UNION ALL SELECT min(timeout_at) FROM workflow_tasks WHERE status = 'started'"
-            " AND timeout_at IS NOT NULL"
-            " UNION ALL SELECT min(fire_at) FROM timers WHERE status = 'scheduled'"
-            " UNION ALL SELECT min(schedule_deadline_at) FROM activities"
-            f" WHERE status IN {_PENDING_ACTIVITY} AND schedule_deadline_at IS NOT NULL"
-            " UNION ALL SELECT min(close_deadline_at) FROM activities WHERE status = 'started'"
-            " AND close_deadline_at IS NOT NULL"
-            " UNION ALL SELECT min(heartbeat_deadline_at) FROM activities WHERE status = 'started'"
-            " AND heartbeat_deadline_at IS NOT NULL"
-            " UNION ALL SELECT min(schedule_to_close_deadline_at) FROM activities"
-            f" WHERE status IN {_OPEN_ACTIVITY}"
-            " AND schedule_to_close_deadline_at IS NOT NULL) AS due", {"now": now},
-        )["at"]
-
-    # workers
-
-    def register_worker(self, row: Row) -> None:
-        self._insert("workers", row)
-
-    def renew_worker(self, worker_id: str, now: datetime, lease_expires_at: datetime) -> bool:
-        return self._execute(
-            "UPDATE workers SET heartbeat_at = %s, lease_expires_at = %s "
-            "WHERE worker_id = %s AND stopped_at IS NULL", (now, lease_expires_at, worker_id),
-        ).rowcount == 1
-
-    def revive_worker(self, worker_id: str, now: datetime, lease_expires_at: datetime) -> None:
-        self._execute(
-            "UPDATE workers SET heartbeat_at = %s, lease_expires_at = %s, stopped_at = NULL "
-            "WHERE worker_id = %s", (now, lease_expires_at, worker_id),
-        )
-
-    def stop_worker(self, worker_id: str, now: datetime) -> None:
-        self._execute(
-            "UPDATE workers SET stopped_at = %s WHERE worker_id = %s AND stopped_at IS NULL",
-            (now, worker_id),
-        )
-
-    def live_workers(self) -> list[Row]:
-        return self._all("SELECT * FROM workers WHERE stopped_at IS NULL")
-
-    def get_worker(self, worker_id: str) -> Row | None:
-        return self._one("SELECT * FROM workers WHERE worker_id = %s", (worker_id,))
-
-    # metrics (SPEC §10): each read is a count the trigger or the store keeps, an index range
-    # or an index's minimum
-
-    def instance_counts(self) -> list[Row]:
-        """Instances by type and status, as the trigger on `instances` keeps them."""
-        return self._all("SELECT workflow_type, status, sum(count)::bigint AS count "
-                         "FROM instance_counts GROUP BY workflow_type, status "
-                         "ORDER BY workflow_type, status")
-
     def open_activity_counts(self) -> list[Row]:
         # One part per partial index: the ready activities, and the started ones.
         return self._all(
             f"SELECT queue, status, count(*) AS count FROM activities WHERE status IN "
-            f"{_PENDING_ACTIVITY} GROUP BY queue, status UNION ALL "
+            f"{PENDING_ACTIVITY_SQL} GROUP BY queue, status UNION ALL "
             "SELECT queue, status, count(*) AS count FROM activities WHERE status = 'started' "
             "GROUP BY queue, status"
-        )
-
-    # retention
-
-    def prunable_instances(self, now: datetime, *, closed_before: datetime | None,
-                           limit: int) -> list[Row]:
-        """Closed instances past their retention (with `closed_before`: closed before it,
-        whatever their retention), first due first, each with how many events its history
-        holds; none whose parent is still open. In a write transaction their families are
-        locked, and those still prunable then are returned."""
-        if closed_before is None:
-            where, at = "i.retain_until IS NOT NULL AND i.retain_until <= %(at)s", now
-            order = "i.retain_until"
-        else:
-            where, at = "i.closed_at IS NOT NULL AND i.closed_at <= %(at)s", closed_before
-            order = "i.closed_at"
-        return self._scan(
-            "SELECT i.workflow_instance_id, (SELECT coalesce(max(e.seq), 0) FROM events e "
-            "WHERE e.instance_key = i.instance_key) AS events FROM instances i "
-            f"WHERE {where} AND {_PRUNABLE}{{only}} ORDER BY {order} LIMIT %(limit)s",
-            {"at": at, "limit": None if limit < 0 else limit}, "workflow_instance_id",
-            column="i.workflow_instance_id",
-        )
-
-    def next_retain_until(self, now: datetime) -> datetime | None:
-        """When the next closed instance's retention runs out, after `now`."""
-        return self._one(
-            "SELECT min(retain_until) AS at FROM instances WHERE retain_until IS NOT NULL "
-            "AND retain_until > %s", (now,),
-        )["at"]
-
-    def delete_instances(self, instance_ids: Sequence[str]) -> dict[str, int]:
-        """Delete these instances with every row they own; how many rows, by table."""
-        deleted: dict[str, int] = {}
-        for table, where, params in self._owned_rows(instance_ids):
-            count = self._execute(f"DELETE FROM {table} WHERE {where}", params).rowcount
-            deleted[table] = deleted.get(table, 0) + count
-        return deleted
-
-    def mark_pruning(self, instance_id: str, now: datetime) -> None:
-        """Mark an instance as being deleted over several transactions (`delete_instance_part`):
-        from now on its history may be deleted, and readers see it no more."""
-        self._execute(
-            "INSERT INTO pruning (workflow_instance_id, instance_key, started_at) "
-            "SELECT workflow_instance_id, instance_key, %s FROM instances "
-            "WHERE workflow_instance_id = %s", (now, instance_id),
-        )
-
-    def pruning_instance(self) -> str | None:
-        """The instance whose deletion over several transactions is under way, if any."""
-        row = self._one("SELECT workflow_instance_id FROM pruning ORDER BY started_at LIMIT 1")
-        if row is not None and self._locking:
-            self._lock_family(row["workflow_instance_id"])
-        return row["workflow_instance_id"] if row else None
-
-    def is_pruning(self, instance_id: str) -> bool:
-        return self._one("SELECT 1 AS marked FROM pruning WHERE workflow_instance_id = %s",
-                         (instance_id,)) is not None
-
-    def delete_instance_part(self, instance_id: str, limit: int) -> dict[str, int]:
-        """Delete up to `limit` rows a marked instance owns, table by table in the order
-        `delete_instances` keeps; once nothing else is left, its mark and the instance itself
-        (then `instances` is 1). How many rows, by table."""
-        deleted: dict[str, int] = {}
-        left = limit
-        for table, where, params in self._owned_rows([instance_id]):
-            if table == "instances":
-                continue
-            # A row's physical address (ctid) picks the first `left` rows of any table.
-            count = self._execute(
-                f"DELETE FROM {table} WHERE ctid = ANY(ARRAY("
-                f"SELECT ctid FROM {table} WHERE {where} LIMIT %(left)s))",
-                {**params, "left": left},
-            ).rowcount
-            deleted[table] = deleted.get(table, 0) + count
-            left -= count
-            if left <= 0:
-                return deleted
-        self._execute("DELETE FROM pruning WHERE workflow_instance_id = %s", (instance_id,))
-        deleted["instances"] = self._execute(
-            "DELETE FROM instances WHERE workflow_instance_id = %s", (instance_id,)).rowcount
-        return deleted
-
-    def count_owned_rows(self, instance_ids: Sequence[str]) -> dict[str, int]:
-        """How many rows `delete_instances` would delete, by table."""
-        counted: dict[str, int] = {}
-        owned = self._owned_rows(instance_ids)
-        for table, where, params in owned:
-            if table == "children":
-                continue
-            counted[table] = self._one(f"SELECT count(*) AS n FROM {table} WHERE {where}",
-                                       params)["n"]
-        # A link between two instances both deleted is one row, counted once.
-        (_, parents, params), (_, children, _) = owned[0], owned[1]
-        counted["children"] = self._one(
-            f"SELECT count(*) AS n FROM children WHERE {parents} OR {children}", params
-        )["n"]
-        return counted
-
-    def _owned_rows(self, instance_ids: Sequence[str]) -> list[tuple[str, str, Row]]:
-        ids = list(instance_ids)
-        # History is keyed by the instance's integer key, read before the instance row goes.
-        keys = [row["instance_key"] for row in self._all(
-            "SELECT instance_key FROM instances WHERE workflow_instance_id = ANY(%s)", (ids,))]
-        params = {"ids": ids, "keys": keys}
-        return [(table, where.format(runs=_RUNS_OF), params) for table, where in _OWNED_ROWS]
-
-    def ready_activity_counts(self, now: datetime) -> list[Row]:
-        """Per queue, the activities a worker may claim at `now` and the oldest available_at."""
-        return self._all(
-            "SELECT queue, count(*) AS count, min(available_at) AS oldest FROM activities "
-            f"WHERE status IN {_PENDING_ACTIVITY} AND available_at <= %s GROUP BY queue", (now,),
-        )
-
-    def ready_workflow_task_count(self, now: datetime) -> Row:
-        return self._one(
-            "SELECT count(*) AS count, min(available_at) AS oldest FROM workflow_tasks "
-            "WHERE status = 'scheduled' AND available_at <= %s", (now,),
-        )
-
-    def timeout_event_counts(self) -> list[Row]:
-        """The history events that may record a timeout or a deadline expiry (TIMEOUT_EVENTS),
-        by type, timeout kind and failure category (None where the event has none), as the
-        store counts them when it appends them."""
-        return self._all(
-            "SELECT event_type, nullif(timeout_kind, '') AS timeout_kind, "
-            "nullif(failure_category, '') AS failure_category, count FROM timeout_event_counts"
-        )
-
-    def next_deadlines(self) -> Row:
-        """The earliest pending deadline of each kind (None where none is pending): what the
-        watchdog and the deadline runner act on next."""
-        return self._one(
-            "SELECT (SELECT min(execution_deadline_at) FROM runs WHERE closed_at IS NULL"
-            " AND execution_deadline_at IS NOT NULL) AS execution_timeout,"
-            " (SELECT min(run_deadline_at) FROM runs WHERE closed_at IS NULL"
-            " AND run_deadline_at IS NOT NULL) AS run_timeout,"
-            " (SELECT min(deadline_at) FROM runs WHERE status = 'running'"
-            " AND deadline_at IS NOT NULL AND deadline_claimed_at IS NULL) AS deadline,"
-            " (SELECT min(timeout_at) FROM workflow_tasks WHERE status = 'started'"
-            " AND timeout_at IS NOT NULL) AS workflow_task_timeout,"
-            " (SELECT min(schedule_deadline_at) FROM activities"
-            f" WHERE status IN {_PENDING_ACTIVITY} AND schedule_deadline_at IS NOT NULL)"
-            " AS schedule_to_start,"
-            " (SELECT min(close_deadline_at) FROM activities WHERE status = 'started'"
-            " AND close_deadline_at IS NOT NULL) AS start_to_close,"
-            " (SELECT min(heartbeat_deadline_at) FROM activities WHERE status = 'started'"
-            " AND heartbeat_deadline_at IS NOT NULL) AS heartbeat,"
-            " (SELECT min(schedule_to_close_deadline_at) FROM activities"
-            f" WHERE status IN {_OPEN_ACTIVITY} AND schedule_to_close_deadline_at IS NOT NULL)"
-            " AS schedule_to_close,"
-            " (SELECT min(fire_at) FROM timers WHERE status = 'scheduled'"
-            " AND kind = 'signal_timeout') AS signal_wait"
         )

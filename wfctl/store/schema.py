@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from wfctl.store.tables import table
+
 if TYPE_CHECKING:
     from sqlite_utils import Database
 
@@ -64,15 +66,14 @@ class _Migrations:
 
 migrations = _Migrations()
 
+def _table(name: str) -> str:
+    return table(name, instant="TEXT", key="INTEGER PRIMARY KEY", rowid="", in_order="")
+
+
 # Open = not yet closed; each deadline column gets a partial index over open rows only, so the
 # watchdog's scans cost a few index probes however many rows are closed or far from expiry.
-_M001 = """
-CREATE TABLE definitions (
-    digest TEXT PRIMARY KEY,
-    path TEXT NOT NULL,
-    source TEXT NOT NULL,
-    created_at TEXT NOT NULL
-);
+_M001 = f"""
+{_table("definitions")};
 CREATE TABLE instances (
     workflow_instance_id TEXT PRIMARY KEY,
     workflow_type TEXT NOT NULL,
@@ -118,14 +119,7 @@ CREATE TABLE runs (
     closed_at TEXT,
     UNIQUE (workflow_instance_id, run_number)
 );
-CREATE INDEX runs_execution_deadline ON runs(execution_deadline_at)
-    WHERE closed_at IS NULL AND execution_deadline_at IS NOT NULL;
-CREATE INDEX runs_run_deadline ON runs(run_deadline_at)
-    WHERE closed_at IS NULL AND run_deadline_at IS NOT NULL;
-CREATE INDEX runs_deadline ON runs(deadline_at)
-    WHERE status = 'running' AND deadline_at IS NOT NULL AND deadline_claimed_at IS NULL;
-CREATE INDEX runs_deadline_claimed ON runs(deadline_claimed_at)
-    WHERE deadline_claimed_at IS NOT NULL AND closed_at IS NULL;
+{_table("runs_deadlines")};
 CREATE TABLE workflow_tasks (
     task_id INTEGER PRIMARY KEY,
     workflow_run_id TEXT NOT NULL REFERENCES runs(workflow_run_id),
@@ -146,120 +140,12 @@ CREATE INDEX workflow_tasks_timeout ON workflow_tasks(timeout_at)
 CREATE INDEX workflow_tasks_owner ON workflow_tasks(owner) WHERE status = 'started';
 CREATE INDEX workflow_tasks_open ON workflow_tasks(workflow_run_id)
     WHERE status IN ('scheduled', 'started');
-CREATE TABLE activities (
-    activity_id TEXT PRIMARY KEY,
-    workflow_run_id TEXT NOT NULL REFERENCES runs(workflow_run_id),
-    workflow_instance_id TEXT NOT NULL,
-    step_index INTEGER NOT NULL,
-    branch_index INTEGER NOT NULL,
-    step TEXT NOT NULL,
-    handler TEXT NOT NULL,
-    queue TEXT NOT NULL,
-    status TEXT NOT NULL,
-    attempt INTEGER NOT NULL,
-    max_attempts INTEGER NOT NULL,
-    retry_policy TEXT NOT NULL,
-    available_at TEXT NOT NULL,
-    scheduled_at TEXT NOT NULL,
-    schedule_deadline_at TEXT,
-    close_deadline_at TEXT,
-    schedule_to_close_deadline_at TEXT,
-    heartbeat_deadline_at TEXT,
-    started_at TEXT,
-    owner TEXT,
-    last_heartbeat_at TEXT,
-    last_heartbeat_details TEXT,
-    last_heartbeat_event_at TEXT,
-    scheduled_event_id INTEGER NOT NULL,
-    started_event_id INTEGER,
-    last_error TEXT,
-    superseded INTEGER NOT NULL DEFAULT 0,
-    closed_at TEXT
-);
-CREATE INDEX activities_ready ON activities(queue, available_at)
-    WHERE status IN ('scheduled', 'retry_scheduled');
-CREATE INDEX activities_schedule_deadline ON activities(schedule_deadline_at)
-    WHERE status IN ('scheduled', 'retry_scheduled') AND schedule_deadline_at IS NOT NULL;
-CREATE INDEX activities_close_deadline ON activities(close_deadline_at)
-    WHERE status = 'started' AND close_deadline_at IS NOT NULL;
-CREATE INDEX activities_heartbeat_deadline ON activities(heartbeat_deadline_at)
-    WHERE status = 'started' AND heartbeat_deadline_at IS NOT NULL;
-CREATE INDEX activities_total_deadline ON activities(schedule_to_close_deadline_at)
-    WHERE status IN ('scheduled', 'retry_scheduled', 'started')
-    AND schedule_to_close_deadline_at IS NOT NULL;
-CREATE INDEX activities_owner ON activities(owner) WHERE status = 'started';
-CREATE INDEX activities_step ON activities(workflow_run_id, step_index, branch_index);
-CREATE TABLE timers (
-    timer_id TEXT PRIMARY KEY,
-    workflow_run_id TEXT NOT NULL REFERENCES runs(workflow_run_id),
-    workflow_instance_id TEXT NOT NULL,
-    step_index INTEGER NOT NULL,
-    step TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    fire_at TEXT NOT NULL,
-    status TEXT NOT NULL,
-    scheduled_event_id INTEGER NOT NULL,
-    superseded INTEGER NOT NULL DEFAULT 0,
-    closed_at TEXT
-);
-CREATE INDEX timers_due ON timers(fire_at) WHERE status = 'scheduled';
-CREATE INDEX timers_step ON timers(workflow_run_id, step_index);
-CREATE TABLE signals (
-    signal_id INTEGER PRIMARY KEY,
-    workflow_instance_id TEXT NOT NULL REFERENCES instances(workflow_instance_id),
-    name TEXT NOT NULL,
-    data TEXT,
-    received_at TEXT NOT NULL,
-    received_event_id INTEGER NOT NULL,
-    consumed_run_id TEXT,
-    consumed_step_index INTEGER,
-    consumed_at TEXT
-);
-CREATE INDEX signals_pending ON signals(workflow_instance_id, name, signal_id)
-    WHERE consumed_at IS NULL;
-CREATE INDEX signals_consumed ON signals(consumed_run_id, consumed_step_index)
-    WHERE consumed_at IS NOT NULL;
-CREATE TABLE children (
-    child_instance_id TEXT PRIMARY KEY REFERENCES instances(workflow_instance_id),
-    parent_instance_id TEXT NOT NULL,
-    parent_run_id TEXT NOT NULL REFERENCES runs(workflow_run_id),
-    step_index INTEGER NOT NULL,
-    branch_index INTEGER NOT NULL,
-    step TEXT NOT NULL,
-    workflow_type TEXT NOT NULL,
-    started_event_id INTEGER NOT NULL,
-    superseded INTEGER NOT NULL DEFAULT 0,
-    created_at TEXT NOT NULL
-);
-CREATE INDEX children_parent ON children(parent_run_id, step_index, branch_index);
-CREATE TABLE failures (
-    failure_id INTEGER PRIMARY KEY,
-    workflow_instance_id TEXT NOT NULL,
-    workflow_run_id TEXT NOT NULL,
-    activity_id TEXT,
-    failure_category TEXT NOT NULL,
-    propagation_kind TEXT,
-    timeout_kind TEXT,
-    exception_class TEXT,
-    message TEXT NOT NULL,
-    deadline_at TEXT,
-    details TEXT,
-    created_at TEXT NOT NULL
-);
-CREATE INDEX failures_run ON failures(workflow_run_id);
-CREATE TABLE workers (
-    worker_id TEXT PRIMARY KEY,
-    kind TEXT NOT NULL,
-    hostname TEXT NOT NULL,
-    pid INTEGER NOT NULL,
-    pid_started TEXT,
-    queues TEXT NOT NULL,
-    started_at TEXT NOT NULL,
-    heartbeat_at TEXT NOT NULL,
-    lease_expires_at TEXT NOT NULL,
-    stopped_at TEXT
-);
-CREATE INDEX workers_live ON workers(lease_expires_at) WHERE stopped_at IS NULL;
+{_table("activities")};
+{_table("timers")};
+{_table("signals")};
+{_table("children")};
+{_table("failures")};
+{_table("workers")};
 CREATE TABLE events (
     workflow_instance_id TEXT NOT NULL,
     seq INTEGER NOT NULL,

@@ -1,0 +1,951 @@
+"""Every query wfctl runs, written once for both backends (`SQLTx`), with hooks for where their
+SQL truly differs.
+
+Statements are written in PostgreSQL's placeholders (`%s`, `%(name)s`); the SQLite store turns
+each text into its own (`?`, `:name`) once and keeps it. A backend's transaction class supplies
+how a statement runs and its rows come back (`_execute`, `_one`, `_all`, `_rows`, `_insert`), a
+list of values in a condition (`_any`), an instant as a parameter (`_at`), and the few spellings
+that differ (`_IS`, `_IS_NOT`, ...). Where a backend does more than run the query — PostgreSQL
+locks workflow families before it reads their rows (`_owned`, `_scan`, `hold`) and remembers
+the work it leaves ready — it overrides the hook or the method.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from wfctl.store import codec
+from wfctl.vocabulary import (
+    CLOSED_INSTANCE,
+    OPEN_ACTIVITY,
+    OPEN_RUN,
+    OPEN_WORKFLOW_TASK,
+    PENDING_ACTIVITY,
+    TIMEOUT_EVENTS,
+    UNSUCCESSFUL_RUN,
+)
+
+Row = dict[str, Any]
+
+
+def sql_list(words: Iterable[str]) -> str:
+    """Vocabulary words as an SQL list, `('a', 'b')`: they are plain words, never input."""
+    return "(" + ", ".join(f"'{word}'" for word in words) + ")"
+
+
+# The status lists queries filter on. The partial indexes spell the same lists in the same
+# order, which SQLite needs before it will use such an index for a query.
+OPEN_WORKFLOW_TASK_SQL = sql_list(OPEN_WORKFLOW_TASK)
+PENDING_ACTIVITY_SQL = sql_list(PENDING_ACTIVITY)
+OPEN_ACTIVITY_SQL = sql_list(OPEN_ACTIVITY)
+_UNSUCCESSFUL_RUN = sql_list(UNSUCCESSFUL_RUN)
+_TIMEOUT_EVENTS = frozenset(TIMEOUT_EVENTS)
+# A closed instance may be deleted unless it is the child of an instance still open: the parent
+# may yet read it (its retry supersedes a failed child, its describe lists it).
+_PRUNABLE = (
+    "{plus}i.status IN " + sql_list(CLOSED_INSTANCE) + " AND NOT EXISTS (SELECT 1 FROM "
+    "instances p WHERE p.workflow_instance_id = i.parent_instance_id AND p.status IN "
+    + sql_list(OPEN_RUN) + ")"
+)
+# What an instance owns, table by table, in an order its rows can be deleted in with the
+# references checked: what points at a run or the instance first, the instance row, and its
+# history last (the history trigger lets it go only once the instance row is gone or marked).
+# Each is (table, column, what the column holds: one of the instance's runs, ids or keys).
+_OWNED = (
+    ("children", "parent_run_id", "runs"),
+    ("children", "child_instance_id", "ids"),
+    ("workflow_tasks", "workflow_run_id", "runs"),
+    ("activities", "workflow_run_id", "runs"),
+    ("timers", "workflow_run_id", "runs"),
+    ("failures", "workflow_run_id", "runs"),
+    ("signals", "workflow_instance_id", "ids"),
+    ("runs", "workflow_instance_id", "ids"),
+    ("instances", "workflow_instance_id", "ids"),
+    ("events", "instance_key", "keys"),
+)
+# A run past its execution or run deadline needs the watchdog only while nothing else will decide
+# it: an open workflow task will, and so will a claimed expiry of its `deadline`.
+_RUN_NEEDS_WAKING = (
+    "AND runs.deadline_claimed_at IS NULL AND NOT EXISTS (SELECT 1 FROM workflow_tasks t "
+    f"WHERE t.workflow_run_id = runs.workflow_run_id AND t.status IN {OPEN_WORKFLOW_TASK_SQL})"
+)
+# One run row with what `keep_run_extras` keeps: its instance's history key and last seq, and
+# whether it has an open workflow task.
+GET_RUN = (
+    "SELECT r.*, i.instance_key AS _instance_key, (SELECT coalesce(max(seq), 0) FROM events "
+    "WHERE instance_key = i.instance_key) AS _last_seq, (SELECT t.task_id FROM "
+    f"workflow_tasks t WHERE t.workflow_run_id = r.workflow_run_id AND t.status IN "
+    f"{OPEN_WORKFLOW_TASK_SQL} LIMIT 1) AS _open_task FROM runs r "
+    "LEFT JOIN instances i ON i.workflow_instance_id = r.workflow_instance_id "
+    "WHERE r.workflow_run_id = %s"
+)
+# The earliest pending deadline of each kind, as metrics shows them.
+_NEXT_DEADLINES = (
+    "SELECT (SELECT min(execution_deadline_at) FROM runs WHERE closed_at IS NULL"
+    " AND execution_deadline_at IS NOT NULL) AS execution_timeout,"
+    " (SELECT min(run_deadline_at) FROM runs WHERE closed_at IS NULL"
+    " AND run_deadline_at IS NOT NULL) AS run_timeout,"
+    " (SELECT min(deadline_at) FROM runs WHERE status = 'running'"
+    " AND deadline_at IS NOT NULL AND deadline_claimed_at IS NULL) AS deadline,"
+    " (SELECT min(timeout_at) FROM workflow_tasks WHERE status = 'started'"
+    " AND timeout_at IS NOT NULL) AS workflow_task_timeout,"
+    " (SELECT min(schedule_deadline_at) FROM activities"
+    f" WHERE status IN {PENDING_ACTIVITY_SQL} AND schedule_deadline_at IS NOT NULL)"
+    " AS schedule_to_start,"
+    " (SELECT min(close_deadline_at) FROM activities WHERE status = 'started'"
+    " AND close_deadline_at IS NOT NULL) AS start_to_close,"
+    " (SELECT min(heartbeat_deadline_at) FROM activities WHERE status = 'started'"
+    " AND heartbeat_deadline_at IS NOT NULL) AS heartbeat,"
+    " (SELECT min(schedule_to_close_deadline_at) FROM activities"
+    f" WHERE status IN {OPEN_ACTIVITY_SQL} AND schedule_to_close_deadline_at IS NOT NULL)"
+    " AS schedule_to_close,"
+    " (SELECT min(fire_at) FROM timers WHERE status = 'scheduled'"
+    " AND kind = 'signal_timeout') AS signal_wait"
+)
+
+
+def prefix_upper_bound(prefix: str) -> str | None:
+    """The least string above every string that starts with `prefix`; None if there is none.
+
+    Both databases compare instance ids as UTF-8 bytes (PostgreSQL through COLLATE "C"), which
+    orders like code points, so incrementing the last code point that can grow gives the bound.
+    Surrogates cannot be stored, so the step skips them.
+    """
+    chars = list(prefix)
+    while chars:
+        code = ord(chars.pop()) + 1
+        if code <= 0x10FFFF:
+            return "".join(chars) + chr(0xE000 if 0xD800 <= code <= 0xDFFF else code)
+    return None
+
+
+def keep_run_extras(run: Row | None, keys: dict[str, int], seqs: dict[str, int],
+                    without_task: set[str] | None) -> Row | None:
+    """The run row read with `GET_RUN`, less what came with it: its instance's history key and
+    last seq go into a transaction's caches (`keys`, `seqs`: what it knew already stays), and,
+    in a write transaction (`without_task` given), that the run has no open workflow task, so
+    that `open_workflow_task` need not ask (inserting one for the run forgets it)."""
+    if run is not None:
+        key, seq, task = run.pop("_instance_key"), run.pop("_last_seq"), run.pop("_open_task")
+        if key is not None:
+            keys.setdefault(run["workflow_instance_id"], key)
+            seqs.setdefault(run["workflow_instance_id"], seq)
+        if without_task is not None and task is None:
+            without_task.add(run["workflow_run_id"])
+    return run
+
+
+class SQLTx:
+    """The queries of one transaction, whatever the backend (see the module's text)."""
+
+    # The placeholder of a statement built per call (inserts, updates), in the backend's own.
+    _MARK = "%s"
+    # Comparisons that hold for NULL on both sides.
+    _IS = "IS NOT DISTINCT FROM"
+    _IS_NOT = "IS DISTINCT FROM"
+    # How `list` orders instances created at the same instant: by the order they were inserted.
+    _INSERTION = "i.instance_key"
+    # Before a column whose index a query should not use (SQLite's unary `+`).
+    _NO_INDEX = ""
+    # A LIMIT that takes every row.
+    _NO_LIMIT: int | None = None
+    # How a run's open activities and timers come: in the order they were inserted (SQLite
+    # gives them in its index's order, without a sort).
+    _IN_ORDER = " ORDER BY rowid"
+
+    def __init__(self, *, writing: bool) -> None:
+        self._seq: dict[str, int] = {}
+        self._keys: dict[str, int] = {}
+        # In a write transaction: runs read without an open workflow task (`keep_run_extras`).
+        self._without_task: set[str] | None = set() if writing else None
+        # Events appended in this transaction, written in one statement before any read of the
+        # history and at commit.
+        self._events: list[tuple[Any, ...]] = []
+        # Timeout and deadline events appended, by (type, timeout kind, failure category), for
+        # the counts metrics read (written with the events).
+        self._timeout_counts: dict[tuple[str, str, str], int] = {}
+
+    # what a backend supplies
+
+    def _execute(self, sql: str, params: Sequence[Any] | Row = ()) -> Any:
+        """Run a statement; the result has the `rowcount`."""
+        raise NotImplementedError
+
+    def _run(self, sql: str, params: Sequence[Any]) -> Any:
+        """Run a statement built in the backend's own placeholders (`_MARK`)."""
+        raise NotImplementedError
+
+    def _one(self, sql: str, params: Sequence[Any] | Row = ()) -> Row | None:
+        raise NotImplementedError
+
+    def _all(self, sql: str, params: Sequence[Any] | Row = ()) -> list[Row]:
+        raise NotImplementedError
+
+    def _rows(self, sql: str, params: Sequence[Any]) -> list[Row]:
+        """Rows as stored, without the conversions of store/columns.py (history's own)."""
+        raise NotImplementedError
+
+    def _insert(self, table: str, row: Row, returning: str | None = None) -> int:
+        """Insert a row; the value of its column `returning` (its integer key)."""
+        raise NotImplementedError
+
+    def _any(self, column: str, values: Sequence[Any], name: str | None = None) -> \
+            tuple[str, Any]:
+        """A condition that `column` is one of `values`, and its parameters: a tuple, or with
+        `name` a dict for a statement with named parameters."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _at(instant: datetime) -> Any:
+        """An instant as a statement's parameter."""
+        return instant
+
+    @staticmethod
+    def _instant(stored: Any) -> datetime | None:
+        """An instant from a column store/columns.py cannot name."""
+        return stored
+
+    def _owned(self, sql: str, params: Sequence[Any]) -> Row | None:
+        """One row of a workflow family (a backend that locks families reads it again after)."""
+        return self._one(sql, params)
+
+    def _scan(self, sql: str, params: Row, key: str, column: str | None = None) -> list[Row]:
+        """Rows found by a scan, `sql` with `{only}` where a backend that locks families may
+        add a condition on `key` (the column `column` of the query)."""
+        return self._all(sql, params)
+
+    def _planned_once(self, sql: str, params: Row) -> Row | None:
+        """A statement that costs far more to plan than to run."""
+        return self._one(sql, params)
+
+    def _delete_first(self, table: str, where: str, params: Row, limit: int) -> int:
+        """Delete up to `limit` rows of `table` that match `where`; how many."""
+        raise NotImplementedError
+
+    def _update(self, table: str, key: str, value: Any, fields: Row,
+                where: str = "", params: Sequence[Any] = ()) -> int:
+        sets = ", ".join(f"{name} = {self._MARK}" for name in fields)
+        return self._run(
+            f"UPDATE {table} SET {sets} WHERE {key} = {self._MARK}{where}",
+            (*self._stored(fields), value, *params),
+        ).rowcount
+
+    _stored: Any
+
+    # definitions
+
+    def put_definitions(self, digest: str, path: str, source: str, now: datetime) -> None:
+        self._execute(
+            "INSERT INTO definitions (digest, path, source, created_at) "
+            "VALUES (%s, %s, %s, %s) ON CONFLICT (digest) DO NOTHING",
+            (digest, path, source, self._at(now)),
+        )
+
+    def get_definitions(self, digest: str) -> Row | None:
+        return self._one("SELECT * FROM definitions WHERE digest = %s", (digest,))
+
+    # instances and runs
+
+    def hold(self, instance_id: str) -> None:
+        """Nothing to take where the write transaction holds the whole database."""
+
+    def get_instance(self, instance_id: str) -> Row | None:
+        return self._owned("SELECT * FROM instances WHERE workflow_instance_id = %s",
+                           (instance_id,))
+
+    def update_instance(self, instance_id: str, **fields: Any) -> None:
+        self._update("instances", "workflow_instance_id", instance_id, fields)
+
+    def _instance_filter(self, status: str | None, workflow_type: str | None,
+                         since: datetime | None) -> tuple[str, list[Any]]:
+        clauses, params = [], []
+        if status:
+            clauses.append("i.status = %s")
+            params.append(status)
+        if workflow_type:
+            clauses.append("i.workflow_type = %s")
+            params.append(workflow_type)
+        if since:
+            clauses.append("i.created_at >= %s")
+            params.append(self._at(since))
+        return (f"WHERE {' AND '.join(clauses)}" if clauses else ""), params
+
+    def list_instances(self, *, status: str | None, workflow_type: str | None,
+                       since: datetime | None, limit: int) -> list[Row]:
+        where, params = self._instance_filter(status, workflow_type, since)
+        return self._all(
+            "SELECT i.*, r.run_number, r.execution_deadline_at, r.run_deadline_at, "
+            "r.step_index, r.wait_kind FROM instances i "
+            f"JOIN runs r ON r.workflow_run_id = i.current_run_id {where} "
+            f"ORDER BY i.created_at DESC, {self._INSERTION} DESC LIMIT %s", (*params, limit),
+        )
+
+    def count_instances(self, *, status: str | None, workflow_type: str | None,
+                        since: datetime | None) -> int:
+        where, params = self._instance_filter(status, workflow_type, since)
+        return self._one(f"SELECT count(*) AS n FROM instances i {where}", params)["n"]
+
+    def open_deadlines(self, run_ids: Sequence[str]) -> list[Row]:
+        runs, params = self._any("workflow_run_id", run_ids)
+        return self._all(
+            "SELECT workflow_run_id, 'schedule_to_start' AS kind, schedule_deadline_at AS at "
+            f"FROM activities WHERE {runs} AND status IN {PENDING_ACTIVITY_SQL} "
+            "AND schedule_deadline_at IS NOT NULL "
+            "UNION ALL SELECT workflow_run_id, 'start_to_close', close_deadline_at FROM activities "
+            f"WHERE {runs} AND status = 'started' AND close_deadline_at IS NOT NULL "
+            "UNION ALL SELECT workflow_run_id, 'heartbeat', heartbeat_deadline_at FROM activities "
+            f"WHERE {runs} AND status = 'started' AND heartbeat_deadline_at IS NOT NULL "
+            "UNION ALL SELECT workflow_run_id, 'schedule_to_close', schedule_to_close_deadline_at "
+            f"FROM activities WHERE {runs} AND status IN {OPEN_ACTIVITY_SQL} "
+            "AND schedule_to_close_deadline_at IS NOT NULL "
+            "UNION ALL SELECT workflow_run_id, CASE kind WHEN 'signal_timeout' THEN 'signal_wait' "
+            "WHEN 'delay' THEN 'timer' ELSE kind END, fire_at FROM timers "
+            f"WHERE {runs} AND status = 'scheduled' "
+            "UNION ALL SELECT workflow_run_id, 'workflow_task_timeout', timeout_at "
+            f"FROM workflow_tasks WHERE {runs} AND status = 'started' "
+            "AND timeout_at IS NOT NULL", params * 6,
+        )
+
+    def instance_ids(self, prefix: str, limit: int) -> list[str]:
+        # A range on the primary key reads only the matches; `LIKE` cannot use the index and
+        # scanned every instance. Ids come in key order: the newest first would need every match.
+        upper = prefix_upper_bound(prefix)
+        where, params = "workflow_instance_id >= %s", [prefix]
+        if upper is not None:
+            where += " AND workflow_instance_id < %s"
+            params.append(upper)
+        rows = self._all(
+            f"SELECT workflow_instance_id FROM instances WHERE {where} "
+            "ORDER BY workflow_instance_id LIMIT %s", (*params, limit),
+        )
+        return [row["workflow_instance_id"] for row in rows]
+
+    def get_run(self, run_id: str) -> Row | None:
+        """The run row (read after its family's lock where families are locked); its instance's
+        history key and last seq come along in the same statement, since a transaction that
+        reads a run mostly appends to its history."""
+        return keep_run_extras(self._owned(GET_RUN, (run_id,)), self._keys, self._seq,
+                               self._without_task)
+
+    def get_run_by_number(self, instance_id: str, run_number: int) -> Row | None:
+        return self._owned(
+            "SELECT * FROM runs WHERE workflow_instance_id = %s AND run_number = %s",
+            (instance_id, run_number),
+        )
+
+    def insert_run(self, row: Row) -> None:
+        self._insert("runs", row)
+
+    def update_run(self, run_id: str, **fields: Any) -> None:
+        self._update("runs", "workflow_run_id", run_id, fields)
+
+    # history
+
+    def instance_key(self, instance_id: str) -> int | None:
+        """The integer key history is stored under (read once per transaction)."""
+        key = self._keys.get(instance_id)
+        if key is None:
+            row = self._one("SELECT instance_key FROM instances WHERE workflow_instance_id = %s",
+                            (instance_id,))
+            if row is None:
+                return None
+            key = self._keys[instance_id] = row["instance_key"]
+        return key
+
+    def last_seq(self, instance_id: str) -> int:
+        seq = self._seq.get(instance_id)
+        if seq is None:
+            key = self._keys.get(instance_id)
+            if key is None:
+                # The key and the last seq in one statement: both are read once per transaction.
+                row = self._one(
+                    "SELECT i.instance_key, (SELECT coalesce(max(seq), 0) FROM events "
+                    "WHERE instance_key = i.instance_key) AS seq FROM instances i "
+                    "WHERE i.workflow_instance_id = %s", (instance_id,),
+                )
+                if row is None:
+                    return 0
+                self._keys[instance_id] = row["instance_key"]
+                seq = row["seq"]
+            else:
+                seq = self._one(
+                    "SELECT coalesce(max(seq), 0) AS seq FROM events WHERE instance_key = %s",
+                    (key,),
+                )["seq"]
+            self._seq[instance_id] = seq
+        return seq
+
+    def append_event(self, run: Row, event_type: str, at: datetime, attributes: Row) -> int:
+        """Append one event to the instance's history; returns its seq (the event id)."""
+        instance_id = run["workflow_instance_id"]
+        seq = self._seq[instance_id] = self.last_seq(instance_id) + 1
+        stored_at = codec.micros(at)
+        self._events.append((self._keys[instance_id], seq, run["run_number"],
+                             codec.type_code(event_type), stored_at,
+                             codec.encode_attributes(attributes, stored_at)))
+        if event_type in _TIMEOUT_EVENTS:
+            key = (event_type, attributes.get("timeout_kind") or "",
+                   attributes.get("failure_category") or "")
+            self._timeout_counts[key] = self._timeout_counts.get(key, 0) + 1
+        return seq
+
+    def flush(self) -> None:
+        """Write the events appended so far (one statement for all of them)."""
+        raise NotImplementedError
+
+    def history_count(self, run: Row) -> int:
+        """Events of a run that count toward history_size, without a scan: a run's events are
+        contiguous from its first_seq to the last, less the refused starts it recorded."""
+        return self.last_seq(run["workflow_instance_id"]) - run["first_seq"] + 1 \
+            - run["rejected_starts"]
+
+    def event(self, instance_id: str, seq: int) -> Row | None:
+        """One event of an instance's history, as `events` gives it."""
+        found = self.events(instance_id, after_seq=seq - 1, until_seq=seq)
+        return found[0] if found else None
+
+    def events(self, instance_id: str, *, run_number: int | None = None,
+               after_seq: int = 0, until_seq: int | None = None,
+               event_types: Sequence[str] = ()) -> list[Row]:
+        """An instance's events in order (after `after_seq`, up to `until_seq`), each with its
+        type's name, its instant and its attributes as a dict."""
+        self.flush()
+        sql = ("SELECT seq, run_number, event_type, at, attributes FROM events "
+               "WHERE instance_key = %s AND seq > %s")
+        params: tuple[Any, ...] = (self.instance_key(instance_id), after_seq)
+        if until_seq is not None:
+            sql += " AND seq <= %s"
+            params += (until_seq,)
+        if run_number is not None:
+            sql += " AND run_number = %s"
+            params += (run_number,)
+        if event_types:
+            types, codes = self._any("event_type", [codec.type_code(n) for n in event_types])
+            sql += f" AND {types}"
+            params += codes
+        return [
+            {
+                "workflow_instance_id": instance_id,
+                "seq": row["seq"],
+                "run_number": row["run_number"],
+                "event_type": codec.type_name(row["event_type"]),
+                "at": codec.instant(row["at"]),
+                "attributes": codec.decode_attributes(row["attributes"], row["at"]),
+            }
+            # History's own encoding (codec.py), not the columns' of other tables.
+            for row in self._rows(sql + " ORDER BY seq", params)
+        ]
+
+    # workflow tasks
+
+    def open_workflow_task(self, run_id: str) -> Row | None:
+        if self._without_task is not None and run_id in self._without_task:
+            return None
+        return self._one(
+            "SELECT * FROM workflow_tasks WHERE workflow_run_id = %s "
+            f"AND status IN {OPEN_WORKFLOW_TASK_SQL} LIMIT 1", (run_id,),
+        )
+
+    def insert_workflow_task(self, row: Row) -> int:
+        if self._without_task is not None:
+            self._without_task.discard(row["workflow_run_id"])
+        return self._insert("workflow_tasks", row, "task_id")
+
+    def get_workflow_task(self, task_id: int) -> Row | None:
+        return self._owned("SELECT * FROM workflow_tasks WHERE task_id = %s", (task_id,))
+
+    def update_workflow_task(self, task_id: int, *, expect_status: str | None = None,
+                             **fields: Any) -> bool:
+        where, params = ("", ()) if expect_status is None else (f" AND status = {self._MARK}",
+                                                                (expect_status,))
+        return self._update("workflow_tasks", "task_id", task_id, fields, where, params) == 1
+
+    def close_workflow_task(self, task_id: int) -> None:
+        """A workflow task ended (completed, timed out or cancelled): its row goes, its story
+        stays in history."""
+        self._execute("DELETE FROM workflow_tasks WHERE task_id = %s", (task_id,))
+
+    def close_workflow_tasks(self, run_id: str, keep: int | None) -> None:
+        """End every open workflow task of the run but `keep`."""
+        self._execute(
+            f"DELETE FROM workflow_tasks WHERE workflow_run_id = %s AND status IN "
+            f"{OPEN_WORKFLOW_TASK_SQL} AND task_id {self._IS_NOT} %s", (run_id, keep),
+        )
+
+    def timed_out_workflow_tasks(self, now: datetime, limit: int) -> list[Row]:
+        return self._scan(
+            "SELECT * FROM workflow_tasks WHERE status = 'started' AND timeout_at IS NOT NULL "
+            "AND timeout_at <= %(now)s{only} ORDER BY timeout_at LIMIT %(limit)s",
+            {"now": self._at(now), "limit": limit}, "task_id",
+        )
+
+    def workflow_tasks_owned_by(self, worker_ids: Sequence[str]) -> list[Row]:
+        owners, params = self._any("owner", worker_ids, "ids")
+        return self._scan(
+            f"SELECT * FROM workflow_tasks WHERE status = 'started' AND {owners}{{only}}",
+            params, "task_id",
+        )
+
+    # activities
+
+    def insert_activity(self, row: Row) -> None:
+        self._insert("activities", row)
+
+    def get_activity(self, activity_id: str) -> Row | None:
+        return self._owned("SELECT * FROM activities WHERE activity_id = %s", (activity_id,))
+
+    def update_activity(self, activity_id: str, *, expect_attempt: int | None = None,
+                        expect_status: Iterable[str] = (), **fields: Any) -> bool:
+        where, params = "", ()
+        if expect_attempt is not None:
+            where, params = f" AND attempt = {self._MARK}", (expect_attempt,)
+        statuses = tuple(expect_status)
+        if statuses:
+            condition, values = self._any("status", statuses)
+            where += f" AND {condition}"
+            params += values
+        return self._update("activities", "activity_id", activity_id, fields, where,
+                            params) == 1
+
+    def step_activities(self, run_id: str, step_index: int) -> list[Row]:
+        return self._all(
+            "SELECT * FROM activities WHERE workflow_run_id = %s AND step_index = %s "
+            "AND superseded = 0 ORDER BY branch_index", (run_id, step_index),
+        )
+
+    def run_activities(self, run_id: str) -> list[Row]:
+        return self._all(
+            "SELECT * FROM activities WHERE workflow_run_id = %s ORDER BY scheduled_at, rowid",
+            (run_id,),
+        )
+
+    def open_activities(self, run_id: str) -> list[Row]:
+        return self._all(
+            "SELECT * FROM activities WHERE workflow_run_id = %s "
+            f"AND status IN {OPEN_ACTIVITY_SQL}{self._IN_ORDER}", (run_id,),
+        )
+
+    def count_open_activities(self, run_id: str) -> int:
+        return self._one(
+            "SELECT count(*) AS n FROM activities WHERE workflow_run_id = %s "
+            f"AND status IN {OPEN_ACTIVITY_SQL}", (run_id,),
+        )["n"]
+
+    def next_activity_available_at(self, queues: Sequence[str]) -> datetime | None:
+        condition, params = self._any("queue", queues)
+        return self._one(
+            f"SELECT min(available_at) AS at FROM activities WHERE {condition} "
+            f"AND status IN {PENDING_ACTIVITY_SQL}", params,
+        )["at"]
+
+    def expired_activities(self, now: datetime, limit: int) -> list[Row]:
+        """Open activities past any of their four deadlines, found through the partial indexes."""
+        return self._scan(
+            "SELECT * FROM activities WHERE activity_id IN ("
+            f"SELECT activity_id FROM activities WHERE status IN {PENDING_ACTIVITY_SQL}"
+            " AND schedule_deadline_at IS NOT NULL AND schedule_deadline_at <= %(now)s"
+            " UNION SELECT activity_id FROM activities WHERE status = 'started'"
+            " AND close_deadline_at IS NOT NULL AND close_deadline_at <= %(now)s"
+            " UNION SELECT activity_id FROM activities WHERE status = 'started'"
+            " AND heartbeat_deadline_at IS NOT NULL AND heartbeat_deadline_at <= %(now)s"
+            " UNION SELECT activity_id FROM activities"
+            f" WHERE status IN {OPEN_ACTIVITY_SQL}"
+            " AND schedule_to_close_deadline_at IS NOT NULL"
+            " AND schedule_to_close_deadline_at <= %(now)s){only} LIMIT %(limit)s",
+            {"now": self._at(now), "limit": limit}, "activity_id",
+        )
+
+    def activities_owned_by(self, worker_ids: Sequence[str]) -> list[Row]:
+        owners, params = self._any("owner", worker_ids, "ids")
+        return self._scan(
+            f"SELECT * FROM activities WHERE status = 'started' AND {owners}{{only}}",
+            params, "activity_id",
+        )
+
+    # timers
+
+    def insert_timer(self, row: Row) -> None:
+        self._insert("timers", row)
+
+    def update_timer(self, timer_id: str, *, expect_status: str | None = None,
+                     **fields: Any) -> bool:
+        where, params = ("", ()) if expect_status is None else (f" AND status = {self._MARK}",
+                                                                (expect_status,))
+        return self._update("timers", "timer_id", timer_id, fields, where, params) == 1
+
+    def step_timers(self, run_id: str, step_index: int) -> list[Row]:
+        return self._all(
+            "SELECT * FROM timers WHERE workflow_run_id = %s AND step_index = %s "
+            "AND superseded = 0 ORDER BY rowid", (run_id, step_index),
+        )
+
+    def run_timers(self, run_id: str) -> list[Row]:
+        return self._all(
+            "SELECT * FROM timers WHERE workflow_run_id = %s ORDER BY rowid", (run_id,)
+        )
+
+    def open_timers(self, run_id: str) -> list[Row]:
+        return self._all(
+            "SELECT * FROM timers WHERE workflow_run_id = %s AND status = 'scheduled'"
+            f"{self._IN_ORDER}", (run_id,)
+        )
+
+    def due_timers(self, now: datetime, limit: int,
+                   after: tuple[datetime, str] | None = None) -> list[Row]:
+        # The index on fire_at holds its rows in (fire_at, rowid) order: a page goes on from
+        # the last timer of the one before.
+        if after is None:
+            return self._scan(
+                "SELECT * FROM timers WHERE status = 'scheduled' AND fire_at <= %(now)s{only} "
+                "ORDER BY fire_at, rowid LIMIT %(limit)s",
+                {"now": self._at(now), "limit": limit}, "timer_id",
+            )
+        return self._scan(
+            "SELECT * FROM timers WHERE status = 'scheduled' AND fire_at <= %(now)s "
+            "AND fire_at >= %(after)s AND (fire_at, rowid) > "
+            "(%(after)s, (SELECT rowid FROM timers WHERE timer_id = %(after_id)s)){only} "
+            "ORDER BY fire_at, rowid LIMIT %(limit)s",
+            {"now": self._at(now), "limit": limit, "after": self._at(after[0]),
+             "after_id": after[1]}, "timer_id",
+        )
+
+    # signals
+
+    def insert_signal(self, row: Row) -> None:
+        self._insert("signals", row)
+
+    def first_pending_signal(self, instance_id: str, name: str) -> Row | None:
+        return self._one(
+            "SELECT * FROM signals WHERE workflow_instance_id = %s AND name = %s "
+            "AND consumed_at IS NULL ORDER BY signal_id LIMIT 1", (instance_id, name),
+        )
+
+    def pending_signals(self, instance_id: str) -> list[Row]:
+        return self._all(
+            "SELECT name, received_at FROM signals WHERE workflow_instance_id = %s "
+            "AND consumed_at IS NULL ORDER BY signal_id", (instance_id,),
+        )
+
+    def count_pending_signals(self, instance_id: str) -> int:
+        return self._one(
+            "SELECT count(*) AS n FROM signals WHERE workflow_instance_id = %s "
+            "AND consumed_at IS NULL", (instance_id,),
+        )["n"]
+
+    def consume_signal(self, signal_id: int, run_id: str, step_index: int, now: datetime) -> None:
+        self._execute(
+            "UPDATE signals SET consumed_run_id = %s, consumed_step_index = %s, "
+            "consumed_at = %s WHERE signal_id = %s", (run_id, step_index, self._at(now),
+                                                       signal_id),
+        )
+
+    def consumed_signal(self, run_id: str, step_index: int) -> Row | None:
+        return self._one(
+            "SELECT * FROM signals WHERE consumed_run_id = %s AND consumed_step_index = %s "
+            "ORDER BY signal_id DESC LIMIT 1", (run_id, step_index),
+        )
+
+    # children
+
+    def insert_child(self, row: Row) -> None:
+        self._insert("children", row)
+
+    def child_link(self, child_instance_id: str) -> Row | None:
+        return self._one(
+            "SELECT * FROM children WHERE child_instance_id = %s", (child_instance_id,)
+        )
+
+    def step_children(self, run_id: str, step_index: int) -> list[Row]:
+        return self._all(
+            "SELECT c.*, i.status FROM children c JOIN instances i "
+            "ON i.workflow_instance_id = c.child_instance_id "
+            "WHERE c.parent_run_id = %s AND c.step_index = %s AND c.superseded = 0 "
+            "ORDER BY c.branch_index", (run_id, step_index),
+        )
+
+    def run_children(self, run_id: str) -> list[Row]:
+        return self._all(
+            "SELECT c.*, i.status, i.closed_at FROM children c JOIN instances i "
+            "ON i.workflow_instance_id = c.child_instance_id WHERE c.parent_run_id = %s "
+            "ORDER BY c.created_at, c.rowid", (run_id,),
+        )
+
+    def supersede_child(self, child_instance_id: str) -> None:
+        self._execute("UPDATE children SET superseded = 1 WHERE child_instance_id = %s",
+                      (child_instance_id,))
+
+    def supersede_children(self, run_id: str, step_index: int) -> None:
+        self._execute(
+            "UPDATE children SET superseded = 1 WHERE parent_run_id = %s AND step_index = %s "
+            "AND child_instance_id IN (SELECT workflow_instance_id FROM instances "
+            f"WHERE status IN {_UNSUCCESSFUL_RUN})", (run_id, step_index),
+        )
+
+    # failures
+
+    def insert_failure(self, row: Row) -> int:
+        return self._insert("failures", row, "failure_id")
+
+    def get_failure(self, failure_id: int) -> Row | None:
+        return self._one("SELECT * FROM failures WHERE failure_id = %s", (failure_id,))
+
+    def activity_failure(self, activity_id: str) -> Row | None:
+        return self._one(
+            "SELECT * FROM failures WHERE activity_id = %s ORDER BY failure_id DESC LIMIT 1",
+            (activity_id,),
+        )
+
+    # deadlines (must complete within)
+
+    def expired_deadlines(self, now: datetime, limit: int) -> list[Row]:
+        return self._scan(
+            "SELECT * FROM runs WHERE status = 'running' AND deadline_at IS NOT NULL "
+            "AND deadline_claimed_at IS NULL AND deadline_at <= %(now)s{only} "
+            "ORDER BY deadline_at LIMIT %(limit)s", {"now": self._at(now), "limit": limit},
+            "workflow_run_id",
+        )
+
+    def earliest_deadline(self) -> datetime | None:
+        return self._one(
+            "SELECT min(deadline_at) AS at FROM runs WHERE status = 'running' "
+            "AND deadline_at IS NOT NULL AND deadline_claimed_at IS NULL"
+        )["at"]
+
+    def claimed_deadlines(self) -> list[Row]:
+        return self._scan(
+            "SELECT * FROM runs WHERE deadline_claimed_at IS NOT NULL AND closed_at IS NULL{only}",
+            {}, "workflow_run_id",
+        )
+
+    def claim_deadline(self, run_id: str, worker_id: str, now: datetime,
+                       previous_owner: str | None) -> bool:
+        return self._execute(
+            "UPDATE runs SET deadline_claimed_by = %s, deadline_claimed_at = %s "
+            f"WHERE workflow_run_id = %s AND closed_at IS NULL AND deadline_claimed_by {self._IS} "
+            "%s", (worker_id, self._at(now), run_id, previous_owner),
+        ).rowcount == 1
+
+    # workflow timeouts
+
+    def runs_past_deadline_without_task(self, now: datetime, limit: int) -> list[Row]:
+        return self._scan(
+            "SELECT * FROM runs WHERE workflow_run_id IN ("
+            "SELECT workflow_run_id FROM runs WHERE closed_at IS NULL"
+            " AND execution_deadline_at IS NOT NULL AND execution_deadline_at <= %(now)s"
+            " UNION SELECT workflow_run_id FROM runs WHERE closed_at IS NULL"
+            " AND run_deadline_at IS NOT NULL AND run_deadline_at <= %(now)s) "
+            f"{_RUN_NEEDS_WAKING}{{only}} LIMIT %(limit)s", {"now": self._at(now), "limit": limit},
+            "workflow_run_id",
+        )
+
+    def next_due(self, now: datetime) -> datetime | None:
+        """The earliest instant at which the watchdog has something to do.
+
+        A run past its deadline counts only while the watchdog can act on it (no open workflow
+        task, no claimed deadline); otherwise the watchdog would wake again at once, forever.
+        """
+        return self._planned_once(
+            "SELECT min(at) AS at FROM ("
+            "SELECT min(execution_deadline_at) AS at FROM runs WHERE closed_at IS NULL"
+            " AND execution_deadline_at IS NOT NULL AND execution_deadline_at > %(now)s"
+            " UNION ALL SELECT min(run_deadline_at) FROM runs WHERE closed_at IS NULL"
+            " AND run_deadline_at IS NOT NULL AND run_deadline_at > %(now)s"
+            " UNION ALL SELECT min(execution_deadline_at) FROM runs WHERE closed_at IS NULL"
+            " AND execution_deadline_at IS NOT NULL AND execution_deadline_at <= %(now)s"
+            f" {_RUN_NEEDS_WAKING}"
+            " UNION ALL SELECT min(run_deadline_at) FROM runs WHERE closed_at IS NULL"
+            f" AND run_deadline_at IS NOT NULL AND run_deadline_at <= %(now)s {_RUN_NEEDS_WAKING}"
+            " UNION ALL SELECT min(timeout_at) FROM workflow_tasks WHERE status = 'started'"
+            " AND timeout_at IS NOT NULL"
+            " UNION ALL SELECT min(fire_at) FROM timers WHERE status = 'scheduled'"
+            " UNION ALL SELECT min(schedule_deadline_at) FROM activities"
+            f" WHERE status IN {PENDING_ACTIVITY_SQL} AND schedule_deadline_at IS NOT NULL"
+            " UNION ALL SELECT min(close_deadline_at) FROM activities WHERE status = 'started'"
+            " AND close_deadline_at IS NOT NULL"
+            " UNION ALL SELECT min(heartbeat_deadline_at) FROM activities WHERE status = 'started'"
+            " AND heartbeat_deadline_at IS NOT NULL"
+            " UNION ALL SELECT min(schedule_to_close_deadline_at) FROM activities"
+            f" WHERE status IN {OPEN_ACTIVITY_SQL}"
+            " AND schedule_to_close_deadline_at IS NOT NULL) AS due", {"now": self._at(now)},
+        )["at"]
+
+    # retention
+
+    def prunable_instances(self, now: datetime, *, closed_before: datetime | None,
+                           limit: int) -> list[Row]:
+        """Closed instances past their retention (with `closed_before`: closed before it,
+        whatever their retention), first due first, each with how many events its history
+        holds; none whose parent is still open. Where families are locked, those of a write
+        transaction are, and those still prunable then are returned."""
+        if closed_before is None:
+            where, at = "i.retain_until IS NOT NULL AND i.retain_until <= %(at)s", now
+            order = "i.retain_until"
+        else:
+            where, at = "i.closed_at IS NOT NULL AND i.closed_at <= %(at)s", closed_before
+            order = "i.closed_at"
+        prunable = _PRUNABLE.format(plus=self._NO_INDEX)
+        return self._scan(
+            "SELECT i.workflow_instance_id, (SELECT coalesce(max(e.seq), 0) FROM events e "
+            "WHERE e.instance_key = i.instance_key) AS events FROM instances i "
+            f"WHERE {where} AND {prunable}{{only}} ORDER BY {order} LIMIT %(limit)s",
+            {"at": self._at(at), "limit": self._NO_LIMIT if limit < 0 else limit},
+            "workflow_instance_id", column="i.workflow_instance_id",
+        )
+
+    def next_retain_until(self, now: datetime) -> datetime | None:
+        """When the next closed instance's retention runs out, after `now`."""
+        return self._one(
+            "SELECT min(retain_until) AS at FROM instances WHERE retain_until IS NOT NULL "
+            "AND retain_until > %s", (self._at(now),),
+        )["at"]
+
+    def delete_instances(self, instance_ids: Sequence[str]) -> dict[str, int]:
+        """Delete these instances with every row they own; how many rows, by table."""
+        deleted: dict[str, int] = {}
+        for table, where, params in self._owned_rows(instance_ids):
+            count = self._execute(f"DELETE FROM {table} WHERE {where}", params).rowcount
+            deleted[table] = deleted.get(table, 0) + count
+        return deleted
+
+    def mark_pruning(self, instance_id: str, now: datetime) -> None:
+        """Mark an instance as being deleted over several transactions (`delete_instance_part`):
+        from now on its history may be deleted, and readers see it no more."""
+        self._execute(
+            "INSERT INTO pruning (workflow_instance_id, instance_key, started_at) "
+            "SELECT workflow_instance_id, instance_key, %s FROM instances "
+            "WHERE workflow_instance_id = %s", (self._at(now), instance_id),
+        )
+
+    def pruning_instance(self) -> str | None:
+        """The instance whose deletion over several transactions is under way, if any (held,
+        where families are locked)."""
+        row = self._one("SELECT workflow_instance_id FROM pruning ORDER BY started_at LIMIT 1")
+        if row is None:
+            return None
+        self.hold(row["workflow_instance_id"])
+        return row["workflow_instance_id"]
+
+    def is_pruning(self, instance_id: str) -> bool:
+        return self._one("SELECT 1 AS marked FROM pruning WHERE workflow_instance_id = %s",
+                         (instance_id,)) is not None
+
+    def delete_instance_part(self, instance_id: str, limit: int) -> dict[str, int]:
+        """Delete up to `limit` rows a marked instance owns, table by table in the order
+        `delete_instances` keeps; once nothing else is left, its mark and the instance itself
+        (then `instances` is 1). How many rows, by table."""
+        deleted: dict[str, int] = {}
+        left = limit
+        for table, where, params in self._owned_rows([instance_id]):
+            if table == "instances":
+                continue
+            count = self._delete_first(table, where, params, left)
+            deleted[table] = deleted.get(table, 0) + count
+            left -= count
+            if left <= 0:
+                return deleted
+        self._execute("DELETE FROM pruning WHERE workflow_instance_id = %s", (instance_id,))
+        deleted["instances"] = self._execute(
+            "DELETE FROM instances WHERE workflow_instance_id = %s", (instance_id,)).rowcount
+        return deleted
+
+    def count_owned_rows(self, instance_ids: Sequence[str]) -> dict[str, int]:
+        """How many rows `delete_instances` would delete, by table."""
+        counted: dict[str, int] = {}
+        owned = self._owned_rows(instance_ids)
+        for table, where, params in owned:
+            if table == "children":
+                continue
+            counted[table] = self._one(f"SELECT count(*) AS n FROM {table} WHERE {where}",
+                                       params)["n"]
+        # A link between two instances both deleted is one row, counted once.
+        (_, parents, params), (_, children, _) = owned[0], owned[1]
+        counted["children"] = self._one(
+            f"SELECT count(*) AS n FROM children WHERE {parents} OR {children}", params
+        )["n"]
+        return counted
+
+    def _owned_rows(self, instance_ids: Sequence[str]) -> list[tuple[str, str, Row]]:
+        ids, params = self._any("workflow_instance_id", instance_ids, "ids")
+        # History is keyed by the instance's integer key, read before the instance row goes.
+        keys = [row["instance_key"] for row in self._all(
+            f"SELECT instance_key FROM instances WHERE {ids}", params)]
+        _, key_params = self._any("instance_key", keys, "keys")
+        params = {**params, **key_params}
+        runs = f"IN (SELECT workflow_run_id FROM runs WHERE {ids})"
+        owned = []
+        for table, column, holds in _OWNED:
+            if holds == "runs":
+                where = f"{column} {runs}"
+            else:
+                where = self._any(column, instance_ids if holds == "ids" else keys, holds)[0]
+            owned.append((table, where, params))
+        return owned
+
+    # workers
+
+    def register_worker(self, row: Row) -> None:
+        self._insert("workers", row)
+
+    def renew_worker(self, worker_id: str, now: datetime, lease_expires_at: datetime) -> bool:
+        return self._execute(
+            "UPDATE workers SET heartbeat_at = %s, lease_expires_at = %s "
+            "WHERE worker_id = %s AND stopped_at IS NULL",
+            (self._at(now), self._at(lease_expires_at), worker_id),
+        ).rowcount == 1
+
+    def revive_worker(self, worker_id: str, now: datetime, lease_expires_at: datetime) -> None:
+        self._execute(
+            "UPDATE workers SET heartbeat_at = %s, lease_expires_at = %s, stopped_at = NULL "
+            "WHERE worker_id = %s", (self._at(now), self._at(lease_expires_at), worker_id),
+        )
+
+    def stop_worker(self, worker_id: str, now: datetime) -> None:
+        self._execute(
+            "UPDATE workers SET stopped_at = %s WHERE worker_id = %s AND stopped_at IS NULL",
+            (self._at(now), worker_id),
+        )
+
+    def live_workers(self) -> list[Row]:
+        return self._all("SELECT * FROM workers WHERE stopped_at IS NULL")
+
+    def get_worker(self, worker_id: str) -> Row | None:
+        return self._one("SELECT * FROM workers WHERE worker_id = %s", (worker_id,))
+
+    # metrics (SPEC §10): each read is a count kept as rows change, an index range or an
+    # index's minimum
+
+    def instance_counts(self) -> list[Row]:
+        """Instances by type and status, as kept as instances change."""
+        return self._all("SELECT workflow_type, status, CAST(sum(count) AS bigint) AS count "
+                         "FROM instance_counts GROUP BY workflow_type, status "
+                         "ORDER BY workflow_type, status")
+
+    def ready_activity_counts(self, now: datetime) -> list[Row]:
+        """Per queue, the activities a worker may claim at `now` and the oldest available_at."""
+        return self._all(
+            "SELECT queue, count(*) AS count, min(available_at) AS oldest FROM activities "
+            f"WHERE status IN {PENDING_ACTIVITY_SQL} AND available_at <= %s GROUP BY queue",
+            (self._at(now),),
+        )
+
+    def ready_workflow_task_count(self, now: datetime) -> Row:
+        return self._one(
+            "SELECT count(*) AS count, min(available_at) AS oldest FROM workflow_tasks "
+            "WHERE status = 'scheduled' AND available_at <= %s", (self._at(now),),
+        )
+
+    def timeout_event_counts(self) -> list[Row]:
+        """The history events that may record a timeout or a deadline expiry (TIMEOUT_EVENTS),
+        by type, timeout kind and failure category (None where the event has none), as the
+        store counts them when it appends them."""
+        return self._all(
+            "SELECT event_type, nullif(timeout_kind, '') AS timeout_kind, "
+            "nullif(failure_category, '') AS failure_category, count FROM timeout_event_counts"
+        )
+
+    def next_deadlines(self) -> Row:
+        """The earliest pending deadline of each kind (None where none is pending): what the
+        watchdog and the deadline runner act on next."""
+        return {kind: self._instant(at) for kind, at in self._one(_NEXT_DEADLINES).items()}
