@@ -102,9 +102,39 @@ def test_the_list_filters_as_list_does_and_pages_past_a_hundred(env):
     assert last.text.count('href="/instances/p-') == 30
     assert 'href="/instances/p-000"' in last.text and "older →" not in last.text
     assert "No instances match" in get(app, "/?status=failed").text
-    refused = get(app, "/?since=yesterday-ish")
-    assert refused.status == 400
-    assert "cannot read &#39;yesterday-ish&#39; as a duration or a date" in refused.text
+
+
+def cli_run(env: Any, *args: str) -> Any:
+    return CliRunner().invoke(cli_app, ["--db", env.db, "-w", str(env.folder / "workflows.yaml"),
+                                        *args])
+
+
+def test_since_means_what_list_since_means_and_is_refused_in_its_words(env):
+    # 2026-04-12 11:00 and 13:00 UTC; this machine's zone plays no part.
+    env.start("pipeline", "early", now=-3600)
+    env.start("pipeline", "late", now=3600)
+    app = ui(env)
+    env.clock.set(3600 + 60)
+
+    def ids(since: str) -> list[str]:
+        return [row["workflow_instance_id"]
+                for row in get(app, "/api/instances?" + urlencode({"since": since})).json()]
+
+    for given in ("2026-04-12T12:00:00", "2026-04-12T12:00", "2026-04-12T13:30:00+02:00",
+                  "2026-04-12", "2026-04-13"):
+        assert ids(given) == [row["workflow_instance_id"]
+                              for row in cli_json(env, "list", "--since", given)], given
+    assert ids("2026-04-12T12:00:00") == ["late"]        # naive: UTC, as list reads it
+    assert ids("2m") == ["late"] and ids("3h") == ["late", "early"]
+    assert "early" not in get(app, "/?since=2026-04-12T12:00").text
+    for bad in ("yesterday-ish", "2026-13-01", "-1h"):
+        refused = get(app, "/?" + urlencode({"since": bad}))
+        cli = cli_run(env, "list", "--since", bad)
+        assert refused.status == 400 and cli.exit_code == 1
+        message = cli.stderr.removeprefix("Error: --since: ").strip()
+        assert f"Error: since: {message}" in unescape(refused.text), bad
+        assert get(app, "/api/instances?" + urlencode({"since": bad})).json() == \
+            {"error": f"since: {message}"}
 
 
 def test_the_instance_page_shows_time_activities_and_the_timelines_markers(env):

@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any, NoReturn
 
 from wfctl import durations, jsonvalue
 from wfctl.client import Client
-from wfctl.errors import DefinitionError, NotFound, WfctlError, brief
+from wfctl.errors import DefinitionError, NotFound, WfctlError
 from wfctl.vocabulary import EVENT_TYPES, INSTANCE_STATUSES
 
 
@@ -88,7 +87,8 @@ def list_instances(client: Client, *, status: str | None = None, workflow_type: 
         watch_list(rows, now=client.now)
         return
     shown = rows()
-    more = client.count(status=status, workflow_type=workflow_type, since=since_at) - limit \
+    more = client.count(status=status, workflow_type=workflow_type,
+                        since=since_at() if since_at else None) - limit \
         if len(shown) == limit else 0
     if as_json:
         print_json(shown)
@@ -117,44 +117,13 @@ def _warn_unknown_type(client: Client, workflow_type: str) -> None:
                          "all the same\n")
 
 
-# An ISO 8601 date in the extended form, which starts every date or instant an option takes;
-# anything else is read as a duration ("20261201" is 20,261,201 seconds, not a date).
-_ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
-INSTANT_EXPECTED = ("a duration back from now (1h: the last hour) or an ISO 8601 date or instant "
-                    "(2026-12-01, 2026-12-01T16:00:00+00:00)")
-
-
 def instant_option(option: str, text: str,
                    now: Callable[[], datetime]) -> Callable[[], datetime]:
-    """An option that takes an instant: a duration back from `now` (read again at each call),
-    or an ISO 8601 date or instant. A date or instant without an offset is UTC, the clock every
-    instant wfctl stores and shows is in; a date alone is its midnight, UTC."""
-    value = text.strip(" \t\r\n")
-    if _ISO_DATE.match(value):
-        try:
-            instant = datetime.fromisoformat(value)
-            if instant.tzinfo is None:
-                instant = instant.replace(tzinfo=UTC)
-            instant = instant.astimezone(UTC)
-        except (ValueError, OverflowError):
-            fail(f"{option}: expected {INSTANT_EXPECTED} (got {brief(text)})")
-        return lambda: instant
-    given: Any = value
+    """An option that takes an instant (durations.back_from); one `Error:` line if not one."""
     try:
-        if value.startswith("{"):
-            from wfctl import definitions
-
-            given = definitions.yaml_value(value)
-        seconds = durations.parse_interval(given, minimum=0)
-    except DefinitionError as exc:
-        fail(f"{option}: {exc}")
+        return durations.back_from(text, now)
     except durations.DurationError as exc:
-        # A value that is no duration at all may have been meant as a date.
-        message = str(exc)
-        if message.startswith(f"expected {durations.EXPECTED}"):
-            message = f"expected {INSTANT_EXPECTED} (got {brief(text)})"
-        fail(f"{option}: {message}")
-    return lambda: now() - timedelta(seconds=seconds)
+        fail(f"{option}: {exc}")
 
 
 def describe(client: Client, *, instance_id: str, run: int | None = None,

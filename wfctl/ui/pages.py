@@ -8,7 +8,7 @@ import functools
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from dateutil import tz
@@ -121,21 +121,12 @@ def _count(name: str, text: str | None, default: int) -> int:
 
 
 def since_instant(text: str, now: datetime) -> datetime:
-    """`--since`'s forms: a duration back from now (`1h`), or an ISO date or instant."""
+    """`list --since`'s forms and meaning (durations.back_from): a duration back from now
+    (`1h`), or an ISO date or instant, UTC when it names no offset."""
     try:
-        return now - timedelta(seconds=durations.parse_interval(text, minimum=0))
-    except (durations.DurationError, OverflowError):
-        pass
-    from dateutil import parser as date_parser
-
-    try:
-        since = date_parser.parse(text)
-        if since.tzinfo is None:
-            since = since.astimezone()
-        clock.iso(since)
-        return since
-    except (ValueError, OverflowError):
-        raise InvalidInput(f"since: cannot read {text!r} as a duration or a date") from None
+        return durations.back_from(text, lambda: now)()
+    except durations.DurationError as exc:
+        raise InvalidInput(f"since: {exc}") from None
 
 
 # the instance page
