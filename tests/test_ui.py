@@ -10,11 +10,12 @@ from typing import Any
 from urllib.parse import urlencode
 
 import pytest
-from conftest import wait_until
+from conftest import at, wait_until
 from typer.testing import CliRunner
 
 from wfctl import Client, timeline
 from wfctl.cli.commands import app as cli_app
+from wfctl.store import SQLiteStore
 from wfctl.ui.app import CSP, App, Response
 from wfctl.ui.server import Watcher
 
@@ -90,7 +91,7 @@ def test_each_page_has_a_json_twin_with_exactly_the_clis_document(env):
     assert missing.json() == cli_json(env, "describe", "nobody")
 
 
-def test_the_list_filters_as_list_does_and_pages_past_a_hundred(env):
+def test_the_list_filters_as_list_does_and_pages_on_from_the_last_row_shown(env):
     for n in range(230):
         env.start("pipeline", f"p-{n:03}", now=n)
     app = ui(env)
@@ -98,10 +99,30 @@ def test_the_list_filters_as_list_does_and_pages_past_a_hundred(env):
     assert first.status == 200
     assert first.text.count('href="/instances/p-') == 100
     assert 'href="/instances/p-229"' in first.text and "older →" in first.text
-    last = get(app, "/?page=3")
-    assert last.text.count('href="/instances/p-') == 30
-    assert 'href="/instances/p-000"' in last.text and "older →" not in last.text
+    # Each "older" link names the last row shown; following them reads every row once.
+    seen, page = [], first
+    while True:
+        seen += re.findall(r'href="/instances/(p-\d+)"', page.text)
+        older = re.search(r'<a rel="next" href="([^"]+)"', page.text)
+        if older is None:
+            break
+        page = get(app, unescape(older.group(1)))
+        assert page.status == 200 and "← newest" in page.text
+    assert seen == [f"p-{n:03}" for n in range(229, -1, -1)]
+    assert page.text.count('href="/instances/p-') == 30
+    assert get(app, unescape(older_link(first))).text == get(app, unescape(older_link(first))).text
+    api = get(app, "/api/instances?" + urlencode({"limit": 5, "before": f"{at(200)},p-200"}))
+    assert [row["workflow_instance_id"] for row in api.json()] == \
+        ["p-199", "p-198", "p-197", "p-196", "p-195"]
+    for bad in ("p-200", "yesterday,p-1", "2026-04-12T12:00:00,p-1"):
+        refused = get(app, "/?" + urlencode({"before": bad}))
+        assert refused.status == 400 and "Error: before: expected the created_at" in \
+            unescape(refused.text)
     assert "No instances match" in get(app, "/?status=failed").text
+
+
+def older_link(page: Response) -> str:
+    return re.search(r'<a rel="next" href="([^"]+)"', page.text).group(1)
 
 
 def cli_run(env: Any, *args: str) -> Any:
@@ -305,3 +326,24 @@ def test_the_command_refuses_another_address_without_allow_remote_and_a_token(en
                            env={"WFCTL_UI_TOKEN": ""})
     assert result.exit_code == 2
     assert result.stderr == "Error: --allow-remote needs a token in WFCTL_UI_TOKEN\n"
+
+
+@pytest.mark.sqlite_only
+def test_a_page_of_the_list_is_read_through_an_index_however_deep(tmp_path):
+    store = SQLiteStore(tmp_path / "w.db")
+    with store.read() as tx:
+        statements: list[str] = []
+        tx.conn.set_trace_callback(statements.append)
+        for status, workflow_type in ((None, None), ("running", None), (None, "pipeline")):
+            tx.list_instances(status=status, workflow_type=workflow_type, since=at(-60),
+                              limit=101, before=(at(0), "p-1"))
+        tx.conn.set_trace_callback(None)
+        plans = [[row["detail"] for row in tx.conn.execute(f"EXPLAIN QUERY PLAN {sql}")]
+                 for sql in statements]
+    store.close()
+    assert len(plans) == 3
+    for plan in plans:
+        assert plan[0].startswith("SEARCH i USING INDEX instances_") and "created_at<" in \
+            plan[0], plan
+        assert not any("TEMP B-TREE" in detail or detail.startswith("SCAN")
+                       for detail in plan), plan

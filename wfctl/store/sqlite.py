@@ -742,8 +742,16 @@ class SQLiteTx:
         return (f"WHERE {' AND '.join(clauses)}" if clauses else ""), params
 
     def list_instances(self, *, status: str | None, workflow_type: str | None,
-                       since: datetime | None, limit: int) -> list[Row]:
+                       since: datetime | None, limit: int,
+                       before: tuple[datetime, str] | None = None) -> list[Row]:
         where, params = self._instance_filter(status, workflow_type, since)
+        if before is not None:
+            # The rows after (older than) the one named, through the created_at index; one
+            # since deleted names its instant alone.
+            where += (" AND " if where else "WHERE ") + \
+                "(i.created_at, i.rowid) < (?, coalesce((SELECT rowid FROM instances " \
+                "WHERE workflow_instance_id = ?), 0))"
+            params += [text(before[0]), before[1]]
         return self._all(
             "SELECT i.*, r.run_number, r.execution_deadline_at, r.run_deadline_at, "
             "r.step_index, r.wait_kind FROM instances i "

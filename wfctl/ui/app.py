@@ -268,7 +268,8 @@ class App:
     def _list(self, request: Request) -> tuple[list[dict[str, Any]], pages.ListFilters]:
         filters = pages.ListFilters.read(request.arg, self.client.now())
         rows = self.client.list(status=filters.status, workflow_type=filters.workflow_type,
-                                since=filters.since_at, limit=filters.limit)
+                                since=filters.since_at, limit=filters.limit,
+                                before=filters.before)
         return rows, filters
 
     def _list_page(self, request: Request) -> Response:
@@ -279,11 +280,11 @@ class App:
             return self._page("list.html", 400, filters=pages.ListFilters(), rows=[], now=now,
                               more=False, error=str(exc), title="Instances")
         fetched = self.client.list(status=filters.status, workflow_type=filters.workflow_type,
-                                   since=filters.since_at, limit=filters.limit)
-        first = (filters.page - 1) * pages.PAGE
-        rows = fetched[first:first + pages.PAGE]
+                                   since=filters.since_at, limit=filters.limit,
+                                   before=filters.before)
+        rows = fetched[:pages.PAGE]
         return self._page("list.html", filters=filters, rows=rows, now=now,
-                          more=len(fetched) > first + pages.PAGE, error=None, title="Instances")
+                          more=len(fetched) > pages.PAGE, error=None, title="Instances")
 
     def _describe_json(self, request: Request, instance_id: str) -> Response:
         return self._json(self.client.describe(instance_id, self._run(request)))

@@ -15,10 +15,10 @@ from dateutil import tz
 
 from wfctl import clock, durations, jsonvalue, render
 from wfctl.client import Client
-from wfctl.errors import InvalidInput, NotFound
+from wfctl.errors import InvalidInput, NotFound, brief
 from wfctl.vocabulary import EVENT_TYPES, INSTANCE_STATUSES, OPEN_ACTIVITY, RETRYABLE_RUN
 
-# Rows on a page of the list; a deeper page reads the rows before it too (newest first).
+# Rows on a page of the list (newest first); the next page starts after its last row.
 PAGE = 100
 # `list --json`'s default, which `/api/instances` keeps.
 API_LIMIT = 50
@@ -77,14 +77,15 @@ def event_types(given: Iterable[str] | None) -> tuple[str, ...]:
 
 @dataclass
 class ListFilters:
-    """The list's filters as the query string gives them, with `list`'s meaning."""
+    """The list's filters as the query string gives them, with `list`'s meaning, and where the
+    page starts: `before` names the last row of the page before it (`created_at,id`)."""
 
     status: str | None = None
     workflow_type: str | None = None
     since: str | None = None
     since_at: datetime | None = None
     limit: int = API_LIMIT
-    page: int = 1
+    before: tuple[str, str] | None = None
 
     statuses = INSTANCE_STATUSES
 
@@ -98,18 +99,35 @@ class ListFilters:
         since = (arg("since") or "").strip() or None
         filters = cls(status, (arg("type") or "").strip() or None, since,
                       since_instant(since, now) if since else None)
-        if paged:
-            filters.page = _count("page", arg("page"), 1)
-            filters.limit = filters.page * PAGE + 1
-        else:
-            filters.limit = _count("limit", arg("limit"), API_LIMIT)
+        filters.before = cursor(arg("before"))
+        # A page shows PAGE rows; one more says whether there is a next.
+        filters.limit = PAGE + 1 if paged else _count("limit", arg("limit"), API_LIMIT)
         return filters
 
     def query(self, **changes: Any) -> dict[str, Any]:
         """The query string of this view with `changes` (the pager's links)."""
         given = {"status": self.status, "type": self.workflow_type, "since": self.since,
-                 "page": self.page if self.page > 1 else None, **changes}
-        return {name: value for name, value in given.items() if value not in (None, "", 1)}
+                 "before": ",".join(self.before) if self.before else None, **changes}
+        return {name: value for name, value in given.items() if value not in (None, "")}
+
+    def after(self, row: dict[str, Any]) -> dict[str, Any]:
+        """The query string of the page that goes on after `row`."""
+        return self.query(before=f"{row['created_at']},{row['workflow_instance_id']}")
+
+
+def cursor(text: str | None) -> tuple[str, str] | None:
+    """`before`: the created_at of the last row of the page before, a comma, and its id."""
+    if not text:
+        return None
+    at, comma, instance_id = text.partition(",")
+    try:
+        parsed = datetime.fromisoformat(at)
+    except ValueError:
+        parsed = None
+    if not comma or parsed is None or parsed.tzinfo is None:
+        raise InvalidInput(f"before: expected the created_at of an instance, a comma and its id "
+                           f"(got {brief(text)})")
+    return at, instance_id
 
 
 def _count(name: str, text: str | None, default: int) -> int:
