@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from wfctl import Client, timeline
 from wfctl.cli.commands import app as cli_app
 from wfctl.store import SQLiteStore
+from wfctl.ui import pages
 from wfctl.ui.app import CSP, App, Response
 from wfctl.ui.server import Watcher
 
@@ -347,3 +348,45 @@ def test_a_page_of_the_list_is_read_through_an_index_however_deep(tmp_path):
             plan[0], plan
         assert not any("TEMP B-TREE" in detail or detail.startswith("SCAN")
                        for detail in plan), plan
+
+
+def test_the_time_panel_holds_the_deadline_as_describe_says_and_lists_pending_signals(env):
+    env.start("pipeline", "order-1")
+    env.run(1)                                  # extract done: waiting for `approved`
+    app = ui(env)
+
+    def time_panel() -> str:
+        page = get(app, "/instances/order-1").text
+        return text_of(re.search(r'<section aria-labelledby="h-time">.*?</section>', page,
+                                 re.S).group(0))
+
+    assert "held while waiting: fires once it runs again" in time_panel()
+    env.client.pause("order-1")
+    assert "held while paused: fires once it runs again" in time_panel()
+    env.client.signal("order-1", "approved")
+    env.client.signal("order-1", "nudge", force=True)
+    page = get(app, "/instances/order-1").text
+    signals = text_of(re.search(r'<section aria-labelledby="h-signals">.*?</section>', page,
+                                re.S).group(0))
+    assert "received, not yet consumed" in signals
+    assert [name for name in ("approved", "nudge") if name in signals] == ["approved", "nudge"]
+    assert "2026-04-12T12:00:00.000+00:00" in signals
+    assert "deadline held while" not in text_of(page)       # not under "More" either
+    env.client.resume("order-1")
+    env.decide(2)                               # takes `approved`: running again
+    panel = time_panel()
+    assert "held while" not in panel and "deadline" in panel
+    page = get(app, "/instances/order-1").text
+    assert "approved" not in text_of(re.search(r'<section aria-labelledby="h-signals">.*?'
+                                               r'</section>', page, re.S).group(0))
+
+
+def test_the_page_takes_whether_the_deadline_is_held_from_describe():
+    doc = {"execution_timeout_seconds": None, "deadline_seconds": 1800,
+           "deadline_at": "2026-04-12T12:30:00.000+00:00", "deadline_held_while": None,
+           "run": {"status": "waiting", "run_timeout_seconds": None, "closed_at": None,
+                   "execution_deadline_at": None, "run_deadline_at": None}}
+    now = at(60)
+    assert [row.state for row in pages.time_rows(doc, now)] == ["none", "none", "open"]
+    held = pages.time_rows({**doc, "deadline_held_while": "paused"}, now)[2]
+    assert (held.state, held.note) == ("held", "held while paused: fires once it runs again")

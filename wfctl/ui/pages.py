@@ -28,8 +28,6 @@ DONE = {
     "resume": "Resumed.", "cancel": "Cancel requested.", "terminate": "Terminated.",
     "retry": "Retrying from the step that failed.",
 }
-# Statuses in which the must-complete-within deadline does not fire (SPEC §2): it waits.
-HELD = ("paused", "waiting")
 # What each action can apply to, by instance status.
 CLOSED = ("completed", "failed", "timed_out", "cancelled", "terminated")
 
@@ -181,10 +179,10 @@ def instance_view(doc: dict[str, Any], now: datetime) -> dict[str, Any]:
 # The fields of describe the page shows in a section of their own; any other (a field added
 # later) is listed under "More" as it is, so that it shows up at once.
 SHOWN = {"found", "workflow_instance_id", "workflow_type", "status", "execution_timeout_seconds",
-         "deadline_seconds", "deadline_at", "on_deadline", "child_policy", "retry_policy",
-         "parent_workflow_instance_id", "created_at", "closed_at", "run_count", "run",
-         "workflow_retry", "activities", "timers", "children", "pending_signals", "failure",
-         "state"}
+         "deadline_seconds", "deadline_at", "deadline_held_while", "on_deadline",
+         "child_policy", "retry_policy", "parent_workflow_instance_id", "created_at",
+         "closed_at", "run_count", "run", "workflow_retry", "activities", "timers", "children",
+         "pending_signals", "failure", "state"}
 RUN_SHOWN = {"workflow_run_id", "run_number", "status", "closed_reason", "run_timeout_seconds",
              "execution_deadline_at", "run_deadline_at", "workflow_task_timeout_seconds",
              "started_at", "closed_at", "current_step", "step_index", "wait_kind",
@@ -205,9 +203,10 @@ def time_rows(doc: dict[str, Any], now: datetime) -> list[Deadline]:
         elif run["closed_at"] is not None:
             rows.append(Deadline(name, configured, at, "closed",
                                  render.at_close(at, run["closed_at"]).plain))
-        elif name == "deadline" and run["status"] in HELD:
+        elif name == "deadline" and doc.get("deadline_held_while"):
             rows.append(Deadline(name, configured, at, "held",
-                                 f"held while {run['status']}: fires once it runs again"))
+                                 f"held while {doc['deadline_held_while']}: fires once it "
+                                 "runs again"))
         else:
             rows.append(Deadline(name, configured, at, "open"))
     retry = doc.get("workflow_retry")
