@@ -237,7 +237,8 @@ def test_an_action_needs_the_csrf_token_and_a_confirmation_and_is_recorded(env):
     assert done.status == 303
     assert ("Location", "/instances/order-1?done=pause") in done.headers
     assert env.describe("order-1")["status"] == "paused"
-    post(app, "/instances/order-1/resume", {"csrf": app.csrf, "confirmed": "yes"})
+    post(app, "/instances/order-1/resume",
+         {"csrf": app.csrf, "confirmed": "yes", "reason": "approved by ops"})
     unknown = post(app, "/instances/order-1/signal",
                    {"csrf": app.csrf, "confirmed": "yes", "name": "rejected"})
     assert unknown.status == 409 and "waits for approved" in unknown.text
@@ -248,10 +249,15 @@ def test_an_action_needs_the_csrf_token_and_a_confirmation_and_is_recorded(env):
     assert env.event_types("order-1")[-1] == "WorkflowTerminated"
     assert env.events("order-1", "WorkflowTerminated")[0]["attributes"]["reason"] == \
         "wrong order (from the web view)"
-    assert env.events("order-1", "SignalReceived")[0]["attributes"]["signal"] == "approved"
-    assert [e["event_type"] for e in env.history("order-1")
-            if e["event_type"] in ("WorkflowPaused", "WorkflowResumed")] == \
-        ["WorkflowPaused", "WorkflowResumed"]
+    # Every action says it came from the web view, after the reason given.
+    assert [(e["event_type"], e["attributes"].get("signal"), e["attributes"]["reason"])
+            for e in env.history("order-1") if e["event_type"] in (
+                "WorkflowPaused", "WorkflowResumed", "SignalReceived")] == [
+        ("WorkflowPaused", None, "from the web view"),
+        ("WorkflowResumed", None, "approved by ops (from the web view)"),
+        ("SignalReceived", "approved", "from the web view")]
+    lines = text_of(get(app, "/instances/order-1/history").text)
+    assert "reason=approved by ops (from the web view)" in lines
     env.start("flaky", "order-2", now=2)
     env.run(3)
     assert 'action="/instances/order-2/retry"' in get(app, "/instances/order-2").text
@@ -262,8 +268,10 @@ def test_an_action_needs_the_csrf_token_and_a_confirmation_and_is_recorded(env):
                    {"csrf": app.csrf, "confirmed": "yes", "deadline": "extend", "extend": "2h"})
     assert retried.status == 303
     assert env.describe("order-2")["status"] == "running"
-    assert env.events("order-2", "WorkflowRetried")[0]["attributes"]["deadline_change"] == \
-        "extended"
+    retry_event = env.events("order-2", "WorkflowRetried")[0]["attributes"]
+    assert (retry_event["deadline_change"], retry_event["reason"]) == \
+        ("extended", "from the web view")
+    assert "reason: from the web view" in text_of(get(app, "/instances/order-2/history").text)
 
 
 def test_a_token_guards_every_request_and_the_host_must_be_this_machine(env):

@@ -232,23 +232,28 @@ class Client:
         return metrics.exposition(self.store, self._now)
 
     def signal(self, workflow_id: str, name: str, data: dict[str, Any] | None = None, *,
-               force: bool = False) -> dict[str, Any]:
+               force: bool = False, reason: str | None = None) -> dict[str, Any]:
         """Deliver a signal; a name no `wait_for_signal` step of the instance's type waits
-        for is refused (InvalidInput) unless `force`."""
+        for is refused (InvalidInput) unless `force`. A `reason` (as for pause, resume and
+        retry) is recorded in the event."""
         _text("instance id", workflow_id)
         _text("signal name", name)
+        _text("reason", reason)
         if not name:
             raise InvalidInput("a signal name must not be empty")
         _json_object("signal data", data)
-        return self.engine.signal(workflow_id, name, data, self._now(), force=force)
+        return self.engine.signal(workflow_id, name, data, self._now(), force=force,
+                                  reason=reason)
 
-    def pause(self, workflow_id: str) -> dict[str, Any]:
+    def pause(self, workflow_id: str, reason: str | None = None) -> dict[str, Any]:
         _text("instance id", workflow_id)
-        return self.engine.pause(workflow_id, self._now())
+        _text("reason", reason)
+        return self.engine.pause(workflow_id, self._now(), reason=reason)
 
-    def resume(self, workflow_id: str) -> dict[str, Any]:
+    def resume(self, workflow_id: str, reason: str | None = None) -> dict[str, Any]:
         _text("instance id", workflow_id)
-        return self.engine.resume(workflow_id, self._now())
+        _text("reason", reason)
+        return self.engine.resume(workflow_id, self._now(), reason=reason)
 
     def cancel(self, workflow_id: str, reason: str | None = None) -> dict[str, Any]:
         _text("instance id", workflow_id)
@@ -261,9 +266,10 @@ class Client:
         return self.engine.terminate(workflow_id, reason, self._now())
 
     def retry(self, workflow_id: str, *, extend_deadline: Duration = None,
-              clear_deadline: bool = False) -> dict[str, Any]:
+              clear_deadline: bool = False, reason: str | None = None) -> dict[str, Any]:
         """Run a failed or timed_out instance again from its failed step; see `warnings`."""
         _text("instance id", workflow_id)
+        _text("reason", reason)
         if extend_deadline is not None and clear_deadline:
             raise InvalidInput("extend_deadline and clear_deadline exclude each other")
         extend = None
@@ -273,7 +279,7 @@ class Client:
                 raise InvalidInput("extend_deadline: expected a duration, not NONE "
                                    "(pass clear_deadline=True to remove the deadline)")
         return self.engine.retry(workflow_id, self._now(), extend_deadline=extend,
-                                 clear_deadline=clear_deadline)
+                                 clear_deadline=clear_deadline, reason=reason)
 
     def prune(self, *, older_than: Duration = None, dry_run: bool = False,
               vacuum: bool = False) -> dict[str, Any]:

@@ -350,23 +350,22 @@ class App:
 
     def _perform(self, instance_id: str, action: str, field: Callable[[str], str]) -> None:
         client = self.client
+        # Each action is recorded with where it came from, after the reason given (if any).
+        reason = f"{field('reason')} ({VIA})" if field("reason") else VIA
         if action == "signal":
             name = field("name")
             names = pages.signal_names(client, instance_id)
             if name not in names:
                 raise InvalidInput(f"{name!r} is no signal this workflow waits for (it waits "
                                    f"for {', '.join(names) or 'none'})")
-            client.signal(instance_id, name, pages.signal_data(field("data")))
-        elif action in ("pause", "resume"):
-            getattr(client, action)(instance_id)
-        elif action in ("cancel", "terminate"):
-            reason = field("reason")
-            getattr(client, action)(instance_id, f"{reason} ({VIA})" if reason else VIA)
+            client.signal(instance_id, name, pages.signal_data(field("data")), reason=reason)
+        elif action in ("pause", "resume", "cancel", "terminate"):
+            getattr(client, action)(instance_id, reason)
         else:
             choice = field("deadline")
             if choice == "extend":
                 if not field("extend"):
                     raise InvalidInput("extend the deadline by how long? (a duration: 1h, 30m)")
-                client.retry(instance_id, extend_deadline=field("extend") or None)
+                client.retry(instance_id, extend_deadline=field("extend") or None, reason=reason)
             else:
-                client.retry(instance_id, clear_deadline=choice == "clear")
+                client.retry(instance_id, clear_deadline=choice == "clear", reason=reason)

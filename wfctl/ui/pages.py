@@ -363,15 +363,13 @@ def signal_data(text: str) -> dict[str, Any] | None:
 
 def action_summary(action: str, field: Callable[[str], str]) -> str:
     """What the confirmation page asks about."""
+    reason = f" (reason: {field('reason')})" if field("reason") else ""
     if action == "signal":
         return f"Send the signal {field('name')!r}" + \
-            (f" with data {field('data')}" if field("data") else "") + "?"
-    if action in ("cancel", "terminate"):
-        reason = field("reason")
-        return f"{action.capitalize()} it" + (f" (reason: {reason})" if reason else "") + "?"
+            (f" with data {field('data')}" if field("data") else "") + f"{reason}?"
     if action == "retry":
         choice = field("deadline")
         deadline = {"extend": f"the deadline moved to now + {field('extend')}",
                     "clear": "no deadline"}.get(choice, "the deadline kept")
-        return f"Retry it from the step that failed, with {deadline}?"
-    return f"{action.capitalize()} it?"
+        return f"Retry it from the step that failed, with {deadline}{reason}?"
+    return f"{action.capitalize()} it{reason}?"
