@@ -3,8 +3,13 @@ documents, values are escaped, changes are refused unless allowed, and guarded w
 
 from __future__ import annotations
 
+import http.client
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
 from html import unescape
 from typing import Any
 from urllib.parse import urlencode
@@ -398,3 +403,29 @@ def test_the_page_takes_whether_the_deadline_is_held_from_describe():
     assert [row.state for row in pages.time_rows(doc, now)] == ["none", "none", "open"]
     held = pages.time_rows({**doc, "deadline_held_while": "paused"}, now)[2]
     assert (held.state, held.note) == ("held", "held while paused: fires once it runs again")
+
+
+def test_the_command_starts_without_typer_and_stops_on_sigterm(env):
+    env.start("pipeline", "order-1")
+    # Any import of typer fails in this process: `wfctl ui` must not need it to start.
+    script = ("import sys; sys.modules['typer'] = None; from wfctl.cli import main; "
+              "sys.argv[0] = 'wfctl'; main()")
+    process = subprocess.Popen(
+        [sys.executable, "-c", script, "--db", env.db, "-w", str(env.folder / "workflows.yaml"),
+         "ui", "--port", "0", "--allow-actions"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "WFCTL_UI_TOKEN": ""})
+    try:
+        line = process.stdout.readline()
+        address = re.search(r"http://127\.0\.0\.1:(\d+)/ \(actions allowed;", line)
+        assert address, f"printed {line!r}; stderr: {process.stderr.read()}"
+        connection = http.client.HTTPConnection("127.0.0.1", int(address.group(1)), timeout=30)
+        connection.request("GET", "/api/instances",
+                           headers={"Host": f"127.0.0.1:{address.group(1)}"})
+        listed = json.loads(connection.getresponse().read())
+        connection.close()
+        assert [row["workflow_instance_id"] for row in listed] == ["order-1"]
+    finally:
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=30)
+    assert process.returncode == 0 and out.endswith("wfctl ui: stopped\n"), err

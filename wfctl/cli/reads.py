@@ -1,5 +1,6 @@
-"""The read commands' bodies (describe, list, history) and how every command prints JSON and
-errors: plain functions without typer, run alike by the typer application and the fast path."""
+"""The read commands' bodies (describe, list, history, and ui, the web view) and how every command
+prints JSON and errors: plain functions without typer, run alike by the typer application and the
+fast path."""
 
 from __future__ import annotations
 
@@ -201,3 +202,29 @@ def follow_json(client: Client, instance_id: str, events: list[dict[str, Any]], 
 def start_at(client: Client, instance_id: str) -> str | None:
     """When the instance was created: where a history's relative times count from."""
     return client.describe(instance_id)["created_at"]
+
+
+def ui(client: Client, *, host: str = "127.0.0.1", port: int = 8484, open_browser: bool = False,
+       allow_actions: bool = False, allow_remote: bool = False) -> None:
+    """`wfctl ui`; each keyword's default is the option's."""
+    from wfctl.ui.server import is_loopback, serve
+
+    token = os.environ.get("WFCTL_UI_TOKEN") or None
+    if not is_loopback(host):
+        if not allow_remote:
+            usage(f"--host {host} is not this machine alone: add --allow-remote "
+                  "(and set WFCTL_UI_TOKEN)")
+        if token is None:
+            usage("--allow-remote needs a token in WFCTL_UI_TOKEN")
+    from importlib.util import find_spec
+
+    if find_spec("jinja2") is None:
+        fail("the web view needs Jinja2: pip install 'wfctl[ui]'")
+    from wfctl import log
+
+    log.configure("info")
+    try:
+        serve(client, host=host, port=port, allow_actions=allow_actions, token=token,
+              database=client.store.path, open_browser=open_browser)
+    except OSError as exc:
+        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
