@@ -4,7 +4,6 @@ The words are the terminal's (wfctl.render), so that meaning never rests on colo
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -15,7 +14,7 @@ from dateutil import tz
 
 from wfctl import clock, durations, jsonvalue, render
 from wfctl.client import Client
-from wfctl.errors import InvalidInput, NotFound, brief
+from wfctl.errors import InvalidInput, brief
 from wfctl.vocabulary import EVENT_TYPES, INSTANCE_STATUSES, OPEN_ACTIVITY, RETRYABLE_RUN
 
 # Rows on a page of the list (newest first); the next page starts after its last row.
@@ -318,35 +317,9 @@ def actions(client: Client, doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def signal_names(client: Client, instance_id: str) -> list[str]:
-    """The signals the instance's type waits for (its wait_for_signal steps, branches too)."""
-    with client.store.read() as tx:
-        instance = tx.get_instance(instance_id)
-        if instance is None:
-            raise NotFound(f"no instance {instance_id!r}")
-        return list(_signals(tx, instance["definitions_digest"], instance["workflow_type"]))
-
-
-@functools.lru_cache(maxsize=64)
-def _signals_of(source: str, path: str, workflow_type: str) -> tuple[str, ...]:
-    from wfctl import definitions
-
-    names: list[str] = []
-
-    def walk(steps: Iterable[Any]) -> None:
-        for step in steps:
-            if step.kind == "wait_for_signal" and step.signal and step.signal not in names:
-                names.append(step.signal)
-            walk(step.branches)
-
-    walk(definitions.parse(source, path).types[workflow_type].steps)
-    return tuple(names)
-
-
-def _signals(tx: Any, digest: str, workflow_type: str) -> tuple[str, ...]:
-    row = tx.get_definitions(digest)
-    if row is None:
-        return ()
-    return _signals_of(row["source"], row["path"], workflow_type)
+    """The signals the instance's type waits for (its wait_for_signal steps, branches too):
+    the same names `wfctl signal` accepts without --force."""
+    return list(client.signal_names(instance_id))
 
 
 def signal_data(text: str) -> dict[str, Any] | None:
