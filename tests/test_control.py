@@ -335,6 +335,39 @@ def test_a_paused_signal_wait_resumes_waiting_and_takes_the_signal(make_env):
     assert doc["state"] == {"ok": True, "ran_after": 1}
 
 
+def test_a_reason_given_is_recorded_and_none_given_leaves_the_events_as_they_were(make_env):
+    env = make_env(GUARDED)
+    env.start("approval", "a1", now=0)
+    env.decide(1)
+    env.client.pause("a1")
+    env.client.resume("a1", reason="")
+    env.client.signal("a1", "approved")
+    env.client.pause("a1", reason="maintenance")
+    env.client.resume("a1", reason="done")
+    env.client.signal("a1", "nudge", {"n": 1}, force=True, reason="checking")
+    attributes = [(e["event_type"], e["attributes"]) for e in env.history("a1")
+                  if e["event_type"] in ("WorkflowPaused", "WorkflowResumed", "SignalReceived")]
+    assert attributes == [
+        ("WorkflowPaused", {}),
+        ("WorkflowResumed", {"status": "waiting"}),
+        ("SignalReceived", {"signal": "approved", "data": None, "buffered": False}),
+        ("WorkflowPaused", {"reason": "maintenance"}),
+        ("WorkflowResumed", {"status": "waiting", "reason": "done"}),
+        ("SignalReceived", {"signal": "nudge", "data": {"n": 1}, "buffered": True,
+                            "reason": "checking"}),
+    ]
+    env.start("flaky", "f1", now=10)
+    env.run(11)
+    env.run(12)
+    assert env.describe("f1")["status"] == "failed"
+    env.client.retry("f1")
+    env.client.terminate("f1")
+    env.client.retry("f1", reason="fixed the input")
+    first, second = [e["attributes"] for e in env.events("f1", "WorkflowRetried")]
+    assert "reason" not in first and second["reason"] == "fixed the input"
+    assert set(second) - set(first) == {"reason"}
+
+
 def test_pause_twice_and_resume_of_a_running_instance_are_conflicts(make_env):
     env = make_env(GUARDED)
     env.start("guarded", "g1", now=0)

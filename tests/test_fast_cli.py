@@ -130,6 +130,8 @@ def both(env, monkeypatch, capsys):
     ("history", "l1", "--follow", "--all-runs", "--json"),
     ("history", "r1"),
     ("history", "nope", "--json"),
+    ("ui", "--host", "0.0.0.0"),
+    ("ui", "--host=10.0.0.1", "--allow-remote", "--port", "8080"),
 ])
 def test_a_plain_read_command_line_gives_what_typer_gives(both, args):
     fast_outcome, typer_outcome = both(*args)

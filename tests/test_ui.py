@@ -3,18 +3,25 @@ documents, values are escaped, changes are refused unless allowed, and guarded w
 
 from __future__ import annotations
 
+import http.client
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
 from html import unescape
 from typing import Any
 from urllib.parse import urlencode
 
 import pytest
-from conftest import wait_until
+from conftest import at, wait_until
 from typer.testing import CliRunner
 
 from wfctl import Client, timeline
 from wfctl.cli.commands import app as cli_app
+from wfctl.store import SQLiteStore
+from wfctl.ui import pages
 from wfctl.ui.app import CSP, App, Response
 from wfctl.ui.server import Watcher
 
@@ -90,7 +97,7 @@ def test_each_page_has_a_json_twin_with_exactly_the_clis_document(env):
     assert missing.json() == cli_json(env, "describe", "nobody")
 
 
-def test_the_list_filters_as_list_does_and_pages_past_a_hundred(env):
+def test_the_list_filters_as_list_does_and_pages_on_from_the_last_row_shown(env):
     for n in range(230):
         env.start("pipeline", f"p-{n:03}", now=n)
     app = ui(env)
@@ -98,13 +105,63 @@ def test_the_list_filters_as_list_does_and_pages_past_a_hundred(env):
     assert first.status == 200
     assert first.text.count('href="/instances/p-') == 100
     assert 'href="/instances/p-229"' in first.text and "older →" in first.text
-    last = get(app, "/?page=3")
-    assert last.text.count('href="/instances/p-') == 30
-    assert 'href="/instances/p-000"' in last.text and "older →" not in last.text
+    # Each "older" link names the last row shown; following them reads every row once.
+    seen, page = [], first
+    while True:
+        seen += re.findall(r'href="/instances/(p-\d+)"', page.text)
+        older = re.search(r'<a rel="next" href="([^"]+)"', page.text)
+        if older is None:
+            break
+        page = get(app, unescape(older.group(1)))
+        assert page.status == 200 and "← newest" in page.text
+    assert seen == [f"p-{n:03}" for n in range(229, -1, -1)]
+    assert page.text.count('href="/instances/p-') == 30
+    assert get(app, unescape(older_link(first))).text == get(app, unescape(older_link(first))).text
+    api = get(app, "/api/instances?" + urlencode({"limit": 5, "before": f"{at(200)},p-200"}))
+    assert [row["workflow_instance_id"] for row in api.json()] == \
+        ["p-199", "p-198", "p-197", "p-196", "p-195"]
+    for bad in ("p-200", "yesterday,p-1", "2026-04-12T12:00:00,p-1"):
+        refused = get(app, "/?" + urlencode({"before": bad}))
+        assert refused.status == 400 and "Error: before: expected the created_at" in \
+            unescape(refused.text)
     assert "No instances match" in get(app, "/?status=failed").text
-    refused = get(app, "/?since=yesterday-ish")
-    assert refused.status == 400
-    assert "cannot read &#39;yesterday-ish&#39; as a duration or a date" in refused.text
+
+
+def older_link(page: Response) -> str:
+    return re.search(r'<a rel="next" href="([^"]+)"', page.text).group(1)
+
+
+def cli_run(env: Any, *args: str) -> Any:
+    return CliRunner().invoke(cli_app, ["--db", env.db, "-w", str(env.folder / "workflows.yaml"),
+                                        *args])
+
+
+def test_since_means_what_list_since_means_and_is_refused_in_its_words(env):
+    # 2026-04-12 11:00 and 13:00 UTC; this machine's zone plays no part.
+    env.start("pipeline", "early", now=-3600)
+    env.start("pipeline", "late", now=3600)
+    app = ui(env)
+    env.clock.set(3600 + 60)
+
+    def ids(since: str) -> list[str]:
+        return [row["workflow_instance_id"]
+                for row in get(app, "/api/instances?" + urlencode({"since": since})).json()]
+
+    for given in ("2026-04-12T12:00:00", "2026-04-12T12:00", "2026-04-12T13:30:00+02:00",
+                  "2026-04-12", "2026-04-13"):
+        assert ids(given) == [row["workflow_instance_id"]
+                              for row in cli_json(env, "list", "--since", given)], given
+    assert ids("2026-04-12T12:00:00") == ["late"]        # naive: UTC, as list reads it
+    assert ids("2m") == ["late"] and ids("3h") == ["late", "early"]
+    assert "early" not in get(app, "/?since=2026-04-12T12:00").text
+    for bad in ("yesterday-ish", "2026-13-01", "-1h"):
+        refused = get(app, "/?" + urlencode({"since": bad}))
+        cli = cli_run(env, "list", "--since", bad)
+        assert refused.status == 400 and cli.exit_code == 1
+        message = cli.stderr.removeprefix("Error: --since: ").strip()
+        assert f"Error: since: {message}" in unescape(refused.text), bad
+        assert get(app, "/api/instances?" + urlencode({"since": bad})).json() == \
+            {"error": f"since: {message}"}
 
 
 def test_the_instance_page_shows_time_activities_and_the_timelines_markers(env):
@@ -185,7 +242,8 @@ def test_an_action_needs_the_csrf_token_and_a_confirmation_and_is_recorded(env):
     assert done.status == 303
     assert ("Location", "/instances/order-1?done=pause") in done.headers
     assert env.describe("order-1")["status"] == "paused"
-    post(app, "/instances/order-1/resume", {"csrf": app.csrf, "confirmed": "yes"})
+    post(app, "/instances/order-1/resume",
+         {"csrf": app.csrf, "confirmed": "yes", "reason": "approved by ops"})
     unknown = post(app, "/instances/order-1/signal",
                    {"csrf": app.csrf, "confirmed": "yes", "name": "rejected"})
     assert unknown.status == 409 and "waits for approved" in unknown.text
@@ -196,10 +254,15 @@ def test_an_action_needs_the_csrf_token_and_a_confirmation_and_is_recorded(env):
     assert env.event_types("order-1")[-1] == "WorkflowTerminated"
     assert env.events("order-1", "WorkflowTerminated")[0]["attributes"]["reason"] == \
         "wrong order (from the web view)"
-    assert env.events("order-1", "SignalReceived")[0]["attributes"]["signal"] == "approved"
-    assert [e["event_type"] for e in env.history("order-1")
-            if e["event_type"] in ("WorkflowPaused", "WorkflowResumed")] == \
-        ["WorkflowPaused", "WorkflowResumed"]
+    # Every action says it came from the web view, after the reason given.
+    assert [(e["event_type"], e["attributes"].get("signal"), e["attributes"]["reason"])
+            for e in env.history("order-1") if e["event_type"] in (
+                "WorkflowPaused", "WorkflowResumed", "SignalReceived")] == [
+        ("WorkflowPaused", None, "from the web view"),
+        ("WorkflowResumed", None, "approved by ops (from the web view)"),
+        ("SignalReceived", "approved", "from the web view")]
+    lines = text_of(get(app, "/instances/order-1/history").text)
+    assert "reason=approved by ops (from the web view)" in lines
     env.start("flaky", "order-2", now=2)
     env.run(3)
     assert 'action="/instances/order-2/retry"' in get(app, "/instances/order-2").text
@@ -210,8 +273,10 @@ def test_an_action_needs_the_csrf_token_and_a_confirmation_and_is_recorded(env):
                    {"csrf": app.csrf, "confirmed": "yes", "deadline": "extend", "extend": "2h"})
     assert retried.status == 303
     assert env.describe("order-2")["status"] == "running"
-    assert env.events("order-2", "WorkflowRetried")[0]["attributes"]["deadline_change"] == \
-        "extended"
+    retry_event = env.events("order-2", "WorkflowRetried")[0]["attributes"]
+    assert (retry_event["deadline_change"], retry_event["reason"]) == \
+        ("extended", "from the web view")
+    assert "reason: from the web view" in text_of(get(app, "/instances/order-2/history").text)
 
 
 def test_a_token_guards_every_request_and_the_host_must_be_this_machine(env):
@@ -275,3 +340,92 @@ def test_the_command_refuses_another_address_without_allow_remote_and_a_token(en
                            env={"WFCTL_UI_TOKEN": ""})
     assert result.exit_code == 2
     assert result.stderr == "Error: --allow-remote needs a token in WFCTL_UI_TOKEN\n"
+
+
+@pytest.mark.sqlite_only
+def test_a_page_of_the_list_is_read_through_an_index_however_deep(tmp_path):
+    store = SQLiteStore(tmp_path / "w.db")
+    with store.read() as tx:
+        statements: list[str] = []
+        tx.conn.set_trace_callback(statements.append)
+        for status, workflow_type in ((None, None), ("running", None), (None, "pipeline")):
+            tx.list_instances(status=status, workflow_type=workflow_type, since=at(-60),
+                              limit=101, before=(at(0), "p-1"))
+        tx.conn.set_trace_callback(None)
+        plans = [[row["detail"] for row in tx.conn.execute(f"EXPLAIN QUERY PLAN {sql}")]
+                 for sql in statements]
+    store.close()
+    assert len(plans) == 3
+    for plan in plans:
+        assert plan[0].startswith("SEARCH i USING INDEX instances_") and "created_at<" in \
+            plan[0], plan
+        assert not any("TEMP B-TREE" in detail or detail.startswith("SCAN")
+                       for detail in plan), plan
+
+
+def test_the_time_panel_holds_the_deadline_as_describe_says_and_lists_pending_signals(env):
+    env.start("pipeline", "order-1")
+    env.run(1)                                  # extract done: waiting for `approved`
+    app = ui(env)
+
+    def time_panel() -> str:
+        page = get(app, "/instances/order-1").text
+        return text_of(re.search(r'<section aria-labelledby="h-time">.*?</section>', page,
+                                 re.S).group(0))
+
+    assert "held while waiting: fires once it runs again" in time_panel()
+    env.client.pause("order-1")
+    assert "held while paused: fires once it runs again" in time_panel()
+    env.client.signal("order-1", "approved")
+    env.client.signal("order-1", "nudge", force=True)
+    page = get(app, "/instances/order-1").text
+    signals = text_of(re.search(r'<section aria-labelledby="h-signals">.*?</section>', page,
+                                re.S).group(0))
+    assert "received, not yet consumed" in signals
+    assert [name for name in ("approved", "nudge") if name in signals] == ["approved", "nudge"]
+    assert "2026-04-12T12:00:00.000+00:00" in signals
+    assert "deadline held while" not in text_of(page)       # not under "More" either
+    env.client.resume("order-1")
+    env.decide(2)                               # takes `approved`: running again
+    panel = time_panel()
+    assert "held while" not in panel and "deadline" in panel
+    page = get(app, "/instances/order-1").text
+    assert "approved" not in text_of(re.search(r'<section aria-labelledby="h-signals">.*?'
+                                               r'</section>', page, re.S).group(0))
+
+
+def test_the_page_takes_whether_the_deadline_is_held_from_describe():
+    doc = {"execution_timeout_seconds": None, "deadline_seconds": 1800,
+           "deadline_at": "2026-04-12T12:30:00.000+00:00", "deadline_held_while": None,
+           "run": {"status": "waiting", "run_timeout_seconds": None, "closed_at": None,
+                   "execution_deadline_at": None, "run_deadline_at": None}}
+    now = at(60)
+    assert [row.state for row in pages.time_rows(doc, now)] == ["none", "none", "open"]
+    held = pages.time_rows({**doc, "deadline_held_while": "paused"}, now)[2]
+    assert (held.state, held.note) == ("held", "held while paused: fires once it runs again")
+
+
+def test_the_command_starts_without_typer_and_stops_on_sigterm(env):
+    env.start("pipeline", "order-1")
+    # Any import of typer fails in this process: `wfctl ui` must not need it to start.
+    script = ("import sys; sys.modules['typer'] = None; from wfctl.cli import main; "
+              "sys.argv[0] = 'wfctl'; main()")
+    process = subprocess.Popen(
+        [sys.executable, "-c", script, "--db", env.db, "-w", str(env.folder / "workflows.yaml"),
+         "ui", "--port", "0", "--allow-actions"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "WFCTL_UI_TOKEN": ""})
+    try:
+        line = process.stdout.readline()
+        address = re.search(r"http://127\.0\.0\.1:(\d+)/ \(actions allowed;", line)
+        assert address, f"printed {line!r}; stderr: {process.stderr.read()}"
+        connection = http.client.HTTPConnection("127.0.0.1", int(address.group(1)), timeout=30)
+        connection.request("GET", "/api/instances",
+                           headers={"Host": f"127.0.0.1:{address.group(1)}"})
+        listed = json.loads(connection.getresponse().read())
+        connection.close()
+        assert [row["workflow_instance_id"] for row in listed] == ["order-1"]
+    finally:
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=30)
+    assert process.returncode == 0 and out.endswith("wfctl ui: stopped\n"), err

@@ -223,6 +223,8 @@ def test_actions_are_refused_without_allow_actions_and_work_with_it(site, browse
     browser.switch_to.alert.accept()
     eventually(lambda: "Paused" in visible_text(browser, ".notice"), "the pause to be done")
     assert status_of(client, "order-3") == "paused"
+    paused = [e for e in client.history("order-3") if e["event_type"] == "WorkflowPaused"]
+    assert paused[0]["attributes"] == {"reason": "from the web view"}
     browser.find_element(By.CSS_SELECTOR, "form[action$='/terminate'] input[name=reason]") \
         .send_keys("duplicate order")
     browser.find_element(By.CSS_SELECTOR, "form[action$='/terminate'] button").click()

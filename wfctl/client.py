@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from wfctl import durations, jsonvalue, views
-from wfctl.errors import InvalidInput
+from wfctl.errors import InvalidInput, brief
 from wfctl.store import Store, open_store
 from wfctl.vocabulary import INSTANCE_STATUSES
 
@@ -52,6 +52,24 @@ def _strict(what: str, value: Any, kind: type, noun: str) -> None:
         jsonvalue.check(value, what)
     except jsonvalue.JSONValueError as exc:
         raise InvalidInput(str(exc)) from None
+
+
+def _cursor(before: tuple[datetime | str, str] | None) -> tuple[datetime, str] | None:
+    """`list`'s `before`: (created_at, instance id), the instant a datetime or ISO text."""
+    if before is None:
+        return None
+    try:
+        at, instance_id = before
+        if isinstance(at, str):
+            at = datetime.fromisoformat(at)
+    except (TypeError, ValueError):
+        raise InvalidInput(f"before: expected (created_at, instance id) of a listed instance "
+                           f"(got {brief(before)})") from None
+    if not isinstance(at, datetime) or at.tzinfo is None or not isinstance(instance_id, str):
+        raise InvalidInput(f"before: expected (created_at, instance id) of a listed instance "
+                           f"(got {brief(before)})")
+    _text("before", instance_id)
+    return at, instance_id
 
 
 class Client:
@@ -162,14 +180,19 @@ class Client:
                              after_seq=after_seq, event_types=event_types)
 
     def list(self, *, status: str | None = None, workflow_type: str | None = None,
-             since: datetime | None = None, limit: int = 50) -> list[dict[str, Any]]:
+             since: datetime | None = None, limit: int = 50,
+             before: tuple[datetime | str, str] | None = None) -> list[dict[str, Any]]:
+        """Instances, newest first. `before=(created_at, id)` of a row listed (its `created_at`
+        as the row gives it) lists the ones after it: the next page, read through an index
+        however deep it is."""
         if status is not None and status not in INSTANCE_STATUSES:
             raise InvalidInput(f"status must be one of {', '.join(INSTANCE_STATUSES)} (got {status!r})")
         _text("workflow type", workflow_type)
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise InvalidInput(f"limit must be a whole number of at least 1 (got {limit!r})")
         return views.list_instances(self.store, status=status, workflow_type=workflow_type,
-                                    since=since, limit=min(limit, _MAX_LIMIT))
+                                    since=since, limit=min(limit, _MAX_LIMIT),
+                                    before=_cursor(before))
 
     def count(self, *, status: str | None = None, workflow_type: str | None = None,
               since: datetime | None = None) -> int:
@@ -209,23 +232,28 @@ class Client:
         return metrics.exposition(self.store, self._now)
 
     def signal(self, workflow_id: str, name: str, data: dict[str, Any] | None = None, *,
-               force: bool = False) -> dict[str, Any]:
+               force: bool = False, reason: str | None = None) -> dict[str, Any]:
         """Deliver a signal; a name no `wait_for_signal` step of the instance's type waits
-        for is refused (InvalidInput) unless `force`."""
+        for is refused (InvalidInput) unless `force`. A `reason` (as for pause, resume and
+        retry) is recorded in the event."""
         _text("instance id", workflow_id)
         _text("signal name", name)
+        _text("reason", reason)
         if not name:
             raise InvalidInput("a signal name must not be empty")
         _json_object("signal data", data)
-        return self.engine.signal(workflow_id, name, data, self._now(), force=force)
+        return self.engine.signal(workflow_id, name, data, self._now(), force=force,
+                                  reason=reason)
 
-    def pause(self, workflow_id: str) -> dict[str, Any]:
+    def pause(self, workflow_id: str, reason: str | None = None) -> dict[str, Any]:
         _text("instance id", workflow_id)
-        return self.engine.pause(workflow_id, self._now())
+        _text("reason", reason)
+        return self.engine.pause(workflow_id, self._now(), reason=reason)
 
-    def resume(self, workflow_id: str) -> dict[str, Any]:
+    def resume(self, workflow_id: str, reason: str | None = None) -> dict[str, Any]:
         _text("instance id", workflow_id)
-        return self.engine.resume(workflow_id, self._now())
+        _text("reason", reason)
+        return self.engine.resume(workflow_id, self._now(), reason=reason)
 
     def cancel(self, workflow_id: str, reason: str | None = None) -> dict[str, Any]:
         _text("instance id", workflow_id)
@@ -238,9 +266,10 @@ class Client:
         return self.engine.terminate(workflow_id, reason, self._now())
 
     def retry(self, workflow_id: str, *, extend_deadline: Duration = None,
-              clear_deadline: bool = False) -> dict[str, Any]:
+              clear_deadline: bool = False, reason: str | None = None) -> dict[str, Any]:
         """Run a failed or timed_out instance again from its failed step; see `warnings`."""
         _text("instance id", workflow_id)
+        _text("reason", reason)
         if extend_deadline is not None and clear_deadline:
             raise InvalidInput("extend_deadline and clear_deadline exclude each other")
         extend = None
@@ -250,7 +279,7 @@ class Client:
                 raise InvalidInput("extend_deadline: expected a duration, not NONE "
                                    "(pass clear_deadline=True to remove the deadline)")
         return self.engine.retry(workflow_id, self._now(), extend_deadline=extend,
-                                 clear_deadline=clear_deadline)
+                                 clear_deadline=clear_deadline, reason=reason)
 
     def prune(self, *, older_than: Duration = None, dry_run: bool = False,
               vacuum: bool = False) -> dict[str, Any]:

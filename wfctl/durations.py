@@ -30,7 +30,7 @@ _ISO = re.compile(
 _ISO_SECONDS = {"Y": ONE_YEAR, "W": 7 * 86400, "D": 86400, "H": 3600, "M": 60, "S": 1}
 _ISO_MONTHS = re.compile(rf"P(?:{_NUMBER}Y)?{_NUMBER}M")
 # Blanks around the whole value (YAML block scalars, a padded shell argument) are not part of it.
-_BLANKS = " \t\r\n"
+BLANKS = " \t\r\n"
 MAPPING_KEYS = {"weeks": 7 * 86400, "days": 86400, "hours": 3600, "minutes": 60, "seconds": 1}
 
 EXPECTED = (
@@ -72,7 +72,7 @@ def _plain(value: object) -> str:
     """A value as the user wrote it: text without quotes, anything else as Python shows it."""
     if not isinstance(value, str):
         return brief(value)
-    text = value.strip(_BLANKS)
+    text = value.strip(BLANKS)
     return text if len(text) <= 60 else f"{text[:57]}..."
 
 
@@ -109,7 +109,7 @@ def _parse_mapping(value: Mapping) -> float:
 
 
 def _parse_text(value: str) -> float | None:
-    text = value.strip(_BLANKS)
+    text = value.strip(BLANKS)
     if text.upper() in ("NONE", "NULL", "~"):
         return None
     if _PLAIN.fullmatch(text):

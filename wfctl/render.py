@@ -572,7 +572,8 @@ def event_line(event: dict[str, Any]) -> str:
             attempt += " (a new series)"
         return (f"Retried {by} from step {step}{attempt}; deadline {a.get('deadline_change')}"
                 + (f" ({a['deadline_at']})" if a.get("deadline_at") else "")
-                + (f"; run deadline {a['run_deadline_at']}" if a.get("run_deadline_at") else ""))
+                + (f"; run deadline {a['run_deadline_at']}" if a.get("run_deadline_at") else "")
+                + (f"; reason: {a['reason']}" if a.get("reason") else ""))
     if kind == "TimerCancelled" and a.get("kind") == RETRY_TIMER:
         return f"Retry backoff cancelled ({a.get('reason')}): the attempt due at {a['fire_at']} " \
                "will not run"

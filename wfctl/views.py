@@ -232,12 +232,13 @@ _DEADLINE_BATCH = 200
 
 def list_instances(store: Store, *, status: str | None = None,
                    workflow_type: str | None = None, since: datetime | None = None,
-                   limit: int = 50) -> list[dict[str, Any]]:
+                   limit: int = 50,
+                   before: tuple[datetime, str] | None = None) -> list[dict[str, Any]]:
     """Instances, newest first, each with the nearest deadline that can fire in its current
-    state (`nearest_deadline`)."""
+    state (`nearest_deadline`); `before` (created_at, id): those after that one."""
     with store.read() as tx:
         rows = tx.list_instances(status=status, workflow_type=workflow_type, since=since,
-                                 limit=limit)
+                                 limit=limit, before=before)
         open_runs = [row["current_run_id"] for row in rows if row["closed_at"] is None]
         pending: dict[str, list[tuple[datetime, str]]] = {}
         for start in range(0, len(open_runs), _DEADLINE_BATCH):

@@ -109,6 +109,43 @@ def test_lists_come_newest_first_and_history_in_seq_order(store):
     assert [e["attributes"]["reason"] for e in events] == ["r0", "r1", "r2", "r3", "r4"]
 
 
+@covers("list_instances")
+def test_a_list_pages_on_from_a_row_however_many_share_its_instant(store):
+    # Five instances in one millisecond among others: the cursor's id orders them.
+    created = [T0.replace(minute=m) for m in (0, 1, 1, 1, 1, 1, 2)]
+    with store.write() as tx:
+        for n, at in enumerate(created):
+            add_instance(tx, f"i{n}", created=at, status="paused" if n % 2 else "running")
+
+    def listed(size: int, **filters) -> list[str]:
+        return [instance_id for page in pages(size, **filters) for instance_id in page]
+
+    def pages(size: int, **filters) -> list[list[str]]:
+        chunks, before = [], None
+        while True:
+            with store.read() as tx:
+                rows = tx.list_instances(status=filters.get("status"), workflow_type=None,
+                                         since=filters.get("since"), limit=size, before=before)
+            if not rows:
+                return chunks
+            chunks.append([row["workflow_instance_id"] for row in rows])
+            before = (rows[-1]["created_at"], rows[-1]["workflow_instance_id"])
+
+    newest_first = ["i6", "i5", "i4", "i3", "i2", "i1", "i0"]
+    assert pages(2) == [newest_first[0:2], newest_first[2:4], newest_first[4:6], ["i0"]]
+    assert listed(1) == listed(3) == newest_first
+    assert listed(2, status="paused") == ["i5", "i3", "i1"]
+    assert listed(2, since=T0.replace(minute=1)) == newest_first[:-1]
+    with store.read() as tx:
+        # An instance no longer there still marks its instant: what was created before it.
+        gone = tx.list_instances(status=None, workflow_type=None, since=None, limit=10,
+                                 before=(T0.replace(minute=1), "deleted"))
+        first = tx.list_instances(status=None, workflow_type=None, since=None, limit=10,
+                                  before=(T0.replace(minute=3), "deleted"))
+    assert [row["workflow_instance_id"] for row in gone] == ["i0"]
+    assert [row["workflow_instance_id"] for row in first] == newest_first
+
+
 @covers("insert_activity", "update_activity", "get_activity")
 def test_a_conditional_change_says_whether_it_won(store):
     with store.write() as tx:

@@ -886,25 +886,5 @@ def ui_command(
                                       help="Allow an address other than loopback."),
 ) -> None:
     """A web view of the database: instances, one instance with its timeline, its history."""
-    from wfctl.ui.server import is_loopback, serve
-
-    token = os.environ.get("WFCTL_UI_TOKEN") or None
-    if not is_loopback(host):
-        if not allow_remote:
-            _usage(f"--host {host} is not this machine alone: add --allow-remote "
-                   "(and set WFCTL_UI_TOKEN)")
-        if token is None:
-            _usage("--allow-remote needs a token in WFCTL_UI_TOKEN")
-    from importlib.util import find_spec
-
-    if find_spec("jinja2") is None:
-        _fail("the web view needs Jinja2: pip install 'wfctl[ui]'")
-    from wfctl import log
-
-    client = _client(ctx)
-    log.configure("info")
-    try:
-        serve(client, host=host, port=port, allow_actions=allow_actions, token=token,
-              database=client.store.path, open_browser=open_browser)
-    except OSError as exc:
-        _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+    reads.ui(_client(ctx), host=host, port=port, open_browser=open_browser,
+             allow_actions=allow_actions, allow_remote=allow_remote)

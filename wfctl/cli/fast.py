@@ -1,4 +1,5 @@
-"""`describe`, `list` and `history` without typer, which takes longer to start than they take to run.
+"""`describe`, `list`, `history` and `ui` without typer, which takes longer to start than they take
+to run (and `ui` promises to listen within a second).
 
 A command line is run here only when every word of it is plain: the global `--db` and
 `--workflows`/`-w` before the command, then the command's own options, each value in the form
@@ -32,6 +33,11 @@ def _count(text: str) -> int | None:
 
 def _text(text: str) -> str:
     return text
+
+
+def _port(text: str) -> int | None:
+    """A port as typer reads it (0 to 65535); anything else is typer's to refuse."""
+    return int(text) if text.isascii() and text.isdigit() and int(text) <= 65535 else None
 
 
 class Option(NamedTuple):
@@ -84,6 +90,13 @@ COMMANDS = {
         "--event-type": Option("event_type", _text, repeatable=True),
         "--no-tasks": Option("no_tasks"),
         "--json": Option("as_json"),
+    }),
+    "ui": Command(reads.ui, False, {
+        "--host": Option("host", _text),
+        "--port": Option("port", _port),
+        "--open": Option("open_browser"),
+        "--allow-actions": Option("allow_actions"),
+        "--allow-remote": Option("allow_remote"),
     }),
 }
 

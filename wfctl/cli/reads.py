@@ -1,18 +1,19 @@
-"""The read commands' bodies (describe, list, history) and how every command prints JSON and
-errors: plain functions without typer, run alike by the typer application and the fast path."""
+"""The read commands' bodies (describe, list, history, and ui, the web view) and how every command
+prints JSON and errors: plain functions without typer, run alike by the typer application and the
+fast path."""
 
 from __future__ import annotations
 
 import os
-import re
 import sys
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any, NoReturn
 
 from wfctl import durations, jsonvalue
 from wfctl.client import Client
-from wfctl.errors import DefinitionError, NotFound, WfctlError, brief
+from wfctl.errors import DefinitionError, NotFound, WfctlError
+from wfctl.since import back_from
 from wfctl.vocabulary import EVENT_TYPES, INSTANCE_STATUSES
 
 
@@ -115,44 +116,13 @@ def _warn_unknown_type(client: Client, workflow_type: str) -> None:
                          "all the same\n")
 
 
-# An ISO 8601 date in the extended form, which starts every date or instant an option takes;
-# anything else is read as a duration ("20261201" is 20,261,201 seconds, not a date).
-_ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
-INSTANT_EXPECTED = ("a duration back from now (1h: the last hour) or an ISO 8601 date or instant "
-                    "(2026-12-01, 2026-12-01T16:00:00+00:00)")
-
-
 def instant_option(option: str, text: str,
                    now: Callable[[], datetime]) -> Callable[[], datetime]:
-    """An option that takes an instant: a duration back from `now` (read again at each call),
-    or an ISO 8601 date or instant. A date or instant without an offset is UTC, the clock every
-    instant wfctl stores and shows is in; a date alone is its midnight, UTC."""
-    value = text.strip(" \t\r\n")
-    if _ISO_DATE.match(value):
-        try:
-            instant = datetime.fromisoformat(value)
-            if instant.tzinfo is None:
-                instant = instant.replace(tzinfo=UTC)
-            instant = instant.astimezone(UTC)
-        except (ValueError, OverflowError):
-            fail(f"{option}: expected {INSTANT_EXPECTED} (got {brief(text)})")
-        return lambda: instant
-    given: Any = value
+    """An option that takes an instant (wfctl.since.back_from); one `Error:` line if not one."""
     try:
-        if value.startswith("{"):
-            from wfctl import definitions
-
-            given = definitions.yaml_value(value)
-        seconds = durations.parse_interval(given, minimum=0)
-    except DefinitionError as exc:
-        fail(f"{option}: {exc}")
+        return back_from(text, now)
     except durations.DurationError as exc:
-        # A value that is no duration at all may have been meant as a date.
-        message = str(exc)
-        if message.startswith(f"expected {durations.EXPECTED}"):
-            message = f"expected {INSTANT_EXPECTED} (got {brief(text)})"
-        fail(f"{option}: {message}")
-    return lambda: now() - timedelta(seconds=seconds)
+        fail(f"{option}: {exc}")
 
 
 def describe(client: Client, *, instance_id: str, run: int | None = None,
@@ -230,3 +200,29 @@ def follow_json(client: Client, instance_id: str, events: list[dict[str, Any]], 
 def start_at(client: Client, instance_id: str) -> str | None:
     """When the instance was created: where a history's relative times count from."""
     return client.describe(instance_id)["created_at"]
+
+
+def ui(client: Client, *, host: str = "127.0.0.1", port: int = 8484, open_browser: bool = False,
+       allow_actions: bool = False, allow_remote: bool = False) -> None:
+    """`wfctl ui`; each keyword's default is the option's."""
+    from wfctl.ui.server import is_loopback, serve
+
+    token = os.environ.get("WFCTL_UI_TOKEN") or None
+    if not is_loopback(host):
+        if not allow_remote:
+            usage(f"--host {host} is not this machine alone: add --allow-remote "
+                  "(and set WFCTL_UI_TOKEN)")
+        if token is None:
+            usage("--allow-remote needs a token in WFCTL_UI_TOKEN")
+    from importlib.util import find_spec
+
+    if find_spec("jinja2") is None:
+        fail("the web view needs Jinja2: pip install 'wfctl[ui]'")
+    from wfctl import log
+
+    log.configure("info")
+    try:
+        serve(client, host=host, port=port, allow_actions=allow_actions, token=token,
+              database=client.store.path, open_browser=open_browser)
+    except OSError as exc:
+        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")

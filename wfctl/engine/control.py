@@ -36,7 +36,7 @@ def _open_run(c: Ctx, instance_id: str, action: str) -> tuple[Row, Row]:
 
 @operation
 def signal(engine: EngineCore, instance_id: str, name: str, data: dict[str, Any] | None,
-           now: datetime, *, force: bool = False) -> dict[str, Any]:
+           now: datetime, *, force: bool = False, reason: str | None = None) -> dict[str, Any]:
     """Deliver a signal; it waits in a buffer until a `wait_for_signal` step takes it.
 
     A name no `wait_for_signal` step of the instance's type waits for is refused (a typo would
@@ -61,7 +61,8 @@ def signal(engine: EngineCore, instance_id: str, name: str, data: dict[str, Any]
         step = _current_step(c, instance, run)
         awaited = (step is not None and step.kind == "wait_for_signal" and step.signal == name
                    and run["step_started"])
-        seq = c.event(run, "SignalReceived", signal=name, data=data, buffered=not awaited)
+        seq = c.event(run, "SignalReceived", signal=name, data=data, buffered=not awaited,
+                      **_reason(reason))
         c.tx.insert_signal({
             "workflow_instance_id": instance_id,
             "name": name,
@@ -74,32 +75,40 @@ def signal(engine: EngineCore, instance_id: str, name: str, data: dict[str, Any]
         return {"workflow_instance_id": instance_id, "signal": name, "buffered": not awaited}
 
 
+def _reason(reason: str | None) -> dict[str, str]:
+    """An operator's reason as an event's attribute; none when not given (the event stays as
+    it always was)."""
+    return {"reason": reason} if reason else {}
+
+
 def _current_step(c: Ctx, instance: Row, run: Row) -> Any:
     steps = c.workflow_type(instance).steps
     return steps[run["step_index"]] if run["step_index"] < len(steps) else None
 
 
 @operation
-def pause(engine: EngineCore, instance_id: str, now: datetime) -> dict[str, Any]:
+def pause(engine: EngineCore, instance_id: str, now: datetime, *,
+          reason: str | None = None) -> dict[str, Any]:
     """No new step starts while paused; a running activity finishes and its result is kept."""
     with engine.transaction(now) as c:
         _, run = _open_run(c, instance_id, "pause")
         if run["status"] == "paused":
             raise Conflict(f"{instance_id} is already paused")
         c.set_status(run, "paused")
-        c.event(run, "WorkflowPaused")
+        c.event(run, "WorkflowPaused", **_reason(reason))
         return {"workflow_instance_id": instance_id, "status": "paused"}
 
 
 @operation
-def resume(engine: EngineCore, instance_id: str, now: datetime) -> dict[str, Any]:
+def resume(engine: EngineCore, instance_id: str, now: datetime, *,
+           reason: str | None = None) -> dict[str, Any]:
     with engine.transaction(now) as c:
         _, run = _open_run(c, instance_id, "resume")
         if run["status"] != "paused":
             raise Conflict(f"{instance_id} is not paused (it is {run['status']})")
         status = "waiting" if run["wait_kind"] in ("signal", "child") else "running"
         c.set_status(run, status)
-        c.event(run, "WorkflowResumed", status=status)
+        c.event(run, "WorkflowResumed", status=status, **_reason(reason))
         schedule_workflow_task(c, run, "resumed")
         return {"workflow_instance_id": instance_id, "status": status}
 
@@ -130,7 +139,8 @@ def terminate(engine: EngineCore, instance_id: str, reason: str | None,
 
 @operation
 def retry(engine: EngineCore, instance_id: str, now: datetime, *,
-          extend_deadline: float | None = None, clear_deadline: bool = False) -> dict[str, Any]:
+          extend_deadline: float | None = None, clear_deadline: bool = False,
+          reason: str | None = None) -> dict[str, Any]:
     """Run a failed or timed-out instance again from the step that failed, or resume a
     cancelled or terminated one from the step that was stopped (see `retry_run`).
 
@@ -148,7 +158,8 @@ def retry(engine: EngineCore, instance_id: str, now: datetime, *,
                            "retried)")
         run = c.run(instance["current_run_id"])
         return retry_run(c, instance, run, previous_status=instance["status"],
-                         extend_deadline=extend_deadline, clear_deadline=clear_deadline)
+                         extend_deadline=extend_deadline, clear_deadline=clear_deadline,
+                         reason=reason)
 
 
 def _backoff_note(c: Ctx, instance: Row) -> str:
@@ -163,7 +174,8 @@ def _backoff_note(c: Ctx, instance: Row) -> str:
 
 def retry_run(c: Ctx, instance: Row, run: Row, *, previous_status: str,
               extend_deadline: float | None = None, clear_deadline: bool = False,
-              attempt: int = 1, scheduled_event_id: int | None = None) -> dict[str, Any]:
+              attempt: int = 1, scheduled_event_id: int | None = None,
+              reason: str | None = None) -> dict[str, Any]:
     """What `retry` does to a run, in the caller's transaction: the failed (or stopped) step's
     work is set aside, the run is open again at that step with a fresh run timeout, the
     deadline kept (unless told), and a workflow task decides what comes next.
@@ -230,7 +242,7 @@ def retry_run(c: Ctx, instance: Row, run: Row, *, previous_status: str,
         attributes.update(attempt=attempt, max_attempts=wf.retry.max_attempts)
     if scheduled_event_id is not None:
         attributes["scheduled_event_id"] = scheduled_event_id
-    c.event(run, "WorkflowRetried", **attributes)
+    c.event(run, "WorkflowRetried", **attributes, **_reason(reason))
     for child_run in completed_late:
         notify_parent(c, child_run, "completed")
     schedule_workflow_task(c, run, "retried")

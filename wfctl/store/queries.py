@@ -273,8 +273,17 @@ class SQLTx:
         return (f"WHERE {' AND '.join(clauses)}" if clauses else ""), params
 
     def list_instances(self, *, status: str | None, workflow_type: str | None,
-                       since: datetime | None, limit: int) -> list[Row]:
+                       since: datetime | None, limit: int,
+                       before: tuple[datetime, str] | None = None) -> list[Row]:
         where, params = self._instance_filter(status, workflow_type, since)
+        if before is not None:
+            # The rows after (older than) the one named, through the created_at index; one
+            # since deleted names its instant alone.
+            key = self._INSERTION.removeprefix("i.")
+            where += (" AND " if where else "WHERE ") + \
+                f"(i.created_at, {self._INSERTION}) < (%s, coalesce((SELECT {key} FROM instances " \
+                "WHERE workflow_instance_id = %s), 0))"
+            params += [self._at(before[0]), before[1]]
         return self._all(
             "SELECT i.*, r.run_number, r.execution_deadline_at, r.run_deadline_at, "
             "r.step_index, r.wait_kind FROM instances i "

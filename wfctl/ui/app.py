@@ -267,7 +267,8 @@ class App:
     def _list(self, request: Request) -> tuple[list[dict[str, Any]], pages.ListFilters]:
         filters = pages.ListFilters.read(request.arg, self.client.now())
         rows = self.client.list(status=filters.status, workflow_type=filters.workflow_type,
-                                since=filters.since_at, limit=filters.limit)
+                                since=filters.since_at, limit=filters.limit,
+                                before=filters.before)
         return rows, filters
 
     def _list_page(self, request: Request) -> Response:
@@ -278,11 +279,11 @@ class App:
             return self._page("list.html", 400, filters=pages.ListFilters(), rows=[], now=now,
                               more=False, error=str(exc), title="Instances")
         fetched = self.client.list(status=filters.status, workflow_type=filters.workflow_type,
-                                   since=filters.since_at, limit=filters.limit)
-        first = (filters.page - 1) * pages.PAGE
-        rows = fetched[first:first + pages.PAGE]
+                                   since=filters.since_at, limit=filters.limit,
+                                   before=filters.before)
+        rows = fetched[:pages.PAGE]
         return self._page("list.html", filters=filters, rows=rows, now=now,
-                          more=len(fetched) > first + pages.PAGE, error=None, title="Instances")
+                          more=len(fetched) > pages.PAGE, error=None, title="Instances")
 
     def _describe_json(self, request: Request, instance_id: str) -> Response:
         return self._json(self.client.describe(instance_id, self._run(request)))
@@ -348,23 +349,22 @@ class App:
 
     def _perform(self, instance_id: str, action: str, field: Callable[[str], str]) -> None:
         client = self.client
+        # Each action is recorded with where it came from, after the reason given (if any).
+        reason = f"{field('reason')} ({VIA})" if field("reason") else VIA
         if action == "signal":
             name = field("name")
             names = pages.signal_names(client, instance_id)
             if name not in names:
                 raise InvalidInput(f"{name!r} is no signal this workflow waits for (it waits "
                                    f"for {', '.join(names) or 'none'})")
-            client.signal(instance_id, name, pages.signal_data(field("data")))
-        elif action in ("pause", "resume"):
-            getattr(client, action)(instance_id)
-        elif action in ("cancel", "terminate"):
-            reason = field("reason")
-            getattr(client, action)(instance_id, f"{reason} ({VIA})" if reason else VIA)
+            client.signal(instance_id, name, pages.signal_data(field("data")), reason=reason)
+        elif action in ("pause", "resume", "cancel", "terminate"):
+            getattr(client, action)(instance_id, reason)
         else:
             choice = field("deadline")
             if choice == "extend":
                 if not field("extend"):
                     raise InvalidInput("extend the deadline by how long? (a duration: 1h, 30m)")
-                client.retry(instance_id, extend_deadline=field("extend") or None)
+                client.retry(instance_id, extend_deadline=field("extend") or None, reason=reason)
             else:
-                client.retry(instance_id, clear_deadline=choice == "clear")
+                client.retry(instance_id, clear_deadline=choice == "clear", reason=reason)

@@ -4,21 +4,21 @@ The words are the terminal's (wfctl.render), so that meaning never rests on colo
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from dateutil import tz
 
 from wfctl import clock, durations, jsonvalue, render
 from wfctl.client import Client
-from wfctl.errors import InvalidInput, NotFound
+from wfctl.errors import InvalidInput, brief
+from wfctl.since import back_from
 from wfctl.vocabulary import EVENT_TYPES, INSTANCE_STATUSES, OPEN_ACTIVITY, RETRYABLE_RUN
 
-# Rows on a page of the list; a deeper page reads the rows before it too (newest first).
+# Rows on a page of the list (newest first); the next page starts after its last row.
 PAGE = 100
 # `list --json`'s default, which `/api/instances` keeps.
 API_LIMIT = 50
@@ -28,8 +28,6 @@ DONE = {
     "resume": "Resumed.", "cancel": "Cancel requested.", "terminate": "Terminated.",
     "retry": "Retrying from the step that failed.",
 }
-# Statuses in which the must-complete-within deadline does not fire (SPEC §2): it waits.
-HELD = ("paused", "waiting")
 # What each action can apply to, by instance status.
 CLOSED = ("completed", "failed", "timed_out", "cancelled", "terminated")
 
@@ -77,14 +75,15 @@ def event_types(given: Iterable[str] | None) -> tuple[str, ...]:
 
 @dataclass
 class ListFilters:
-    """The list's filters as the query string gives them, with `list`'s meaning."""
+    """The list's filters as the query string gives them, with `list`'s meaning, and where the
+    page starts: `before` names the last row of the page before it (`created_at,id`)."""
 
     status: str | None = None
     workflow_type: str | None = None
     since: str | None = None
     since_at: datetime | None = None
     limit: int = API_LIMIT
-    page: int = 1
+    before: tuple[str, str] | None = None
 
     statuses = INSTANCE_STATUSES
 
@@ -98,18 +97,35 @@ class ListFilters:
         since = (arg("since") or "").strip() or None
         filters = cls(status, (arg("type") or "").strip() or None, since,
                       since_instant(since, now) if since else None)
-        if paged:
-            filters.page = _count("page", arg("page"), 1)
-            filters.limit = filters.page * PAGE + 1
-        else:
-            filters.limit = _count("limit", arg("limit"), API_LIMIT)
+        filters.before = cursor(arg("before"))
+        # A page shows PAGE rows; one more says whether there is a next.
+        filters.limit = PAGE + 1 if paged else _count("limit", arg("limit"), API_LIMIT)
         return filters
 
     def query(self, **changes: Any) -> dict[str, Any]:
         """The query string of this view with `changes` (the pager's links)."""
         given = {"status": self.status, "type": self.workflow_type, "since": self.since,
-                 "page": self.page if self.page > 1 else None, **changes}
-        return {name: value for name, value in given.items() if value not in (None, "", 1)}
+                 "before": ",".join(self.before) if self.before else None, **changes}
+        return {name: value for name, value in given.items() if value not in (None, "")}
+
+    def after(self, row: dict[str, Any]) -> dict[str, Any]:
+        """The query string of the page that goes on after `row`."""
+        return self.query(before=f"{row['created_at']},{row['workflow_instance_id']}")
+
+
+def cursor(text: str | None) -> tuple[str, str] | None:
+    """`before`: the created_at of the last row of the page before, a comma, and its id."""
+    if not text:
+        return None
+    at, comma, instance_id = text.partition(",")
+    try:
+        parsed = datetime.fromisoformat(at)
+    except ValueError:
+        parsed = None
+    if not comma or parsed is None or parsed.tzinfo is None:
+        raise InvalidInput(f"before: expected the created_at of an instance, a comma and its id "
+                           f"(got {brief(text)})")
+    return at, instance_id
 
 
 def _count(name: str, text: str | None, default: int) -> int:
@@ -121,21 +137,12 @@ def _count(name: str, text: str | None, default: int) -> int:
 
 
 def since_instant(text: str, now: datetime) -> datetime:
-    """`--since`'s forms: a duration back from now (`1h`), or an ISO date or instant."""
+    """`list --since`'s forms and meaning (wfctl.since.back_from): a duration back from now
+    (`1h`), or an ISO date or instant, UTC when it names no offset."""
     try:
-        return now - timedelta(seconds=durations.parse_interval(text, minimum=0))
-    except (durations.DurationError, OverflowError):
-        pass
-    from dateutil import parser as date_parser
-
-    try:
-        since = date_parser.parse(text)
-        if since.tzinfo is None:
-            since = since.astimezone()
-        clock.iso(since)
-        return since
-    except (ValueError, OverflowError):
-        raise InvalidInput(f"since: cannot read {text!r} as a duration or a date") from None
+        return back_from(text, lambda: now)()
+    except durations.DurationError as exc:
+        raise InvalidInput(f"since: {exc}") from None
 
 
 # the instance page
@@ -172,10 +179,10 @@ def instance_view(doc: dict[str, Any], now: datetime) -> dict[str, Any]:
 # The fields of describe the page shows in a section of their own; any other (a field added
 # later) is listed under "More" as it is, so that it shows up at once.
 SHOWN = {"found", "workflow_instance_id", "workflow_type", "status", "execution_timeout_seconds",
-         "deadline_seconds", "deadline_at", "on_deadline", "child_policy", "retry_policy",
-         "parent_workflow_instance_id", "created_at", "closed_at", "run_count", "run",
-         "workflow_retry", "activities", "timers", "children", "pending_signals", "failure",
-         "state"}
+         "deadline_seconds", "deadline_at", "deadline_held_while", "on_deadline",
+         "child_policy", "retry_policy", "parent_workflow_instance_id", "created_at",
+         "closed_at", "run_count", "run", "workflow_retry", "activities", "timers", "children",
+         "pending_signals", "failure", "state"}
 RUN_SHOWN = {"workflow_run_id", "run_number", "status", "closed_reason", "run_timeout_seconds",
              "execution_deadline_at", "run_deadline_at", "workflow_task_timeout_seconds",
              "started_at", "closed_at", "current_step", "step_index", "wait_kind",
@@ -196,9 +203,10 @@ def time_rows(doc: dict[str, Any], now: datetime) -> list[Deadline]:
         elif run["closed_at"] is not None:
             rows.append(Deadline(name, configured, at, "closed",
                                  render.at_close(at, run["closed_at"]).plain))
-        elif name == "deadline" and run["status"] in HELD:
+        elif name == "deadline" and doc.get("deadline_held_while"):
             rows.append(Deadline(name, configured, at, "held",
-                                 f"held while {run['status']}: fires once it runs again"))
+                                 f"held while {doc['deadline_held_while']}: fires once it "
+                                 "runs again"))
         else:
             rows.append(Deadline(name, configured, at, "open"))
     retry = doc.get("workflow_retry")
@@ -310,35 +318,9 @@ def actions(client: Client, doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def signal_names(client: Client, instance_id: str) -> list[str]:
-    """The signals the instance's type waits for (its wait_for_signal steps, branches too)."""
-    with client.store.read() as tx:
-        instance = tx.get_instance(instance_id)
-        if instance is None:
-            raise NotFound(f"no instance {instance_id!r}")
-        return list(_signals(tx, instance["definitions_digest"], instance["workflow_type"]))
-
-
-@functools.lru_cache(maxsize=64)
-def _signals_of(source: str, path: str, workflow_type: str) -> tuple[str, ...]:
-    from wfctl import definitions
-
-    names: list[str] = []
-
-    def walk(steps: Iterable[Any]) -> None:
-        for step in steps:
-            if step.kind == "wait_for_signal" and step.signal and step.signal not in names:
-                names.append(step.signal)
-            walk(step.branches)
-
-    walk(definitions.parse(source, path).types[workflow_type].steps)
-    return tuple(names)
-
-
-def _signals(tx: Any, digest: str, workflow_type: str) -> tuple[str, ...]:
-    row = tx.get_definitions(digest)
-    if row is None:
-        return ()
-    return _signals_of(row["source"], row["path"], workflow_type)
+    """The signals the instance's type waits for (its wait_for_signal steps, branches too):
+    the same names `wfctl signal` accepts without --force."""
+    return list(client.signal_names(instance_id))
 
 
 def signal_data(text: str) -> dict[str, Any] | None:
@@ -355,15 +337,13 @@ def signal_data(text: str) -> dict[str, Any] | None:
 
 def action_summary(action: str, field: Callable[[str], str]) -> str:
     """What the confirmation page asks about."""
+    reason = f" (reason: {field('reason')})" if field("reason") else ""
     if action == "signal":
         return f"Send the signal {field('name')!r}" + \
-            (f" with data {field('data')}" if field("data") else "") + "?"
-    if action in ("cancel", "terminate"):
-        reason = field("reason")
-        return f"{action.capitalize()} it" + (f" (reason: {reason})" if reason else "") + "?"
+            (f" with data {field('data')}" if field("data") else "") + f"{reason}?"
     if action == "retry":
         choice = field("deadline")
         deadline = {"extend": f"the deadline moved to now + {field('extend')}",
                     "clear": "no deadline"}.get(choice, "the deadline kept")
-        return f"Retry it from the step that failed, with {deadline}?"
-    return f"{action.capitalize()} it?"
+        return f"Retry it from the step that failed, with {deadline}{reason}?"
+    return f"{action.capitalize()} it{reason}?"
