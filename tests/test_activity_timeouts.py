@@ -583,7 +583,7 @@ def gone_pid() -> int:
 def elsewhere(monkeypatch) -> None:
     """Workers registered from here count as on another host: their lease alone tells whether
     they are alive."""
-    monkeypatch.setattr("wfctl.worker.process.host_id", lambda: "host-b")
+    monkeypatch.setattr("wfctl.engine.time.workers.WorkerRecord.host", "host-b")
 
 
 def test_a_worker_on_another_host_whose_lease_lapsed_loses_its_attempts_to_a_retry(

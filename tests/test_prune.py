@@ -371,7 +371,7 @@ def test_the_pruner_deletes_a_batch_a_pass_and_gives_the_write_lock_back(env, mo
     for n in range(3):
         completed(env, f"q{n}", n)
     completed(env, "later", 30)
-    pruner = Pruner(env.worker)
+    pruner = Pruner(env.worker.shared)
 
     began = time.monotonic()
     assert pruner.run_once(at(3602)) is True
@@ -401,7 +401,7 @@ def test_the_pruner_leaves_the_lock_nineteen_times_as_long_while_others_write(en
     monkeypatch.setattr(housekeeping, "prune_batch", measured)
     # The log's checkpoint counts toward a batch's cost too: here it costs nothing.
     monkeypatch.setattr(env.client.store, "checkpoint", lambda: None)
-    pruner = Pruner(env.worker)
+    pruner = Pruner(env.worker.shared)
 
     # The first batch cannot know whether others write: it leaves them the lock.
     assert pruner.run_once(at(10**6)) is True

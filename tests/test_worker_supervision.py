@@ -18,13 +18,13 @@ from wfctl import ActivityCancelled, ActivityContext, Client, clock, handlers, l
 from wfctl.context import HeartbeatBuffer
 from wfctl.engine.time.deadlines import sweep_deadlines
 from wfctl.engine.time.sweep import sweep
+from wfctl.engine.time.workers import WorkerRecord, keeping_lease
 from wfctl.errors import InvalidInput, StoreUnavailable
 from wfctl.handlers import Outcome
 from wfctl.worker import Worker, WorkerOptions, slots
 from wfctl.worker.attempts import Attempt
-from wfctl.worker.deadlines import keeping_lease
 from wfctl.worker.executor import HandlerCall
-from wfctl.worker.loop import BACKOFF_CAP, Backoff, Outage
+from wfctl.worker.loop import BACKOFF_CAP, Backoff, Outage, Shared
 from wfctl.worker.slots import Slot
 from wfctl.worker.watchdog import WATCH_TICK
 
@@ -439,9 +439,9 @@ def test_a_heartbeat_the_database_cannot_take_now_is_kept_for_the_next_write():
 def claimed_attempt(env, worker: Worker, seconds: float) -> tuple[Attempt, Slot]:
     """An attempt of `timed` claimed at T0 + seconds, as the worker's first slot runs it."""
     task = env.engine.claim_activity(worker.worker_id, ("default",), at(seconds))
-    attempt = Attempt(task, worker)
+    attempt = Attempt(task, worker.shared)
     worker.slots[0].attempt = attempt
-    worker.attempt_started(attempt)
+    worker.attempts.started(attempt)
     return attempt, worker.slots[0]
 
 
@@ -477,7 +477,7 @@ def test_an_attempt_past_its_heartbeat_deadline_is_given_up_and_abandoned_after_
     assert (abandoned["instance"], abandoned["abandoned"], abandoned["grace_seconds"]) == (
         "t1", 1, 2.0)
 
-    worker.attempt_ended(attempt, settled=True)     # the handler returned at last
+    worker.attempts.ended(attempt, settled=True)     # the handler returned at last
 
     assert worker.status_line() == "serving default; 0 handlers running, 1 task done"
     assert len(events.named("abandoned_handler_returned")) == 1
@@ -494,9 +494,9 @@ def test_one_query_finds_every_running_attempt_that_is_no_longer_current(make_en
     attempts = []
     for slot in worker.slots:
         task = env.engine.claim_activity(worker.worker_id, ("default",), at(0))
-        attempts.append(Attempt(task, worker))
+        attempts.append(Attempt(task, worker.shared))
         slot.attempt = attempts[-1]
-        worker.attempt_started(attempts[-1])
+        worker.attempts.started(attempts[-1])
     env.clock.set(1)
     env.client.terminate(attempts[1].task.workflow_instance_id, "ops")
     statements: list[str] = []
@@ -585,7 +585,7 @@ def test_a_worker_whose_slots_keep_dying_exits_non_zero_and_gives_back_what_it_h
 def test_a_worker_that_cannot_give_back_an_attempt_leaves_its_lease_to_lapse(
         tmp_path, db, events, monkeypatch):
     # On another host, where its lease alone tells that it is gone (here its process would be).
-    monkeypatch.setattr("wfctl.worker.process.host_id", lambda: "host-b")
+    monkeypatch.setattr("wfctl.engine.time.workers.WorkerRecord.host", "host-b")
     (tmp_path / "workflows.yaml").write_text(MISBEHAVING)
     client = Client(db, tmp_path / "workflows.yaml")
     client.start("timed", "t1")
@@ -732,18 +732,19 @@ def test_a_deadline_claimed_by_a_decision_wakes_the_runner_which_handles_each_cl
 
 def test_keeping_lease_renews_while_a_slow_call_runs_and_raises_what_it_raised(make_env):
     env = make_env(DEADLINES)
-    worker = Worker(env.engine, WorkerOptions(queues=()))
+    record = WorkerRecord(env.engine.store, kind="deadlines")
     renewals: list[datetime] = []
-    worker.renew = lambda now: renewals.append(now)  # type: ignore[method-assign]
+    record.renew = lambda now: renewals.append(now)  # type: ignore[method-assign]
 
-    assert keeping_lease(worker, lambda: time.sleep(0.25) or "done", renew_every=0.05) == "done"
+    assert keeping_lease(record, env.clock, lambda: time.sleep(0.25) or "done",
+                         renew_every=0.05) == "done"
     assert len(renewals) >= 2, "renewed before the call and while it ran"
 
     def fails() -> None:
         raise SystemExit("handler exit")
 
     with pytest.raises(SystemExit):
-        keeping_lease(worker, fails, renew_every=0.05)
+        keeping_lease(record, env.clock, fails, renew_every=0.05)
 
 
 
@@ -848,8 +849,8 @@ def test_an_outcome_handed_in_during_a_burst_of_decisions_is_recorded_between_it
     seen: list[str] = []
     decide = slots._decide
 
-    def deciding(worker: Worker, now: datetime, limit: int) -> int:
-        decided = decide(worker, now, limit)
+    def deciding(shared: Shared, now: datetime, limit: int) -> int:
+        decided = decide(shared, now, limit)
         if threading.current_thread() is burst:
             if not seen:
                 wfh_supervision.release.set()

@@ -317,11 +317,10 @@ class Client:
         """
         from wfctl import handlers
         from wfctl.engine.time.deadlines import sweep_deadlines
-        from wfctl.worker import Worker, WorkerOptions
-        from wfctl.worker.deadlines import keeping_lease
+        from wfctl.engine.time.workers import WorkerRecord, keeping_lease
 
-        checker = Worker(self.engine, WorkerOptions(queues=()), clock=self._now)
-        checker.register(self._now(), kind="deadlines")
+        checker = WorkerRecord(self.store, kind="deadlines")
+        checker.register(self._now())
 
         def run_handler(spec: str, state: dict[str, Any]) -> object:
             self.definitions()      # read only when a handler runs: its module may sit beside it
@@ -330,7 +329,7 @@ class Client:
         try:
             return sweep_deadlines(
                 self.engine, checker.worker_id, self._now(), run_handler, clock=self._now,
-                keep_alive=lambda call: keeping_lease(checker, call, checker.lease.renew_every))
+                keep_alive=lambda call: keeping_lease(checker, self._now, call))
         finally:
             checker.unregister(self._now())
 

@@ -10,6 +10,8 @@
 - `process`      the `Worker` that owns them: threads, supervision, signals, shutdown
 
 Each loop does one pass with `run_once(now) -> bool`; `run()` repeats it, waiting on an event.
+A loop is given what it uses (`loop.Shared`, `attempts.Attempts`, the worker's record), never
+the process.
 """
 
 from wfctl.worker.options import WorkerOptions

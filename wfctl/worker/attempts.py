@@ -1,10 +1,12 @@
-"""One activity attempt this worker runs, and what it knows of whether the attempt is still current."""
+"""The activity attempts this worker holds: each one, what it knows of whether it is still current, and
+the registry of them all."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -15,7 +17,7 @@ from wfctl.handlers import HandlerCall, Outcome
 from wfctl.vocabulary import ACTIVITY_TIMEOUTS
 
 if TYPE_CHECKING:
-    from wfctl.worker.process import Worker
+    from wfctl.worker.loop import Shared
 
 
 class Attempt:
@@ -28,9 +30,9 @@ class Attempt:
     stop the handler does, and a handler still running `abandon_grace` later is abandoned.
     """
 
-    def __init__(self, task: ActivityTask, worker: Worker) -> None:
+    def __init__(self, task: ActivityTask, shared: Shared) -> None:
         self.task = task
-        self._worker = worker
+        self._shared = shared
         self.abandon = threading.Event()
         self.heartbeats = HeartbeatBuffer(self._write_heartbeat, task.heartbeat_timeout,
                                           abandon=self.abandon,
@@ -60,10 +62,10 @@ class Attempt:
         })
 
     def _write_heartbeat(self, details: Any) -> bool:
-        worker = self._worker
-        at = worker.clock()
-        with worker.outage.writing():
-            written = worker.engine.record_heartbeat(self.task, details, at)
+        shared = self._shared
+        at = shared.clock()
+        with shared.outage.writing():
+            written = shared.engine.record_heartbeat(self.task, details, at)
         if written:
             self.heartbeats.heartbeat_deadline_at = clock.after(at, self.task.heartbeat_timeout)
         return written
@@ -106,3 +108,74 @@ class AttemptObserver(Protocol):
     def started(self, task: ActivityTask) -> None: ...
 
     def finished(self, attempt: Attempt, outcome: Outcome) -> None: ...
+
+
+class Attempts:
+    """Every attempt this worker holds, under one lock: those running in a slot, those abandoned
+    (their slot given up while the handler goes on), and those whose outcome could not be
+    recorded (still this worker's to give back); and how many ended. `enough` is called once
+    `max_tasks` attempts ended."""
+
+    def __init__(self, max_tasks: int | None, enough: Callable[[], None]) -> None:
+        self.max_tasks = max_tasks
+        self._enough = enough
+        self._lock = threading.Lock()
+        self._running: dict[tuple[str, int], Attempt] = {}
+        self._abandoned: dict[tuple[str, int], Attempt] = {}
+        self._unsettled: dict[tuple[str, int], Attempt] = {}
+        self.done = 0
+        self.abandoned_total = 0
+
+    def started(self, attempt: Attempt) -> None:
+        with self._lock:
+            self._running[attempt.key] = attempt
+
+    def ended(self, attempt: Attempt, *, settled: bool) -> None:
+        with self._lock:
+            self._running.pop(attempt.key, None)
+            returned = self._abandoned.pop(attempt.key, None) is not None
+            if not settled:
+                self._unsettled[attempt.key] = attempt
+            abandoned = len(self._abandoned)
+            self.done += 1
+            limit = self.max_tasks
+            enough = limit is not None and self.done >= limit
+        if returned:
+            log.event("abandoned_handler_returned", instance=attempt.task.workflow_instance_id,
+                      step=attempt.task.step, attempt=attempt.task.attempt, abandoned=abandoned)
+        if enough:
+            self._enough()
+
+    def budget(self, wanted: int) -> int:
+        """How many of `wanted` new attempts may be claimed: never more than `max_tasks`
+        counts, with the attempts running included."""
+        limit = self.max_tasks
+        if limit is None:
+            return wanted
+        with self._lock:
+            left = limit - self.done - len(self._running)
+        return max(0, min(wanted, left))
+
+    def running(self) -> list[Attempt]:
+        """The attempts whose handlers run in a slot (abandoned ones aside)."""
+        with self._lock:
+            return list(self._running.values())
+
+    def abandon(self, attempt: Attempt) -> tuple[int, int]:
+        """The attempt's slot is given up: how many are abandoned now, and in all."""
+        with self._lock:
+            self._running.pop(attempt.key, None)
+            self._abandoned[attempt.key] = attempt
+            self.abandoned_total += 1
+            return len(self._abandoned), self.abandoned_total
+
+    def held(self) -> list[Attempt]:
+        """Every attempt still this worker's: running, abandoned, unsettled."""
+        with self._lock:
+            return [*self._running.values(), *self._abandoned.values(),
+                    *self._unsettled.values()]
+
+    def counts(self) -> tuple[int, int, int]:
+        """How many run, how many ended, how many are abandoned."""
+        with self._lock:
+            return len(self._running), self.done, len(self._abandoned)

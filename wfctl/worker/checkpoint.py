@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from wfctl import log
 from wfctl.errors import StoreUnavailable
-from wfctl.worker.loop import Backoff, Loop
-
-if TYPE_CHECKING:
-    from wfctl.worker.process import Worker
+from wfctl.worker.loop import Backoff, Loop, Shared
 
 # How often the WAL is copied: a few hundred commits' worth at full speed.
 CHECKPOINT_EVERY = 0.25
@@ -24,13 +20,13 @@ class Checkpointer(Loop):
     name = "checkpointer"
     writes = False
 
-    def __init__(self, worker: Worker) -> None:
-        super().__init__(worker)
+    def __init__(self, shared: Shared) -> None:
+        super().__init__(shared)
         self._failing: str | None = None
         self._retry = Backoff()
 
     def run_once(self, now: datetime) -> bool:
-        self.worker.engine.store.checkpoint()
+        self.shared.engine.store.checkpoint()
         if self._failing is not None:
             log.event("checkpoint_recovered")
             self._failing = None

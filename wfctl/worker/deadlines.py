@@ -7,25 +7,20 @@ import queue
 import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, TypeVar
 
 from wfctl import handlers, log
 from wfctl.engine.time.claims import DeadlineClaim
 from wfctl.engine.time.deadlines import fire_deadline
 from wfctl.engine.time.workers import worker_alive
-from wfctl.worker.loop import Loop, until_written
+from wfctl.worker.loop import Loop, Shared, until_written
 from wfctl.worker.watchdog import WATCH_TICK
-
-if TYPE_CHECKING:
-    from wfctl.worker.process import Worker
 
 # on_deadline handlers of one worker that run at once.
 HANDLER_THREADS = 4
-T = TypeVar("T")
 
 
 class DeadlineRunner(Loop):
-    """Claims expired deadlines at least every `--deadline-interval`, at the earliest pending
+    """Claims expired deadlines at least every `interval` (`--deadline-interval`), at the earliest pending
     `deadline_at`, and when a decision claimed one for this worker; a small pool of threads
     runs each claim's on_deadline handler and records the failure. The loop never waits for
     a handler, so a slow one delays no other workflow's deadline. The claims stay this
@@ -33,8 +28,11 @@ class DeadlineRunner(Loop):
 
     name = "deadlines"
 
-    def __init__(self, worker: Worker, handler_threads: int = HANDLER_THREADS) -> None:
-        super().__init__(worker)
+    def __init__(self, shared: Shared, *, interval: float, leases_tell: Callable[[], bool],
+                 handler_threads: int = HANDLER_THREADS) -> None:
+        super().__init__(shared)
+        self.interval = interval
+        self._leases_tell = leases_tell
         self._claims: queue.SimpleQueue[DeadlineClaim | None] = queue.SimpleQueue()
         self._handler_threads = handler_threads
         self._threads: list[threading.Thread] = []
@@ -68,7 +66,8 @@ class DeadlineRunner(Loop):
         self.wake()
 
     def run_once(self, now: datetime) -> bool:
-        engine = self.worker.engine
+        shared = self.shared
+        engine = shared.engine
         earliest = engine.earliest_deadline()
         due = (self._claimed_for_us or self._next_sweep is None or now >= self._next_sweep
                or (earliest is not None and earliest <= now))
@@ -76,9 +75,9 @@ class DeadlineRunner(Loop):
         if due:
             self._claimed_for_us = False
             claims = engine.claim_expired_deadlines(
-                self.worker.worker_id, now,
-                functools.partial(worker_alive, leases_tell=self.worker.lease.leases_tell()))
-            self._next_sweep = now + timedelta(seconds=self.worker.options.deadline_interval)
+                shared.worker_id, now,
+                functools.partial(worker_alive, leases_tell=self._leases_tell()))
+            self._next_sweep = now + timedelta(seconds=self.interval)
             submitted = self._submit(claims)
             earliest = engine.earliest_deadline()
         self._wake_at = self._next_sweep
@@ -89,7 +88,7 @@ class DeadlineRunner(Loop):
     def idle_wait(self) -> float:
         if self._wake_at is None:
             return WATCH_TICK
-        return min(WATCH_TICK, max(0.0, (self._wake_at - self.worker.clock()).total_seconds()))
+        return min(WATCH_TICK, max(0.0, (self._wake_at - self.shared.clock()).total_seconds()))
 
     def _submit(self, claims: list[DeadlineClaim]) -> int:
         # A claim of this worker's still being handled comes back from each sweep (as left by
@@ -119,31 +118,7 @@ class DeadlineRunner(Loop):
 
     def finish(self, claim: DeadlineClaim) -> None:
         """Fire the claim (`fire_deadline`), waiting out a database outage to record it."""
-        worker = self.worker
-        fire_deadline(worker.engine, claim, handlers.call, worker.clock,
-                      write=lambda record: until_written(worker, record)[1])
+        shared = self.shared
+        fire_deadline(shared.engine, claim, handlers.call, shared.clock,
+                      write=lambda record: until_written(shared, record)[1])
 
-
-def keeping_lease(worker: Worker, call: Callable[[], T], renew_every: float) -> T:
-    """`call()` in a thread of its own while this thread renews `worker`'s lease (before it, and
-    every `renew_every` seconds while it runs), so that a slow handler never lets the claims
-    of a one-off deadline check lapse to another worker. What `call` raises is raised here."""
-    result: dict[str, object] = {}
-
-    def target() -> None:
-        try:
-            result["value"] = call()
-        except BaseException as exc:
-            result["error"] = exc
-
-    worker.renew(worker.clock())
-    thread = threading.Thread(target=target, name="on_deadline", daemon=True)
-    thread.start()
-    while True:
-        thread.join(renew_every)
-        if not thread.is_alive():
-            break
-        worker.renew(worker.clock())
-    if "error" in result:
-        raise result["error"]  # type: ignore[misc]
-    return result["value"]  # type: ignore[return-value]

@@ -4,16 +4,13 @@ that never writes), and pruning what retention lets go (a loop of its own, which
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from wfctl import log, systemd
 from wfctl.engine.prune import Pacer, prune_batch
-from wfctl.worker.loop import Loop
-
-if TYPE_CHECKING:
-    from wfctl.worker.attempts import Attempt
-    from wfctl.worker.process import Worker
+from wfctl.worker.attempts import Attempt, Attempts
+from wfctl.worker.loop import Loop, Shared
 
 HOUSEKEEPING_TICK = 0.1
 # With nothing to prune, look again after this long, or when the next retention runs out.
@@ -25,7 +22,7 @@ CURRENT_CHECK_INTERVAL = 1.0
 class Housekeeping(Loop):
     """Marks each running attempt that is no longer current: past one of its own deadlines,
     its heartbeat rejected, or — one query a second for all of them — timed out, cancelled or
-    closed by someone else. Sends systemd STATUS= when it changes and WATCHDOG=1 on time.
+    closed by someone else. Sends systemd STATUS= (what `status` says) when it changes and WATCHDOG=1 on time.
 
     It never writes to the database, so that a database outage never stops the watchdog
     pings: a worker waiting out an outage is not wedged. A wedged worker stops pinging.
@@ -34,17 +31,19 @@ class Housekeeping(Loop):
     name = "housekeeping"
     writes = False
 
-    def __init__(self, worker: Worker) -> None:
-        super().__init__(worker)
+    def __init__(self, shared: Shared, attempts: Attempts, status: Callable[[], str]) -> None:
+        super().__init__(shared)
+        self.attempts = attempts
+        self._status = status
         self._ping_every = systemd.watchdog_interval()
         self._last_ping = time.monotonic()
-        self._last_status = worker.status_line()
+        self._last_status = status()
         self._last_check = float("-inf")
 
     def run_once(self, now: datetime) -> bool:
         self._notify()
         acted = False
-        attempts = self.worker.attempts()
+        attempts = self.attempts.running()
         for attempt in attempts:
             expired = attempt.expired(now)
             if attempt.abandon.is_set():
@@ -62,11 +61,11 @@ class Housekeeping(Loop):
         return HOUSEKEEPING_TICK
 
     def _check_current(self, now: datetime, attempts: list[Attempt]) -> bool:
-        worker = self.worker
+        shared = self.shared
         started = self._last_check = time.monotonic()
-        with worker.engine.store.read() as tx:
+        with shared.engine.store.read() as tx:
             owned = {(row["activity_id"], row["attempt"])
-                     for row in tx.activities_owned_by([worker.worker_id])}
+                     for row in tx.activities_owned_by([shared.worker_id])}
         acted = False
         for attempt in attempts:
             # An attempt claimed after the query began may not show in it yet.
@@ -77,7 +76,7 @@ class Housekeeping(Loop):
         return acted
 
     def _notify(self) -> None:
-        status = self.worker.status_line()
+        status = self._status()
         if self._ping_every is not None \
                 and time.monotonic() - self._last_ping >= self._ping_every:
             systemd.notify(f"WATCHDOG=1\nSTATUS={status}")
@@ -96,15 +95,15 @@ class Pruner(Loop):
 
     name = "prune"
 
-    def __init__(self, worker: Worker) -> None:
-        super().__init__(worker)
+    def __init__(self, shared: Shared) -> None:
+        super().__init__(shared)
         self._wait = 0.0
-        self._pacer = Pacer(worker.engine.store)
+        self._pacer = Pacer(shared.engine.store)
         self._pruned = self._batches = 0
         self._longest = 0.0
 
     def run_once(self, now: datetime) -> bool:
-        engine = self.worker.engine
+        engine = self.shared.engine
         self._pacer.before()
         batch = prune_batch(engine, now)
         if not batch.empty:

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
-from typing import TYPE_CHECKING
 
-from wfctl.worker.loop import Loop
-
-if TYPE_CHECKING:
-    from wfctl.worker.process import Worker
+from wfctl.engine.time.workers import WorkerRecord
+from wfctl.worker.attempts import Attempts
+from wfctl.worker.loop import Loop, Shared
 
 LEASE_TICK = 0.1
 
@@ -21,9 +19,11 @@ class LeaseKeeper(Loop):
 
     name = "lease"
 
-    def __init__(self, worker: Worker) -> None:
-        super().__init__(worker)
-        self.renew_every = min(5.0, worker.options.worker_lease / 3)
+    def __init__(self, shared: Shared, record: WorkerRecord, attempts: Attempts) -> None:
+        super().__init__(shared)
+        self.record = record
+        self.attempts = attempts
+        self.renew_every = record.renew_every
         self._renewed_at: datetime | None = None
         # When (time.monotonic()) the last renewal was written, and when renewals last came
         # on time again after one came late.
@@ -31,13 +31,12 @@ class LeaseKeeper(Loop):
         self._steady_since: float | None = None
 
     def run_once(self, now: datetime) -> bool:
-        worker = self.worker
-        for attempt in worker.attempts():
+        for attempt in self.attempts.running():
             attempt.heartbeats.flush_if_due()
         if self._renewed_at is not None \
                 and (now - self._renewed_at).total_seconds() < self.renew_every:
             return False
-        worker.renew(now)
+        self.record.renew(now, stopping=self.shared.stopping.is_set())
         self._renewed_at = now
         written = time.monotonic()
         if self._written is not None and written - self._written > self._late:
@@ -61,7 +60,7 @@ class LeaseKeeper(Loop):
         if since - self._written > self._late:
             return False
         return self._steady_since is None \
-            or since - self._steady_since >= self.worker.options.worker_lease
+            or since - self._steady_since >= self.record.lease_seconds
 
     def pause(self, acted: bool) -> float:
         return LEASE_TICK

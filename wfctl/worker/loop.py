@@ -1,4 +1,5 @@
-"""What every worker loop shares: passes of `run_once(now)`, errors caught per pass, capped back-off."""
+"""What every worker loop shares: the engine, clock, outage and stop requests of its worker; passes of
+`run_once(now)`, errors caught per pass, capped back-off."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, TypeVar
 
@@ -14,7 +16,7 @@ from wfctl import log
 from wfctl.errors import StoreUnavailable
 
 if TYPE_CHECKING:
-    from wfctl.worker.process import Worker
+    from wfctl.engine import Engine
 
 # After a failed pass a loop waits this long, doubling up to the cap; a good pass starts over.
 BACKOFF_FIRST = 0.1
@@ -94,17 +96,33 @@ class Outage:
             log.event("database_available", after_seconds=round(self._monotonic() - since, 1))
 
 
-def until_written(worker: Worker, write: Callable[[], T]) -> tuple[bool, T | None]:
+@dataclass(frozen=True, slots=True, eq=False)
+class Shared:
+    """What the loops of one worker share: the engine and the turn at its decisions (slots, the
+    watchdog and the deadline runner take turns), the worker's id and clock (every instant it
+    acts at is read from it), the database outage, and the requests to stop: `stopping` (claim
+    nothing new) and `forced` (stop now)."""
+
+    engine: Engine
+    worker_id: str
+    clock: Callable[[], datetime]
+    outage: Outage
+    turn: threading.Lock
+    stopping: threading.Event
+    forced: threading.Event
+
+
+def until_written(shared: Shared, write: Callable[[], T]) -> tuple[bool, T | None]:
     """`write()` at the engine, tried again while the database is unavailable (backing off,
     capped) until it succeeds: (True, what it returned); or (False, None) once the worker is
     told to stop at once. What was computed before is kept meanwhile, never lost."""
     backoff = Backoff()
     while True:
         try:
-            with worker.outage.writing(), worker.engine_turn:
+            with shared.outage.writing(), shared.turn:
                 value = write()
         except StoreUnavailable:
-            if worker.forced.wait(backoff.next()):
+            if shared.forced.wait(backoff.next()):
                 return False, None
             continue
         return True, value
@@ -116,15 +134,16 @@ class Loop:
     `run_once(now)` does one pass and says whether it acted; `run()` repeats it until the loop
     is stopped, waiting on `wakeup` between passes (`pause` says how long), never sleeping
     blind. Whatever goes wrong in a pass is logged once with its traceback and backed off from;
-    the database being unavailable is reported to the worker's `Outage` instead.
+    the database being unavailable is reported to the worker's `Outage` instead. A loop is
+    given what it uses: the worker's `Shared` and whatever else its job needs.
     """
 
     name = "loop"
     # Whether a pass that acted wrote to the database (so that an outage is known to be over).
     writes = True
 
-    def __init__(self, worker: Worker) -> None:
-        self.worker = worker
+    def __init__(self, shared: Shared) -> None:
+        self.shared = shared
         self.wakeup = threading.Event()
         self.stopped = threading.Event()
         self._backoff = Backoff()
@@ -158,14 +177,14 @@ class Loop:
 
     def guarded_pass(self) -> float:
         """One pass; returns how long to wait before the next."""
-        began = self.worker.outage.instant()
+        began = self.shared.outage.instant()
         try:
-            acted = self.run_once(self.worker.clock())
+            acted = self.run_once(self.shared.clock())
             wait = self.pause(acted)
         except Exception as exc:
             return self.failed(exc)
         if acted and self.writes:
-            self.worker.outage.recovered(began)
+            self.shared.outage.recovered(began)
         if self._failures:
             log.event("loop_recovered", loop=self.name, failed_passes=self._failures)
             self._failure, self._failures = None, 0
@@ -174,7 +193,7 @@ class Loop:
 
     def failed(self, error: Exception) -> float:
         if isinstance(error, StoreUnavailable):
-            self.worker.outage.failed(error)
+            self.shared.outage.failed(error)
         else:
             self._failures += 1
             what = f"{type(error).__name__}: {error}"

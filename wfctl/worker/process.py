@@ -3,31 +3,28 @@
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import sys
 import threading
 import time
-import uuid
 from collections import deque
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 from types import FrameType
 
 from wfctl import clock as wall_clock
 from wfctl import log, systemd
 from wfctl.context import _NOTHING
 from wfctl.engine import Engine
-from wfctl.engine.time.workers import HOSTNAME, host_id, process_started
+from wfctl.engine.time.workers import WorkerRecord
 from wfctl.errors import StoreUnavailable, WfctlError
-from wfctl.store import Row
-from wfctl.worker.attempts import Attempt, AttemptObserver
+from wfctl.worker.attempts import AttemptObserver, Attempts
 from wfctl.worker.checkpoint import Checkpointer
 from wfctl.worker.deadlines import DeadlineRunner
 from wfctl.worker.executor import Executor, executor_for
 from wfctl.worker.housekeeping import Housekeeping, Pruner
 from wfctl.worker.lease import LeaseKeeper
-from wfctl.worker.loop import Backoff, Loop, Outage
+from wfctl.worker.loop import Backoff, Loop, Outage, Shared
 from wfctl.worker.options import WorkerOptions
 from wfctl.worker.slots import Slot, StepPath, run_pass
 from wfctl.worker.wakeups import Wakeups
@@ -53,18 +50,22 @@ class Worker:
     housekeeping and the lease keeper, each a loop in a thread of its own; this object starts
     them, replaces any that dies, and stops them on request.
 
-    `clock` is the one clock of the worker: every instant it acts at is read from it.
+    `clock` is the one clock of the worker: every instant it acts at is read from it. Each
+    loop is given what it uses: the `Shared` engine, clock, outage and stop requests, the
+    `Attempts` registry, the worker's `WorkerRecord`, its own options.
     """
 
     def __init__(self, engine: Engine, options: WorkerOptions | None = None, *,
                  clock: Callable[[], datetime] = wall_clock.now,
                  executor: Executor | None = None) -> None:
         self.engine = engine
-        self.options = options or WorkerOptions()
+        self.options = options = options or WorkerOptions()
         self.clock = clock
-        self.worker_id = f"{HOSTNAME}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
-        self.executor = executor or executor_for(self.options.isolation,
-                                                 self.options.concurrency, tuple(sys.path))
+        self.executor = executor or executor_for(options.isolation, options.concurrency,
+                                                 tuple(sys.path))
+        self.record = WorkerRecord(engine.store, queues=options.queues,
+                                   lease_seconds=options.worker_lease)
+        self.worker_id = self.record.worker_id
         self.outage = Outage()
         # One connection per slot (a heartbeat is written from the slot's thread), one for the
         # step path and one for each loop that writes (watchdog, deadline runner, lease,
@@ -74,90 +75,59 @@ class Worker:
         self.engine_turn = threading.Lock()
         self._stop = threading.Event()
         self.forced = threading.Event()
+        self.shared = Shared(engine, self.worker_id, clock, self.outage, self.engine_turn,
+                             self._stop, self.forced)
         # SIGTERM/SIGINT received: counted by the signal handler, and nothing else there. A
         # handler that set an Event could deadlock on the Event's lock, held by the very thread
         # it interrupted; the main thread turns the count into requests (`_take_signals`).
         self.signals = 0
         # What the main thread waits on between its looks; set by requests from other threads.
         self._tick = threading.Event()
-        self._lock = threading.Lock()
-        self._running: dict[tuple[str, int], Attempt] = {}
-        self._abandoned: dict[tuple[str, int], Attempt] = {}
-        # Attempts whose outcome could not be recorded: still this worker's to give back.
-        self._unsettled: dict[tuple[str, int], Attempt] = {}
-        self.abandoned_total = 0
-        self.tasks_done = 0
-        # Set to record each attempt's wait and run time (`work --metrics-port`).
-        self.attempt_metrics: AttemptObserver | None = None
-        self._registered = False
-        self._kind = "worker"
+        self.attempts = Attempts(options.max_tasks, enough=self.request_stop)
+        self._attempt_metrics: AttemptObserver | None = None
         self._slots_made = 0
-        self.steps = StepPath(self)
-        self.slots = [self._new_slot() for _ in range(self.options.concurrency)]
-        self.watchdog = Watchdog(self)
-        self.deadlines = DeadlineRunner(self)
-        self.housekeeping = Housekeeping(self)
-        self.pruner = Pruner(self)
-        self.lease = LeaseKeeper(self)
-        self.checkpointer = Checkpointer(self)
+        shared = self.shared
+        self.steps = StepPath(shared, self.attempts, options.queues)
+        self.slots = [self._new_slot() for _ in range(options.concurrency)]
+        self.lease = LeaseKeeper(shared, self.record, self.attempts)
+        self.watchdog = Watchdog(shared, self.steps, self.lease.leases_tell)
+        self.deadlines = DeadlineRunner(shared, interval=options.deadline_interval,
+                                        leases_tell=self.lease.leases_tell)
+        self.housekeeping = Housekeeping(shared, self.attempts, self.status_line)
+        self.pruner = Pruner(shared)
+        self.checkpointer = Checkpointer(shared)
         # Where the database tells of other processes' commits (PostgreSQL), a loop listens.
         listener = engine.store.listen()
-        self.wakeups = Wakeups(self, listener) if listener is not None else None
+        self.wakeups = Wakeups(shared, listener, self.wake) if listener is not None else None
         self._threads: dict[Loop, threading.Thread] = {}
         self._deaths: deque[float] = deque()
 
     # lifecycle in the database
 
     def register(self, now: datetime, kind: str = "worker") -> None:
-        with self.engine.store.write() as tx:
-            tx.register_worker(self._record(now, kind))
-        self._registered = True
-        self._kind = kind
-
-    def _record(self, now: datetime, kind: str) -> Row:
-        return {
-            "worker_id": self.worker_id,
-            "kind": kind,
-            "hostname": HOSTNAME,
-            "host_id": host_id(),
-            "pid": os.getpid(),
-            "pid_started": process_started(os.getpid()),
-            "queues": ",".join(self.options.queues),
-            "started_at": now,
-            "heartbeat_at": now,
-            "lease_expires_at": now + timedelta(seconds=self.options.worker_lease),
-        }
+        self.record.kind = kind
+        self.record.register(now)
 
     def renew(self, now: datetime) -> None:
-        lease_expires_at = now + timedelta(seconds=self.options.worker_lease)
-        gone = False
-        with self.engine.store.write() as tx:
-            renewed = tx.renew_worker(self.worker_id, now, lease_expires_at)
-            if not renewed and not self.stopping:
-                gone = tx.get_worker(self.worker_id) is None
-                if gone:
-                    # The database lost this worker's record (restored from a backup, or
-                    # dropped and created again): what it holds and claims is recorded under
-                    # its id, so it registers again under the same one, orphaning nothing.
-                    tx.register_worker(self._record(now, self._kind))
-                else:
-                    # Another watchdog saw the lease lapse (this worker on another host went
-                    # silent) and retried our attempts; what this worker claims from now on
-                    # must be watched again.
-                    tx.revive_worker(self.worker_id, now, lease_expires_at)
-        if gone:
-            log.event("worker_registered_again", logging.WARNING, worker_id=self.worker_id,
-                      message="its record was gone from the database (restored from a backup, "
-                              "or created anew?); registered again")
-        elif not renewed and not self.stopping:
-            log.event("worker_lease_lapsed", logging.WARNING, worker_id=self.worker_id,
-                      message="declared lost while stalled; its attempts were retried")
+        self.record.renew(now, stopping=self.stopping)
 
     def unregister(self, now: datetime) -> None:
-        if self._registered:
-            with self.engine.store.write() as tx:
-                tx.stop_worker(self.worker_id, now)
-            self._registered = False
+        self.record.unregister(now)
+
+    @property
+    def tasks_done(self) -> int:
+        return self.attempts.done
+
+    @property
+    def attempt_metrics(self) -> AttemptObserver | None:
+        """Told of each attempt's start and end (`work --metrics-port`), by every slot."""
+        return self._attempt_metrics
+
+    @attempt_metrics.setter
+    def attempt_metrics(self, observer: AttemptObserver | None) -> None:
+        self._attempt_metrics = observer
+        for slot in self.slots:
+            slot.observer = observer
 
     # requests (from signal handlers too: they only set flags)
 
@@ -201,46 +171,7 @@ class Worker:
         """One pass of the watchdog at `now` (enforce timeouts, decide), then of the slots: run
         every ready task, each at the instant the clock reads. What `work --once` does."""
         swept = self.watchdog.run_once(now)
-        return run_pass(self, self.slots, self.clock()) or swept
-
-    # the attempts the slots run
-
-    def attempt_started(self, attempt: Attempt) -> None:
-        with self._lock:
-            self._running[attempt.key] = attempt
-
-    def attempt_ended(self, attempt: Attempt, *, settled: bool) -> None:
-        with self._lock:
-            self._running.pop(attempt.key, None)
-            returned = self._abandoned.pop(attempt.key, None) is not None
-            if not settled:
-                self._unsettled[attempt.key] = attempt
-            abandoned = len(self._abandoned)
-            self.tasks_done += 1
-            limit = self.options.max_tasks
-            enough = limit is not None and self.tasks_done >= limit
-        if returned:
-            log.event("abandoned_handler_returned", instance=attempt.task.workflow_instance_id,
-                      step=attempt.task.step, attempt=attempt.task.attempt, abandoned=abandoned)
-        if enough:
-            self.request_stop()
-
-    def claim_budget(self, wanted: int) -> int:
-        """How many of `wanted` new attempts may be claimed: none once stopping, and never
-        more than `max_tasks` counts, with the attempts running included."""
-        if self.stopping:
-            return 0
-        limit = self.options.max_tasks
-        if limit is None:
-            return wanted
-        with self._lock:
-            left = limit - self.tasks_done - len(self._running)
-        return max(0, min(wanted, left))
-
-    def attempts(self) -> list[Attempt]:
-        """The attempts whose handlers run in a slot (abandoned ones aside)."""
-        with self._lock:
-            return list(self._running.values())
+        return run_pass(self.slots, self.clock(), self.abandon_overdue) or swept
 
     def abandon_overdue(self, now: datetime) -> list[Slot]:
         """Give up each slot whose handler outlived its attempt by the grace: a fresh slot takes
@@ -254,11 +185,7 @@ class Worker:
             attempt.abandoned = slot.abandoned = True
             slot.stop()
             self._threads.pop(slot, None)
-            with self._lock:
-                self._running.pop(attempt.key, None)
-                self._abandoned[attempt.key] = attempt
-                self.abandoned_total += 1
-                abandoned = len(self._abandoned)
+            abandoned, abandoned_total = self.attempts.abandon(attempt)
             replacement = self._new_slot()
             self.slots = [replacement if other is slot else other for other in self.slots]
             fresh.append(replacement)
@@ -266,14 +193,13 @@ class Worker:
                       instance=attempt.task.workflow_instance_id, step=attempt.task.step,
                       attempt=attempt.task.attempt, reason=attempt.reason,
                       grace_seconds=grace, slot=slot.name, replaced_by=replacement.name,
-                      abandoned=abandoned, abandoned_total=self.abandoned_total)
+                      abandoned=abandoned, abandoned_total=abandoned_total)
         return fresh
 
     def status_line(self) -> str:
         """What `systemctl status` shows: the state, running handlers, tasks done, abandoned."""
         state = "stopping" if self.stopping else "serving " + ",".join(self.options.queues)
-        with self._lock:
-            running, done, abandoned = len(self._running), self.tasks_done, len(self._abandoned)
+        running, done, abandoned = self.attempts.counts()
         line = (f"{state}; {running} handler{'s' if running != 1 else ''} running, "
                 f"{done} task{'s' if done != 1 else ''} done")
         return line + (f", {abandoned} abandoned" if abandoned else "")
@@ -442,7 +368,7 @@ class Worker:
                 self.unregister(self.clock())
             except StoreUnavailable as exc:
                 self.outage.failed(exc)
-        if self._registered:
+        if self.record.registered:
             log.event("worker_lease_left_to_lapse", logging.WARNING, worker_id=self.worker_id,
                       message="could not release what it holds; its attempts are retried by "
                               "another worker once its lease lapses")
@@ -461,7 +387,8 @@ class Worker:
     def _drain(self) -> None:
         """Let running handlers (and on_deadline handlers) finish within the grace; abandoned
         handlers are not waited for."""
-        log.event("worker_draining", worker_id=self.worker_id, running=len(self.attempts()),
+        log.event("worker_draining", worker_id=self.worker_id,
+                  running=len(self.attempts.running()),
                   grace_seconds=self.options.grace)
         end = time.monotonic() + self.options.grace
         while time.monotonic() < end:
@@ -478,10 +405,7 @@ class Worker:
     def _release_held(self) -> bool:
         """Give back every attempt still held, so that it is retried at once; False when the
         database would not take it."""
-        with self._lock:
-            held = [*self._running.values(), *self._abandoned.values(),
-                    *self._unsettled.values()]
-        for attempt in held:
+        for attempt in self.attempts.held():
             attempt.abandon.set()
             # The latest heartbeat details go with the release, so the next attempt resumes.
             pending = attempt.heartbeats.take_pending()
@@ -496,7 +420,9 @@ class Worker:
 
     def _new_slot(self) -> Slot:
         self._slots_made += 1
-        return Slot(self, f"slot-{self._slots_made - 1}")
+        return Slot(self.shared, f"slot-{self._slots_made - 1}", steps=self.steps,
+                    attempts=self.attempts, executor=self.executor,
+                    observer=self._attempt_metrics)
 
 
 def install_signal_handlers(worker: Worker) -> Callable[[], None]:

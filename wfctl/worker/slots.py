@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -14,12 +14,12 @@ from wfctl.context import _NOTHING
 from wfctl.engine.activities import ActivityTask
 from wfctl.errors import ActivityCancelled, StoreUnavailable
 from wfctl.handlers import HandlerError, Outcome, format_traceback
-from wfctl.worker.attempts import Attempt
-from wfctl.worker.loop import Backoff, Loop
+from wfctl.worker.attempts import Attempt, AttemptObserver, Attempts
+from wfctl.worker.executor import Executor
+from wfctl.worker.loop import Backoff, Loop, Shared
 
 if TYPE_CHECKING:
     from wfctl.engine import Engine
-    from wfctl.worker.process import Worker
 
 # The longest an idle slot waits before it looks for work again (commits wake it sooner).
 IDLE_WAIT = 1.0
@@ -33,12 +33,18 @@ class Slot(Loop):
     under the retry policy when it is not a result), and the slot goes on serving.
 
     A slot never touches the database itself: it hands each outcome to the worker's `StepPath`
-    and gets its next attempt back from the same transaction.
+    and gets its next attempt back from the same transaction. `observer`, when set, is told of
+    each attempt's start and end (`work --metrics-port`).
     """
 
-    def __init__(self, worker: Worker, name: str) -> None:
-        super().__init__(worker)
+    def __init__(self, shared: Shared, name: str, *, steps: StepPath, attempts: Attempts,
+                 executor: Executor, observer: AttemptObserver | None = None) -> None:
+        super().__init__(shared)
         self.name = name
+        self.steps = steps
+        self.attempts = attempts
+        self.executor = executor
+        self.observer = observer
         self.attempt: Attempt | None = None
         # The attempt claimed for this slot along with its last outcome, to run next.
         self.held: Attempt | None = None
@@ -50,10 +56,10 @@ class Slot(Loop):
         held); False when nothing was ready."""
         attempt, self.held = self.held, None
         if attempt is None:
-            if self.worker.stopping or not self.worker.steps.ready(now):
+            if self.shared.stopping.is_set() or not self.steps.ready(now):
                 return False
             exchange = Exchange(claim=True)
-            self.worker.steps.exchange(exchange)
+            self.steps.exchange(exchange)
             if exchange.unavailable is not None:
                 raise exchange.unavailable
             attempt = exchange.next
@@ -67,45 +73,44 @@ class Slot(Loop):
         # Stopped with an attempt claimed but not begun: give it back at once.
         attempt, self.held = self.held, None
         if attempt is not None:
-            worker = self.worker
+            shared = self.shared
             try:
-                with worker.engine_turn:
-                    worker.engine.release_activity(attempt.task, worker.clock(),
+                with shared.turn:
+                    shared.engine.release_activity(attempt.task, shared.clock(),
                                                    "worker_shutdown")
             except StoreUnavailable as exc:
-                worker.outage.failed(exc)
-                worker.attempt_ended(attempt, settled=False)
+                shared.outage.failed(exc)
+                self.attempts.ended(attempt, settled=False)
                 return
-            worker.attempt_ended(attempt, settled=True)
+            self.attempts.ended(attempt, settled=True)
 
     def idle_wait(self) -> float:
-        worker = self.worker
-        with worker.engine.store.read() as tx:
-            next_at = tx.next_activity_available_at(worker.options.queues)
+        with self.shared.engine.store.read() as tx:
+            next_at = tx.next_activity_available_at(self.steps.queues)
         if next_at is None:
             return IDLE_WAIT
-        return max(0.0, min(IDLE_WAIT, (next_at - worker.clock()).total_seconds()))
+        return max(0.0, min(IDLE_WAIT, (next_at - self.shared.clock()).total_seconds()))
 
     def execute(self, attempt: Attempt) -> None:
         """Run a claimed attempt through the worker's executor and record how it ended."""
-        worker = self.worker
         self.attempt = attempt
-        if worker.attempt_metrics is not None:
-            worker.attempt_metrics.started(attempt.task)
+        observer = self.observer
+        if observer is not None:
+            observer.started(attempt.task)
         settled = False
         try:
             try:
-                outcome = worker.executor.run(attempt.call(), attempt.heartbeats, attempt.abandon)
+                outcome = self.executor.run(attempt.call(), attempt.heartbeats, attempt.abandon)
             except Exception as exc:
                 # The executor itself failed (not the handler): the attempt fails all the same.
                 outcome = Outcome(error=HandlerError.of(exc))
             attempt.handler_running = False
-            if worker.attempt_metrics is not None:
-                worker.attempt_metrics.finished(attempt, outcome)
+            if observer is not None:
+                observer.finished(attempt, outcome)
             settled = self._report(attempt, outcome)
         finally:
             self.attempt = None
-            worker.attempt_ended(attempt, settled=settled)
+            self.attempts.ended(attempt, settled=settled)
 
     def _report(self, attempt: Attempt, outcome: Outcome) -> bool:
         """Record how the attempt ended (and take the next attempt with it); False when it
@@ -124,13 +129,13 @@ class Slot(Loop):
         exchange = Exchange(attempt=attempt, outcome=outcome, details=details, claim=True)
         backoff = Backoff()
         while True:
-            exchange.claim = not self.worker.stopping
-            self.worker.steps.exchange(exchange)
+            exchange.claim = not self.shared.stopping.is_set()
+            self.steps.exchange(exchange)
             if exchange.unavailable is None:
                 break
             # Waited out: the outcome is kept until it is written (the engine rejects it then
             # if the attempt is no longer current).
-            if self.worker.forced.wait(backoff.next()):
+            if self.shared.forced.wait(backoff.next()):
                 log.event("activity_result_not_recorded", logging.WARNING,
                           instance=task.workflow_instance_id, step=task.step,
                           attempt=task.attempt,
@@ -176,16 +181,18 @@ class StepPath:
     # a millisecond on SQLite, ten on PostgreSQL) dwarfs its share of a commit at this size.
     DECISIONS = 8
 
-    def __init__(self, worker: Worker) -> None:
-        self.worker = worker
+    def __init__(self, shared: Shared, attempts: Attempts, queues: Sequence[str]) -> None:
+        self.shared = shared
+        self.attempts = attempts
+        self.queues = tuple(queues)
         self._queue: list[Exchange] = []
         self._queue_lock = threading.Lock()
 
     def ready(self, now: datetime) -> bool:
         """Whether a workflow task or an activity is ready (a read, no write lock)."""
-        tx = self.worker.engine.store.peek()
+        tx = self.shared.engine.store.peek()
         return tx.next_ready_workflow_task(now) is not None or \
-            tx.next_ready_activity(self.worker.options.queues, now) is not None
+            tx.next_ready_activity(self.queues, now) is not None
 
     def exchange(self, exchange: Exchange) -> None:
         """Hand `exchange` in and return once a batch took it.
@@ -217,7 +224,7 @@ class StepPath:
         One handed in after the combiner's last look finds the turn taken and waits: so the
         combiner looks again once it let go, and serves it then.
         """
-        turn = self.worker.engine_turn
+        turn = self.shared.turn
         while turn.acquire(blocking=False):
             try:
                 while True:
@@ -234,20 +241,21 @@ class StepPath:
         return False
 
     def _combine(self, batch: list[Exchange]) -> None:
-        worker, engine = self.worker, self.worker.engine
-        now = worker.clock()
+        shared, engine = self.shared, self.shared.engine
+        now = shared.clock()
         wanting = [exchange for exchange in batch if exchange.claim]
-        budget = worker.claim_budget(len(wanting))
+        # None once stopping, and never more than `max_tasks` counts.
+        budget = 0 if shared.stopping.is_set() else self.attempts.budget(len(wanting))
         tasks: list[ActivityTask] = []
         decided = 0
         try:
-            with worker.outage.writing(), engine.batch() as done:
+            with shared.outage.writing(), engine.batch() as done:
                 for exchange in batch:
                     if exchange.attempt is not None:
                         exchange.rejected = _record(engine, exchange, now)
-                decided = _decide(worker, now, self.DECISIONS)
+                decided = _decide(shared, now, self.DECISIONS)
                 while len(tasks) < budget:
-                    claimed = engine.claim_activity(worker.worker_id, worker.options.queues, now)
+                    claimed = engine.claim_activity(shared.worker_id, self.queues, now)
                     if claimed is None:
                         # Everything ready went to these slots: the others need no wake-up.
                         done.nothing_left_ready = decided < self.DECISIONS
@@ -264,8 +272,8 @@ class StepPath:
         for exchange in batch:
             exchange.recorded = exchange.attempt is not None
         for exchange, task in zip(wanting, tasks, strict=False):
-            exchange.next = Attempt(task, worker)
-            worker.attempt_started(exchange.next)
+            exchange.next = Attempt(task, shared)
+            self.attempts.started(exchange.next)
         for exchange in batch:
             exchange.decided = decided
             exchange.done.set()
@@ -273,14 +281,14 @@ class StepPath:
     def _one_by_one(self, batch: list[Exchange], now: datetime) -> None:
         """Record each outcome in a transaction of its own: one the engine cannot take fails
         the attempt instead, so that it never stays `started` for good."""
-        engine = self.worker.engine
+        engine = self.shared.engine
         for exchange in batch:
             if exchange.attempt is not None:
                 try:
                     exchange.rejected = _record(engine, exchange, now)
                     exchange.recorded = True
                 except StoreUnavailable as exc:
-                    self.worker.outage.failed(exc)
+                    self.shared.outage.failed(exc)
                     exchange.unavailable = exc
                 except Exception as exc:
                     task = exchange.attempt.task
@@ -323,7 +331,7 @@ def _fail_unrecorded(engine: Engine, task: ActivityTask, error: Exception,
     return True
 
 
-def decide_ready(worker: Worker, now: datetime, limit: int) -> int:
+def decide_ready(shared: Shared, steps: StepPath, now: datetime, limit: int) -> int:
     """Claim and complete up to `limit` ready workflow tasks, the first batch at `now` and each
     later one at the instant the clock reads when it begins (a long run of decisions must not
     stamp what it schedules, and the deadlines it sets, with the instant it began); how many.
@@ -335,30 +343,30 @@ def decide_ready(worker: Worker, now: datetime, limit: int) -> int:
     unexpected error) is done again one transaction per step, so that one bad task does not
     hold up the others.
     """
-    engine = worker.engine
+    engine = shared.engine
     decided = 0
     while decided < limit:
         size = min(StepPath.DECISIONS, limit - decided)
-        with worker.engine_turn:
+        with shared.turn:
             try:
                 with engine.batch():
-                    done = _decide(worker, now, size)
+                    done = _decide(shared, now, size)
             except StoreUnavailable:
                 raise
             except Exception:
-                done = _decide_one_by_one(worker, now, size)
+                done = _decide_one_by_one(shared, now, size)
         decided += done
         if done < size:
             break
-        worker.steps.serve_waiting()
-        now = max(now, worker.clock())
+        steps.serve_waiting()
+        now = max(now, shared.clock())
     return decided
 
 
-def _decide(worker: Worker, now: datetime, limit: int) -> int:
-    engine, decided = worker.engine, 0
+def _decide(shared: Shared, now: datetime, limit: int) -> int:
+    engine, decided = shared.engine, 0
     while decided < limit:
-        task = engine.claim_workflow_task(worker.worker_id, now)
+        task = engine.claim_workflow_task(shared.worker_id, now)
         if task is None:
             break
         engine.complete_workflow_task(task, now)
@@ -366,12 +374,12 @@ def _decide(worker: Worker, now: datetime, limit: int) -> int:
     return decided
 
 
-def _decide_one_by_one(worker: Worker, now: datetime, limit: int) -> int:
+def _decide_one_by_one(shared: Shared, now: datetime, limit: int) -> int:
     """Claim and complete in transactions of their own; a completion that fails leaves its
     task to its workflow_task_timeout, and the next task is taken."""
-    engine, decided = worker.engine, 0
+    engine, decided = shared.engine, 0
     while decided < limit:
-        task = engine.claim_workflow_task(worker.worker_id, now)
+        task = engine.claim_workflow_task(shared.worker_id, now)
         if task is None:
             break
         decided += 1
@@ -390,16 +398,19 @@ def _discarded(task: ActivityTask, reason: str) -> None:
               reason=reason)
 
 
-def run_pass(worker: Worker, slots: Sequence[Slot], now: datetime) -> bool:
+def run_pass(slots: Sequence[Slot], now: datetime,
+             abandon_overdue: Callable[[datetime], list[Slot]]) -> bool:
     """Run every ready task: one slot runs them one after another in this thread; several run
-    side by side, a thread each. True when any task ran."""
+    side by side, a thread each (and `abandon_overdue` gives up those whose handler outlived
+    its attempt). True when any task ran."""
+    shared = slots[0].shared
     if len(slots) == 1:
         acted = False
-        while not worker.stopping and slots[0].run_once(now):
+        while not shared.stopping.is_set() and slots[0].run_once(now):
             acted = True
-            now = worker.clock()
+            now = shared.clock()
         return acted
-    return _SideBySide(worker, slots).run(now)
+    return _SideBySide(slots, abandon_overdue).run(now)
 
 
 class _SideBySide:
@@ -407,8 +418,10 @@ class _SideBySide:
     mid-task and none finished a task since it looked (a finish can make new work ready);
     a slot whose handler was abandoned no longer holds the pass up."""
 
-    def __init__(self, worker: Worker, slots: Sequence[Slot]) -> None:
-        self.worker = worker
+    def __init__(self, slots: Sequence[Slot],
+                 abandon_overdue: Callable[[datetime], list[Slot]]) -> None:
+        self.shared = slots[0].shared
+        self.abandon_overdue = abandon_overdue
         self.slots = list(slots)
         self.changed = threading.Condition()
         self.busy: set[Slot] = set()
@@ -425,7 +438,7 @@ class _SideBySide:
         while any(thread.is_alive() and not slot.abandoned for slot, thread in threads.items()):
             with self.changed:
                 self.changed.wait(0.1)
-            if self.worker.abandon_overdue(self.worker.clock()):
+            if self.abandon_overdue(self.shared.clock()):
                 with self.changed:
                     self.changed.notify_all()
         if self.error is not None:
@@ -435,13 +448,13 @@ class _SideBySide:
     def _drain(self, slot: Slot, now: datetime) -> None:
         try:
             first = True
-            while not self.done and not self.worker.stopping:
+            while not self.done and not self.shared.stopping.is_set():
                 with self.changed:
                     seen = self.finished
                     self.busy.add(slot)
                 # Read after `seen`: whatever a counted finish made ready is ready by now.
                 if not first:
-                    now = self.worker.clock()
+                    now = self.shared.clock()
                 first = False
                 acted = False
                 try:

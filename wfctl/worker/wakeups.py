@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from wfctl.worker.loop import Loop
+from wfctl.worker.loop import Loop, Shared
 
 if TYPE_CHECKING:
     from wfctl.store.base import ReadyListener
-    from wfctl.worker.process import Worker
 
 # How long one wait for a notification lasts: how late the loop notices it was stopped.
 LISTEN_WAIT = 0.5
 
 
 class Wakeups(Loop):
-    """Waits on the store's listener (PostgreSQL's LISTEN) and wakes the worker's idle slots
+    """Waits on the store's listener (PostgreSQL's LISTEN) and calls `wake` (the idle slots look)
     when another process made work ready, instead of leaving it to their next poll.
 
     A lost connection is an outage like any (logged once, backed off from); once listening
@@ -28,16 +28,17 @@ class Wakeups(Loop):
     # Hearing writes nothing: it never tells that a database outage is over.
     writes = False
 
-    def __init__(self, worker: Worker, listener: ReadyListener) -> None:
-        super().__init__(worker)
+    def __init__(self, shared: Shared, listener: ReadyListener, wake: Callable[[], None]) -> None:
+        super().__init__(shared)
         self.listener = listener
+        self._wake = wake
         self.listening = False
 
     def run_once(self, now: datetime) -> bool:
         heard = self.listener.wait(LISTEN_WAIT)
         self.listening = True
         if heard:
-            self.worker.wake()
+            self._wake()
         return heard
 
     def pause(self, acted: bool) -> float:

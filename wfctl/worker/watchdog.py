@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from wfctl.engine.time.sweep import sweep
-from wfctl.worker.loop import Loop
-from wfctl.worker.slots import decide_ready
-
-if TYPE_CHECKING:
-    from wfctl.worker.process import Worker
+from wfctl.worker.loop import Loop, Shared
+from wfctl.worker.slots import StepPath, decide_ready
 
 # How often the watchdog looks again when nothing is due sooner.
 WATCH_TICK = 0.25
@@ -24,22 +21,24 @@ class Watchdog(Loop):
 
     name = "watchdog"
 
-    def __init__(self, worker: Worker) -> None:
-        super().__init__(worker)
+    def __init__(self, shared: Shared, steps: StepPath, leases_tell: Callable[[], bool]) -> None:
+        super().__init__(shared)
+        self.steps = steps
+        self._leases_tell = leases_tell
         self._swept_something = False
         self._next_due: datetime | None = None
 
     def run_once(self, now: datetime) -> bool:
-        worker = self.worker
-        engine = worker.engine
+        shared = self.shared
+        engine = shared.engine
         # This worker is alive whatever its lease says (a long outage can outlast it).
-        report = sweep(engine, now, alive=(worker.worker_id,), clock_now=worker.clock,
-                       leases_tell=worker.lease.leases_tell())
+        report = sweep(engine, now, alive=(shared.worker_id,), clock_now=shared.clock,
+                       leases_tell=self._leases_tell())
         self._swept_something, self._next_due = report.acted, report.next_due
         decided = 0
         if report.acted or \
                 engine.store.peek().next_ready_workflow_task(now) is not None:
-            decided = decide_ready(worker, now, limit=DECISIONS_PER_PASS)
+            decided = decide_ready(shared, self.steps, now, limit=DECISIONS_PER_PASS)
         return report.acted or decided > 0
 
     def pause(self, acted: bool) -> float:
@@ -48,4 +47,4 @@ class Watchdog(Loop):
             return 0.0
         if self._next_due is None:
             return WATCH_TICK
-        return min(WATCH_TICK, max(0.0, (self._next_due - self.worker.clock()).total_seconds()))
+        return min(WATCH_TICK, max(0.0, (self._next_due - self.shared.clock()).total_seconds()))

@@ -1,13 +1,21 @@
-"""Whether a worker is alive: its process on this host, its lease elsewhere; a lost one's work is retried."""
+"""Whether a worker is alive (its process on this host, its lease elsewhere), and a process's own record."""
 
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import socket
-from datetime import datetime
+import threading
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import TypeVar
 
-from wfctl.store import Row
+from wfctl import log
+from wfctl.store import Row, Store
+
+T = TypeVar("T")
 
 HOSTNAME = socket.gethostname()
 
@@ -85,3 +93,106 @@ def worker_alive(worker: Row | None, at: datetime, *, leases_tell: bool = True) 
     return fields[0] not in ("Z", "X") and (worker["pid_started"] is None
                                             or fields[19] == worker["pid_started"])
 
+
+
+class WorkerRecord:
+    """This process's row in `workers`: its id, kind and queues, and its liveness lease,
+    registered, renewed and ended. Whatever the process claims is recorded under the id; a
+    watchdog takes it back once the process is dead (this host) or its lease lapsed."""
+
+    # The host recorded: None for this one (`host_id()`).
+    host: str | None = None
+
+    def __init__(self, store: Store, *, kind: str = "worker", queues: Sequence[str] = (),
+                 lease_seconds: float = 30.0) -> None:
+        self.store = store
+        self.worker_id = f"{HOSTNAME}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.kind = kind
+        self.queues = tuple(queues)
+        self.lease_seconds = lease_seconds
+        self.registered = False
+
+    @property
+    def renew_every(self) -> float:
+        """How often the lease is renewed: a third of it, at most 5 s."""
+        return min(5.0, self.lease_seconds / 3)
+
+    def register(self, now: datetime) -> None:
+        with self.store.write() as tx:
+            tx.register_worker(self._row(now))
+        self.registered = True
+
+    def _row(self, now: datetime) -> Row:
+        return {
+            "worker_id": self.worker_id,
+            "kind": self.kind,
+            "hostname": HOSTNAME,
+            "host_id": self.host or host_id(),
+            "pid": os.getpid(),
+            "pid_started": process_started(os.getpid()),
+            "queues": ",".join(self.queues),
+            "started_at": now,
+            "heartbeat_at": now,
+            "lease_expires_at": now + timedelta(seconds=self.lease_seconds),
+        }
+
+    def renew(self, now: datetime, *, stopping: bool = False) -> None:
+        """Extend the lease from `now`. A record gone from the database, or declared lost,
+        is registered or revived (unless `stopping`)."""
+        lease_expires_at = now + timedelta(seconds=self.lease_seconds)
+        gone = False
+        with self.store.write() as tx:
+            renewed = tx.renew_worker(self.worker_id, now, lease_expires_at)
+            if not renewed and not stopping:
+                gone = tx.get_worker(self.worker_id) is None
+                if gone:
+                    # The database lost this worker's record (restored from a backup, or
+                    # dropped and created again): what it holds and claims is recorded under
+                    # its id, so it registers again under the same one, orphaning nothing.
+                    tx.register_worker(self._row(now))
+                else:
+                    # Another watchdog saw the lease lapse (this worker on another host went
+                    # silent) and retried our attempts; what this worker claims from now on
+                    # must be watched again.
+                    tx.revive_worker(self.worker_id, now, lease_expires_at)
+        if gone:
+            log.event("worker_registered_again", logging.WARNING, worker_id=self.worker_id,
+                      message="its record was gone from the database (restored from a backup, "
+                              "or created anew?); registered again")
+        elif not renewed and not stopping:
+            log.event("worker_lease_lapsed", logging.WARNING, worker_id=self.worker_id,
+                      message="declared lost while stalled; its attempts were retried")
+
+    def unregister(self, now: datetime) -> None:
+        if self.registered:
+            with self.store.write() as tx:
+                tx.stop_worker(self.worker_id, now)
+            self.registered = False
+
+
+def keeping_lease(record: WorkerRecord, clock: Callable[[], datetime], call: Callable[[], T],
+                  renew_every: float | None = None) -> T:
+    """`call()` in a thread of its own while this thread renews `record`'s lease (before it,
+    and every `renew_every` seconds while it runs), so that a slow handler never lets the
+    claims of a one-off deadline check lapse to another worker. What `call` raises is raised
+    here."""
+    every = record.renew_every if renew_every is None else renew_every
+    result: dict[str, object] = {}
+
+    def target() -> None:
+        try:
+            result["value"] = call()
+        except BaseException as exc:
+            result["error"] = exc
+
+    record.renew(clock())
+    thread = threading.Thread(target=target, name="on_deadline", daemon=True)
+    thread.start()
+    while True:
+        thread.join(every)
+        if not thread.is_alive():
+            break
+        record.renew(clock())
+    if "error" in result:
+        raise result["error"]  # type: ignore[misc]
+    return result["value"]  # type: ignore[return-value]
