@@ -8,7 +8,6 @@ import re
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from dateutil import tz
 from rich import box
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
@@ -119,7 +118,7 @@ def ago(at: str | None, now: datetime) -> str:
 def local(at: str | None) -> str:
     if at is None:
         return "-"
-    return clock.parse(at).astimezone(tz.tzlocal()).strftime("%Y-%m-%d %H:%M:%S %Z")
+    return clock.parse(at).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
 def seconds_text(value: float | None) -> str:
@@ -343,7 +342,7 @@ def _time_panel(out: Console, doc: dict[str, Any], now: datetime) -> RenderableT
         when = Text("next attempt ").append_text(relative(at, now)) if at else styled("-")
         grid.add_row("retry attempt", f"{retry['attempt']} of {retry['max_attempts']}",
                      *instants, when)
-    local_zone = now.astimezone(tz.tzlocal()).strftime("%Z")
+    local_zone = now.astimezone().strftime("%Z")
     return _titled(out, "Time", grid, note=f"now {clock.iso(now)}, local zone {local_zone}")
 
 

@@ -10,8 +10,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from dateutil import tz
-
 from wfctl import clock, durations, jsonvalue, render
 from wfctl.client import Client
 from wfctl.errors import InvalidInput, brief
@@ -171,7 +169,7 @@ def instance_view(doc: dict[str, Any], now: datetime) -> dict[str, Any]:
         "retry_chips": render.workflow_retry_chips(doc["retry_policy"])
         if doc.get("retry_policy") else [],
         "traceback": (doc.get("failure") or {}).get("traceback"),
-        "zone": now.astimezone(tz.tzlocal()).strftime("%Z"),
+        "zone": now.astimezone().strftime("%Z"),
         "runs": range(doc["run_count"], 0, -1),
     }
 
