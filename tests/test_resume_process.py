@@ -9,10 +9,10 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
+from conftest import wait_until
 
 pytestmark = [pytest.mark.both_backends, pytest.mark.process]
 REPO = Path(__file__).parent.parent
@@ -55,15 +55,6 @@ workflows:
 """
 
 
-def wait_for(predicate, seconds: float) -> bool:
-    limit = time.monotonic() + seconds
-    while time.monotonic() < limit:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
-
-
 def environment() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(
         filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
@@ -93,22 +84,22 @@ def test_a_stopped_instance_resumes_at_the_stopped_step(tmp_path: Path, db: str,
          "work", "--poll-interval", "50ms", "--concurrency", "2"],
         cwd=tmp_path, env=environment(), stdout=subprocess.DEVNULL, stderr=worker_log)
     try:
-        assert wait_for(lambda: log.exists() and log.read_text() == "pack\nship\n", 30), \
-            (tmp_path / "worker.log").read_text()
+        wait_until(lambda: log.exists() and log.read_text() == "pack\nship\n",
+                   "pack ran and ship started", 30)
 
         stopped = wfctl(tmp_path, db, stop, "o-1")
         assert stopped.returncode == 0, stopped.stderr
         closed = "cancelled" if stop == "cancel" else "terminated"
-        assert wait_for(lambda: describe(tmp_path, db)["status"] == closed, 15)
+        wait_until(lambda: describe(tmp_path, db)["status"] == closed, f"the instance {closed}", 15)
         assert describe(tmp_path, db)["activities"][1]["status"] == "cancelled"
 
         retried = wfctl(tmp_path, db, "retry", "o-1")
         assert (retried.returncode, retried.stderr) == (0, "")
         assert retried.stdout == "Retrying o-1 from step ship; deadline kept: none\n"
-        assert wait_for(lambda: log.read_text() == "pack\nship\nship\n", 15)
+        wait_until(lambda: log.read_text() == "pack\nship\nship\n", "ship started again", 15)
         release.touch()
 
-        assert wait_for(lambda: describe(tmp_path, db)["status"] == "completed", 15)
+        wait_until(lambda: describe(tmp_path, db)["status"] == "completed", "completed", 15)
     finally:
         worker.send_signal(signal.SIGTERM)
         try:
