@@ -426,8 +426,9 @@ def run_pass(slots: Sequence[Slot], now: datetime,
 
 class _SideBySide:
     """One pass with several slots. It ends when a slot finds nothing ready while no other is
-    mid-task and none finished a task since it looked (a finish can make new work ready);
-    a slot whose handler was abandoned no longer holds the pass up."""
+    mid-task or holds an attempt claimed for it along with its last outcome, and none finished
+    a task since it looked (a finish can make new work ready); a slot whose handler was
+    abandoned no longer holds the pass up."""
 
     def __init__(self, slots: Sequence[Slot],
                  abandon_overdue: Callable[[datetime], list[Slot]]) -> None:
@@ -472,7 +473,9 @@ class _SideBySide:
                     acted = slot.run_once(now, check_deadlines=False)
                 finally:
                     with self.changed:
-                        self.busy.discard(slot)
+                        # Holding its next attempt, the slot is still busy: it runs it next.
+                        if slot.held is None:
+                            self.busy.discard(slot)
                         if acted:
                             self.finished += 1
                             self.acted = True
