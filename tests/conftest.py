@@ -102,6 +102,8 @@ class Env:
         self.worker_clock = Clock()
         self.worker = Worker(client.engine, WorkerOptions(queues=("default",), concurrency=1),
                              clock=self.worker_clock)
+        # Whether `decide` checks deadlines, as the long-running worker's decisions do.
+        self.check_deadlines = False
 
     @property
     def engine(self) -> Engine:
@@ -118,7 +120,8 @@ class Env:
 
     def decide(self, now: float) -> int:
         """Process every ready workflow task at T0 + now."""
-        return self.engine.process_workflow_tasks(self.worker.worker_id, at(now))
+        return self.engine.process_workflow_tasks(self.worker.worker_id, at(now),
+                                                  check_deadlines=self.check_deadlines)
 
     def claim(self, now: float, queues: tuple[str, ...] = ("default",),
               worker_id: str | None = None) -> ActivityTask | None:

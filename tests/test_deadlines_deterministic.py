@@ -58,10 +58,10 @@ def _clear_calls() -> Iterator[None]:
 
 @pytest.fixture
 def checking(make_env):
-    """An environment whose engine checks deadlines, as a long-running worker's does; its
+    """An environment whose decisions check deadlines, as a long-running worker's do; its
     worker is registered (alive), so its deadline claims are its own to finish."""
     env = make_env(DEFINITIONS)
-    env.engine.checks_deadlines = True
+    env.check_deadlines = True
     env.worker = Worker(env.engine, WorkerOptions(queues=("default",), worker_lease=3600))
     env.worker.register(at(0))
     return env
@@ -139,8 +139,9 @@ def test_a_decision_hands_the_deadline_over_at_its_instant_and_not_before(checki
     env.client.resume("on-time")
 
     env.engine.complete_workflow_task(env.engine.claim_workflow_task("w", at(89.999)),
-                                      at(89.999))
-    env.engine.complete_workflow_task(env.engine.claim_workflow_task("w", at(90)), at(90))
+                                      at(89.999), check_deadlines=True)
+    env.engine.complete_workflow_task(env.engine.claim_workflow_task("w", at(90)), at(90),
+                                      check_deadlines=True)
 
     early, on_time = env.describe("early"), env.describe("on-time")
     assert early["run"]["deadline_claimed_at"] is None
@@ -205,10 +206,11 @@ def test_a_result_arriving_after_the_deadline_is_discarded_and_the_workflow_fail
     task = env.claim(1)
 
     if outcome == "result":
-        rejected = env.engine.complete_activity(task, {"late": True}, at(95), decide=True)
+        rejected = env.engine.complete_activity(task, {"late": True}, at(95), decide=True,
+                                                check_deadlines=True)
     else:
         rejected = env.engine.fail_activity(task, "ValueError", "late failure", at(95),
-                                            decide=True)
+                                            decide=True, check_deadlines=True)
 
     assert rejected == f"the workflow's deadline expired at {DEADLINE_AT}"
     doc = env.describe("s1")
@@ -226,7 +228,8 @@ def test_a_result_just_before_the_deadline_is_applied_and_the_next_step_never_st
     env.start("stepwise", "s1", now=0)
     env.decide(0)
     task = env.claim(1)
-    assert env.engine.complete_activity(task, {"ran_first": 1}, at(89.999)) is None
+    assert env.engine.complete_activity(task, {"ran_first": 1}, at(89.999),
+                                        check_deadlines=True) is None
 
     env.decide(90)
 
@@ -239,7 +242,6 @@ def test_a_result_just_before_the_deadline_is_applied_and_the_next_step_never_st
 def test_where_deadlines_are_not_checked_decisions_proceed_past_them(make_env):
     """`wfctl work --once` and the CLI: a resumed workflow goes on; only a check fails it."""
     env = make_env(DEFINITIONS)
-    assert env.engine.checks_deadlines is False
     paused_after_first_step(env, "s1")
     env.clock.set(100)
     env.client.resume("s1")
@@ -252,20 +254,41 @@ def test_where_deadlines_are_not_checked_decisions_proceed_past_them(make_env):
     assert wfh.deadline_calls == []
 
 
-def test_a_long_running_worker_checks_deadlines_and_once_does_not(make_env, monkeypatch):
+def test_the_long_running_workers_watchdog_hands_a_passed_deadline_over(make_env):
+    """Where `work --once` goes on past the deadline (above), the long-running worker's
+    watchdog decides the same workflow task by handing the run to the deadline path."""
     env = make_env(DEFINITIONS)
-    seen = []
-    def record(self: Worker) -> int:
-        seen.append(self.engine.checks_deadlines)
-        return 0
+    paused_after_first_step(env, "s1")
+    env.clock.set(100)
+    env.client.resume("s1")
 
-    monkeypatch.setattr(Worker, "_once", record)
-    monkeypatch.setattr(Worker, "_serve", record)
+    assert env.worker.watchdog.run_once(at(100))
 
-    Worker(env.engine, WorkerOptions()).run(once=True)
-    Worker(env.engine, WorkerOptions()).run()
+    doc = env.describe("s1")
+    assert doc["run"]["deadline_claimed_at"] == at(100).isoformat(timespec="milliseconds")
+    assert [a["step"] for a in doc["activities"]] == ["first"]
 
-    assert seen == [False, True]
+
+@pytest.mark.parametrize("long_running", [True, False])
+def test_a_result_past_the_deadline_is_discarded_by_a_long_running_slot_only(make_env,
+                                                                            long_running):
+    """A handler that ran across the deadline: the long-running worker's slot rejects its
+    result and hands the run over; a `--once` pass applies it and goes on."""
+    env = make_env(DEFINITIONS)
+    env.start("stepwise", "s1", now=0)
+    env.decide(0)
+    # The attempt is claimed, run, and its result recorded at the worker's clock: 95 s.
+    env.worker_clock.set(95)
+
+    assert env.worker.slots[0].run_once(at(95), check_deadlines=long_running)
+
+    doc = env.describe("s1")
+    if long_running:
+        assert doc["state"] == {}
+        assert doc["run"]["deadline_claimed_at"] == at(95).isoformat(timespec="milliseconds")
+    else:
+        assert doc["state"] == {"ran_first": 1}
+        assert doc["run"]["deadline_claimed_at"] is None
 
 
 # the deadline runner's entry points

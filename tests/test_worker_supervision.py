@@ -439,7 +439,7 @@ def test_a_heartbeat_the_database_cannot_take_now_is_kept_for_the_next_write():
 def claimed_attempt(env, worker: Worker, seconds: float) -> tuple[Attempt, Slot]:
     """An attempt of `timed` claimed at T0 + seconds, as the worker's first slot runs it."""
     task = env.engine.claim_activity(worker.worker_id, ("default",), at(seconds))
-    attempt = Attempt(task, worker.shared)
+    attempt = Attempt(task, worker.shared, check_deadlines=True)
     worker.slots[0].attempt = attempt
     worker.attempts.started(attempt)
     return attempt, worker.slots[0]
@@ -494,7 +494,7 @@ def test_one_query_finds_every_running_attempt_that_is_no_longer_current(make_en
     attempts = []
     for slot in worker.slots:
         task = env.engine.claim_activity(worker.worker_id, ("default",), at(0))
-        attempts.append(Attempt(task, worker.shared))
+        attempts.append(Attempt(task, worker.shared, check_deadlines=True))
         slot.attempt = attempts[-1]
         worker.attempts.started(attempts[-1])
     env.clock.set(1)
@@ -617,23 +617,30 @@ def test_a_worker_that_cannot_give_back_an_attempt_leaves_its_lease_to_lapse(
         client.close()
 
 
-def test_the_long_running_worker_checks_deadlines_and_a_once_pass_does_not(make_env):
+def test_the_long_running_worker_checks_deadlines_and_a_once_pass_does_not(make_env,
+                                                                           monkeypatch):
     env = make_env(MISBEHAVING)
-    env.start("timed", "t1")
-    worker = Worker(env.engine, WorkerOptions(concurrency=1))
     seen: list[bool] = []
-    wfh_supervision.during.append(lambda: seen.append(env.engine.checks_deadlines))
+    complete = env.engine.complete_activity
 
-    assert worker.run(once=True) == 0
+    def recording(*args: Any, check_deadlines: bool = False, **kwargs: Any) -> str | None:
+        seen.append(check_deadlines)
+        return complete(*args, check_deadlines=check_deadlines, **kwargs)
+
+    monkeypatch.setattr(env.engine, "complete_activity", recording)
+    env.start("timed", "t1")
+    assert Worker(env.engine, WorkerOptions(concurrency=1)).run(once=True) == 0
     assert seen == [False]
 
+    env.start("timed", "t2")
     serving = Worker(env.engine, WorkerOptions(concurrency=1, poll_interval=0.02))
     thread = threading.Thread(target=serving.run, daemon=True)
     thread.start()
-    assert wait_until(lambda: env.engine.checks_deadlines)
+    assert wait_until(lambda: len(seen) == 2)
     serving.request_stop()
     thread.join(10)
-    assert env.engine.checks_deadlines is False
+    assert seen == [False, True]
+    assert [env.describe(i)["status"] for i in ("t1", "t2")] == ["completed", "completed"]
 
 
 def test_a_worker_registers_once_the_database_takes_writes(make_env, events, monkeypatch):
@@ -849,8 +856,8 @@ def test_an_outcome_handed_in_during_a_burst_of_decisions_is_recorded_between_it
     seen: list[str] = []
     decide = slots._decide
 
-    def deciding(shared: Shared, now: datetime, limit: int) -> int:
-        decided = decide(shared, now, limit)
+    def deciding(shared: Shared, now: datetime, limit: int, check_deadlines: bool) -> int:
+        decided = decide(shared, now, limit, check_deadlines)
         if threading.current_thread() is burst:
             if not seen:
                 wfh_supervision.release.set()

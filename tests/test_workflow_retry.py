@@ -431,7 +431,6 @@ def test_a_deadline_claimed_while_a_late_retry_was_due_fails_the_run_without_a_r
     env.start("due", "d1", now=0)
     env.run(59.999)
     assert scheduled(env, "d1")[0]["next_attempt_at"] == iso(119.999)
-    env.engine.checks_deadlines = True
 
     # A worker back at +200s: its deadline loop claims the passed deadline, then its watchdog
     # finds the retry's timer due.

@@ -164,12 +164,13 @@ def _heartbeat_fields(details: Any) -> dict[str, Any]:
 
 @operation
 def complete_activity(engine: EngineCore, task: ActivityTask, result: Any, now: datetime,
-                      heartbeat_details: Any = _KEEP, *, decide: bool = False) -> str | None:
+                      heartbeat_details: Any = _KEEP, *, decide: bool = False,
+                      check_deadlines: bool = False) -> str | None:
     """Apply a handler's result; returns None when applied, else why it was rejected.
 
     With `decide`, the workflow task this wakes is decided in the same transaction.
     """
-    with engine.transaction(now) as c:
+    with engine.transaction(now, check_deadlines=check_deadlines) as c:
         rejected = _complete(c, task, result, heartbeat_details)
         if decide and rejected is None:
             decide_now(c, c.run(task.workflow_run_id), task.worker_id)
@@ -217,14 +218,14 @@ def _complete(c: Ctx, task: ActivityTask, result: Any, heartbeat_details: Any) -
 def fail_activity(engine: EngineCore, task: ActivityTask, exception_class: str, message: str,
                   now: datetime, *, exception_classes: Sequence[str] = (),
                   traceback: str | None = None, heartbeat_details: Any = _KEEP,
-                  decide: bool = False) -> str | None:
+                  decide: bool = False, check_deadlines: bool = False) -> str | None:
     """Record a handler's exception: a retry if attempts remain and the class is retryable.
 
     `exception_classes` are the names along the exception's class hierarchy, so that
     `non_retryable: [ValueError]` also covers subclasses of ValueError. `traceback` (its last
     frames) goes with the failure record and the ActivityFailed/ActivityRetryScheduled events.
     """
-    with engine.transaction(now) as c:
+    with engine.transaction(now, check_deadlines=check_deadlines) as c:
         activity, rejected = _current(c, task)
         if activity is None:
             return rejected
@@ -241,9 +242,9 @@ def fail_activity(engine: EngineCore, task: ActivityTask, exception_class: str, 
 
 @operation
 def release_activity(engine: EngineCore, task: ActivityTask, now: datetime, reason: str,
-                     heartbeat_details: Any = _KEEP) -> None:
+                     heartbeat_details: Any = _KEEP, *, check_deadlines: bool = False) -> None:
     """Give back an attempt a stopping worker cannot finish; it is retried at once."""
-    with engine.transaction(now) as c:
+    with engine.transaction(now, check_deadlines=check_deadlines) as c:
         activity, _ = _current(c, task)
         if activity is None:
             return
@@ -255,12 +256,13 @@ def release_activity(engine: EngineCore, task: ActivityTask, now: datetime, reas
 
 
 @operation
-def record_heartbeat(engine: EngineCore, task: ActivityTask, details: Any, now: datetime) -> bool:
+def record_heartbeat(engine: EngineCore, task: ActivityTask, details: Any, now: datetime, *,
+                     check_deadlines: bool = False) -> bool:
     """Store the latest details and push the heartbeat deadline; False once no longer current.
 
     History gets `ActivityHeartbeatRecorded` at most once per heartbeat interval per attempt.
     """
-    with engine.transaction(now) as c:
+    with engine.transaction(now, check_deadlines=check_deadlines) as c:
         activity, _ = _current(c, task)
         if activity is None:
             return False

@@ -65,10 +65,14 @@ class Ctx:
     """One engine transaction: the store transaction, the instant it acts at, and definitions."""
 
     def __init__(self, engine: EngineCore, tx: Tx, now: datetime,
-                 rows: tuple[dict[str, Row], dict[str, Row]] | None = None) -> None:
+                 rows: tuple[dict[str, Row], dict[str, Row]] | None = None,
+                 check_deadlines: bool = False) -> None:
         self.engine = engine
         self.tx = tx
         self.now = now
+        # True where deadlines are checked (the long-running worker, never --once): there a
+        # decision that meets a passed deadline_at hands the run to the deadline path.
+        self.check_deadlines = check_deadlines
         self.woke = False
         # Set when this transaction claimed a passed deadline for the deciding worker: its
         # deadline runner is woken after the commit to run on_deadline and record the failure.
@@ -302,28 +306,27 @@ class EngineCore:
         self._wakers: list[Callable[[], None]] = []
         self._deadline_wakers: list[Callable[[], None]] = []
         self._listeners: list[Listener] = []
-        # True in a process that checks deadlines (the long-running worker, never --once): there
-        # a decision that meets a passed deadline_at hands the run to the deadline path.
-        self.checks_deadlines = False
 
     # plumbing
 
     @contextmanager
-    def transaction(self, now: datetime) -> Iterator[Ctx]:
+    def transaction(self, now: datetime, *, check_deadlines: bool = False) -> Iterator[Ctx]:
         """A write transaction; wakers and event listeners hear of it only after it commits.
+        With `check_deadlines`, a decision in it that meets a passed deadline hands the run
+        to the deadline path (`Ctx.check_deadlines`).
 
         Inside `batch()` (same thread) it is a part of the batch's transaction instead.
         """
         batch: list[Ctx] | None = getattr(self._batch, "ctxs", None)
         if batch is not None:
-            c = Ctx(self, self._batch.tx, now, self._batch.rows)
+            c = Ctx(self, self._batch.tx, now, self._batch.rows, check_deadlines)
             yield c
             c.flush_runs()
             c.flush_tasks()
             batch.append(c)
             return
         with self.store.write() as tx:
-            c = Ctx(self, tx, now)
+            c = Ctx(self, tx, now, check_deadlines=check_deadlines)
             yield c
             c.flush_runs()
             c.flush_tasks()

@@ -48,9 +48,10 @@ def claim_workflow_task(engine: EngineCore, worker_id: str, now: datetime) -> Ro
 
 
 @operation
-def complete_workflow_task(engine: EngineCore, task: Row, now: datetime) -> bool:
+def complete_workflow_task(engine: EngineCore, task: Row, now: datetime, *,
+                           check_deadlines: bool = False) -> bool:
     """Decide and complete a claimed task; a task no longer current changes nothing (False)."""
-    with engine.transaction(now) as c:
+    with engine.transaction(now, check_deadlines=check_deadlines) as c:
         current = c.tx.get_workflow_task(task["task_id"])
         if (current is None or current["status"] != "started"
                 or current["owner"] != task["owner"]
@@ -104,14 +105,14 @@ def _complete_task(c: Ctx, task: Row, run: Row) -> None:
 
 
 def process_workflow_tasks(engine: EngineCore, worker_id: str, now: datetime,
-                           limit: int = 1000) -> int:
+                           limit: int = 1000, *, check_deadlines: bool = False) -> int:
     """Claim and complete ready workflow tasks until none is left; returns how many."""
     done = 0
     while done < limit:
         task = claim_workflow_task(engine, worker_id, now)
         if task is None:
             break
-        complete_workflow_task(engine, task, now)
+        complete_workflow_task(engine, task, now, check_deadlines=check_deadlines)
         done += 1
     return done
 

@@ -28,11 +28,15 @@ class Attempt:
     write is rejected, or when the housekeeping loop finds it timed out, cancelled or its
     workflow closed. From then on its heartbeats raise ActivityCancelled, an executor that can
     stop the handler does, and a handler still running `abandon_grace` later is abandoned.
+
+    `check_deadlines` says whether the pass that claimed it checks workflow deadlines (the
+    long-running worker's do, `work --once`'s do not); its heartbeat and outcome go in alike.
     """
 
-    def __init__(self, task: ActivityTask, shared: Shared) -> None:
+    def __init__(self, task: ActivityTask, shared: Shared, *, check_deadlines: bool) -> None:
         self.task = task
         self._shared = shared
+        self.check_deadlines = check_deadlines
         self.abandon = threading.Event()
         self.heartbeats = HeartbeatBuffer(self._write_heartbeat, task.heartbeat_timeout,
                                           abandon=self.abandon,
@@ -65,7 +69,8 @@ class Attempt:
         shared = self._shared
         at = shared.clock()
         with shared.outage.writing():
-            written = shared.engine.record_heartbeat(self.task, details, at)
+            written = shared.engine.record_heartbeat(self.task, details, at,
+                                                     check_deadlines=self.check_deadlines)
         if written:
             self.heartbeats.heartbeat_deadline_at = clock.after(at, self.task.heartbeat_timeout)
         return written

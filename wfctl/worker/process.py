@@ -163,14 +163,15 @@ class Worker:
 
     # one pass
 
-    def step(self, now: datetime) -> bool:
+    def step(self, now: datetime, *, check_deadlines: bool = False) -> bool:
         """Claim and run one task, a workflow task first; False when nothing was ready."""
-        return self.slots[0].run_once(now)
+        return self.slots[0].run_once(now, check_deadlines=check_deadlines)
 
     def run_once(self, now: datetime) -> bool:
         """One pass of the watchdog at `now` (enforce timeouts, decide), then of the slots: run
-        every ready task, each at the instant the clock reads. What `work --once` does."""
-        swept = self.watchdog.run_once(now)
+        every ready task, each at the instant the clock reads. What `work --once` does: it
+        checks no deadline."""
+        swept = self.watchdog.run_once(now, check_deadlines=False)
         return run_pass(self.slots, self.clock(), self.abandon_overdue) or swept
 
     def abandon_overdue(self, now: datetime) -> list[Slot]:
@@ -212,12 +213,9 @@ class Worker:
         engine = self.engine
         engine.add_waker(self.wake)
         engine.add_deadline_waker(self.deadlines.claimed_for_us)
-        checked = engine.checks_deadlines
-        engine.checks_deadlines = not once
         try:
             return self._once() if once else self._serve()
         finally:
-            engine.checks_deadlines = checked
             engine.remove_deadline_waker(self.deadlines.claimed_for_us)
             engine.remove_waker(self.wake)
 
@@ -412,7 +410,7 @@ class Worker:
             details = {} if pending is _NOTHING else {"heartbeat_details": pending}
             try:
                 self.engine.release_activity(attempt.task, self.clock(), "worker_shutdown",
-                                             **details)
+                                             check_deadlines=attempt.check_deadlines, **details)
             except StoreUnavailable as exc:
                 self.outage.failed(exc)
                 return False

@@ -51,14 +51,15 @@ class Slot(Loop):
         # Set when the slot's handler outlived its attempt: the thread exits once it returns.
         self.abandoned = False
 
-    def run_once(self, now: datetime) -> bool:
+    def run_once(self, now: datetime, *, check_deadlines: bool = True) -> bool:
         """Run one attempt (claiming it, or deciding ready workflow tasks, first when none is
-        held); False when nothing was ready."""
+        held); False when nothing was ready. `check_deadlines`: whether what it decides and
+        claims checks workflow deadlines (the long-running worker's passes do)."""
         attempt, self.held = self.held, None
         if attempt is None:
             if self.shared.stopping.is_set() or not self.steps.ready(now):
                 return False
-            exchange = Exchange(claim=True)
+            exchange = Exchange(claim=True, check_deadlines=check_deadlines)
             self.steps.exchange(exchange)
             if exchange.unavailable is not None:
                 raise exchange.unavailable
@@ -77,7 +78,8 @@ class Slot(Loop):
             try:
                 with shared.turn:
                     shared.engine.release_activity(attempt.task, shared.clock(),
-                                                   "worker_shutdown")
+                                                   "worker_shutdown",
+                                                   check_deadlines=attempt.check_deadlines)
             except StoreUnavailable as exc:
                 shared.outage.failed(exc)
                 self.attempts.ended(attempt, settled=False)
@@ -126,7 +128,8 @@ class Slot(Loop):
                 ActivityCancelled("the handler raised ActivityCancelled"), with_traceback=False))
         pending = attempt.heartbeats.take_pending()
         details = {} if pending is _NOTHING else {"heartbeat_details": pending}
-        exchange = Exchange(attempt=attempt, outcome=outcome, details=details, claim=True)
+        exchange = Exchange(attempt=attempt, outcome=outcome, details=details, claim=True,
+                            check_deadlines=attempt.check_deadlines)
         backoff = Backoff()
         while True:
             exchange.claim = not self.shared.stopping.is_set()
@@ -141,7 +144,8 @@ class Slot(Loop):
                           attempt=task.attempt,
                           reason="stopped while the database was unavailable")
                 return False
-            exchange = Exchange(attempt=attempt, outcome=outcome, details=details)
+            exchange = Exchange(attempt=attempt, outcome=outcome, details=details,
+                                check_deadlines=attempt.check_deadlines)
         self.held = exchange.next
         if exchange.rejected:
             _discarded(task, exchange.rejected)
@@ -151,12 +155,14 @@ class Slot(Loop):
 @dataclass(eq=False)
 class Exchange:
     """A slot's turn at the step path: the outcome of the attempt it ran, if any, and whether
-    it takes a next attempt; the step path fills in the rest."""
+    it takes a next attempt, and whether its pass checks workflow deadlines; the step path
+    fills in the rest."""
 
     attempt: Attempt | None = None
     outcome: Outcome | None = None
     details: dict[str, Any] = field(default_factory=dict)
     claim: bool = False
+    check_deadlines: bool = False
     done: threading.Event = field(default_factory=threading.Event)
     recorded: bool = False
     rejected: str | None = None
@@ -243,6 +249,8 @@ class StepPath:
     def _combine(self, batch: list[Exchange]) -> None:
         shared, engine = self.shared, self.shared.engine
         now = shared.clock()
+        # The exchanges of one worker come from passes alike: all check deadlines, or none.
+        check = batch[0].check_deadlines
         wanting = [exchange for exchange in batch if exchange.claim]
         # None once stopping, and never more than `max_tasks` counts.
         budget = 0 if shared.stopping.is_set() else self.attempts.budget(len(wanting))
@@ -253,7 +261,7 @@ class StepPath:
                 for exchange in batch:
                     if exchange.attempt is not None:
                         exchange.rejected = _record(engine, exchange, now)
-                decided = _decide(shared, now, self.DECISIONS)
+                decided = _decide(shared, now, self.DECISIONS, check)
                 while len(tasks) < budget:
                     claimed = engine.claim_activity(shared.worker_id, self.queues, now)
                     if claimed is None:
@@ -272,7 +280,7 @@ class StepPath:
         for exchange in batch:
             exchange.recorded = exchange.attempt is not None
         for exchange, task in zip(wanting, tasks, strict=False):
-            exchange.next = Attempt(task, shared)
+            exchange.next = Attempt(task, shared, check_deadlines=check)
             self.attempts.started(exchange.next)
         for exchange in batch:
             exchange.decided = decided
@@ -295,35 +303,37 @@ class StepPath:
                     log.failure("activity_result_not_recorded", exc,
                                 instance=task.workflow_instance_id, step=task.step,
                                 attempt=task.attempt)
-                    exchange.recorded = _fail_unrecorded(engine, task, exc, now)
+                    exchange.recorded = _fail_unrecorded(engine, task, exc, now,
+                                                         exchange.check_deadlines)
             exchange.done.set()
 
 
 def _record(engine: Engine, exchange: Exchange, now: datetime) -> str | None:
     """Apply an attempt's outcome and decide what it makes ready; why it was rejected, if so."""
     assert exchange.attempt is not None and exchange.outcome is not None
-    task, outcome = exchange.attempt.task, exchange.outcome
+    task, outcome, check = exchange.attempt.task, exchange.outcome, exchange.check_deadlines
     error = outcome.error
     if error is None:
         return engine.complete_activity(task, outcome.result, now, decide=True,
-                                        **exchange.details)
+                                        check_deadlines=check, **exchange.details)
     return engine.fail_activity(task, error.exception_class, error.message, now,
                                 exception_classes=error.classes, traceback=error.traceback,
-                                decide=True, **exchange.details)
+                                decide=True, check_deadlines=check, **exchange.details)
 
 
 def _fail_unrecorded(engine: Engine, task: ActivityTask, error: Exception,
-                     now: datetime) -> bool:
+                     now: datetime, check_deadlines: bool) -> bool:
     """An outcome the engine could not take fails the attempt instead; failing that, it is
     given back. False when neither could be written."""
     try:
         engine.fail_activity(task, type(error).__name__,
                              f"the worker could not record the outcome: {error}", now,
                              exception_classes=[c.__name__ for c in type(error).__mro__],
-                             traceback=format_traceback(error), decide=True)
+                             traceback=format_traceback(error), decide=True,
+                             check_deadlines=check_deadlines)
     except Exception:
         try:
-            engine.release_activity(task, now, "worker_error")
+            engine.release_activity(task, now, "worker_error", check_deadlines=check_deadlines)
         except Exception as exc:
             log.failure("activity_release_failed", exc, instance=task.workflow_instance_id,
                         step=task.step, attempt=task.attempt)
@@ -331,7 +341,8 @@ def _fail_unrecorded(engine: Engine, task: ActivityTask, error: Exception,
     return True
 
 
-def decide_ready(shared: Shared, steps: StepPath, now: datetime, limit: int) -> int:
+def decide_ready(shared: Shared, steps: StepPath, now: datetime, limit: int, *,
+                 check_deadlines: bool) -> int:
     """Claim and complete up to `limit` ready workflow tasks, the first batch at `now` and each
     later one at the instant the clock reads when it begins (a long run of decisions must not
     stamp what it schedules, and the deadlines it sets, with the instant it began); how many.
@@ -350,11 +361,11 @@ def decide_ready(shared: Shared, steps: StepPath, now: datetime, limit: int) -> 
         with shared.turn:
             try:
                 with engine.batch():
-                    done = _decide(shared, now, size)
+                    done = _decide(shared, now, size, check_deadlines)
             except StoreUnavailable:
                 raise
             except Exception:
-                done = _decide_one_by_one(shared, now, size)
+                done = _decide_one_by_one(shared, now, size, check_deadlines)
         decided += done
         if done < size:
             break
@@ -363,18 +374,18 @@ def decide_ready(shared: Shared, steps: StepPath, now: datetime, limit: int) -> 
     return decided
 
 
-def _decide(shared: Shared, now: datetime, limit: int) -> int:
+def _decide(shared: Shared, now: datetime, limit: int, check_deadlines: bool) -> int:
     engine, decided = shared.engine, 0
     while decided < limit:
         task = engine.claim_workflow_task(shared.worker_id, now)
         if task is None:
             break
-        engine.complete_workflow_task(task, now)
+        engine.complete_workflow_task(task, now, check_deadlines=check_deadlines)
         decided += 1
     return decided
 
 
-def _decide_one_by_one(shared: Shared, now: datetime, limit: int) -> int:
+def _decide_one_by_one(shared: Shared, now: datetime, limit: int, check_deadlines: bool) -> int:
     """Claim and complete in transactions of their own; a completion that fails leaves its
     task to its workflow_task_timeout, and the next task is taken."""
     engine, decided = shared.engine, 0
@@ -384,7 +395,7 @@ def _decide_one_by_one(shared: Shared, now: datetime, limit: int) -> int:
             break
         decided += 1
         try:
-            engine.complete_workflow_task(task, now)
+            engine.complete_workflow_task(task, now, check_deadlines=check_deadlines)
         except StoreUnavailable:
             raise
         except Exception as exc:
@@ -402,11 +413,11 @@ def run_pass(slots: Sequence[Slot], now: datetime,
              abandon_overdue: Callable[[datetime], list[Slot]]) -> bool:
     """Run every ready task: one slot runs them one after another in this thread; several run
     side by side, a thread each (and `abandon_overdue` gives up those whose handler outlived
-    its attempt). True when any task ran."""
+    its attempt). True when any task ran. Such a pass (`work --once`) checks no deadline."""
     shared = slots[0].shared
     if len(slots) == 1:
         acted = False
-        while not shared.stopping.is_set() and slots[0].run_once(now):
+        while not shared.stopping.is_set() and slots[0].run_once(now, check_deadlines=False):
             acted = True
             now = shared.clock()
         return acted
@@ -415,8 +426,9 @@ def run_pass(slots: Sequence[Slot], now: datetime,
 
 class _SideBySide:
     """One pass with several slots. It ends when a slot finds nothing ready while no other is
-    mid-task and none finished a task since it looked (a finish can make new work ready);
-    a slot whose handler was abandoned no longer holds the pass up."""
+    mid-task or holds an attempt claimed for it along with its last outcome, and none finished
+    a task since it looked (a finish can make new work ready); a slot whose handler was
+    abandoned no longer holds the pass up."""
 
     def __init__(self, slots: Sequence[Slot],
                  abandon_overdue: Callable[[datetime], list[Slot]]) -> None:
@@ -458,10 +470,12 @@ class _SideBySide:
                 first = False
                 acted = False
                 try:
-                    acted = slot.run_once(now)
+                    acted = slot.run_once(now, check_deadlines=False)
                 finally:
                     with self.changed:
-                        self.busy.discard(slot)
+                        # Holding its next attempt, the slot is still busy: it runs it next.
+                        if slot.held is None:
+                            self.busy.discard(slot)
                         if acted:
                             self.finished += 1
                             self.acted = True

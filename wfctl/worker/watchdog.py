@@ -28,7 +28,7 @@ class Watchdog(Loop):
         self._swept_something = False
         self._next_due: datetime | None = None
 
-    def run_once(self, now: datetime) -> bool:
+    def run_once(self, now: datetime, *, check_deadlines: bool = True) -> bool:
         shared = self.shared
         engine = shared.engine
         # This worker is alive whatever its lease says (a long outage can outlast it).
@@ -38,7 +38,8 @@ class Watchdog(Loop):
         decided = 0
         if report.acted or \
                 engine.store.peek().next_ready_workflow_task(now) is not None:
-            decided = decide_ready(shared, self.steps, now, limit=DECISIONS_PER_PASS)
+            decided = decide_ready(shared, self.steps, now, limit=DECISIONS_PER_PASS,
+                                   check_deadlines=check_deadlines)
         return report.acted or decided > 0
 
     def pause(self, acted: bool) -> float:

@@ -18,8 +18,8 @@ DEADLINE_MESSAGE = "Deadline exceeded"
 
 
 def deadline_passed(c: Ctx, run: Row) -> bool:
-    """Whether this process checks deadlines and the run's has passed (at, not before, it)."""
-    return c.engine.checks_deadlines and run["deadline_at"] is not None \
+    """Whether this transaction checks deadlines and the run's has passed (at, not before, it)."""
+    return c.check_deadlines and run["deadline_at"] is not None \
         and run["deadline_at"] <= c.now
 
 
