@@ -394,6 +394,21 @@ def test_the_time_panel_holds_the_deadline_as_describe_says_and_lists_pending_si
                                                r'</section>', page, re.S).group(0))
 
 
+def test_a_page_lists_the_oldest_fifty_pending_signals_and_counts_the_rest(env):
+    env.start("pipeline", "order-1")
+    for n in range(53):
+        env.client.signal("order-1", f"s{n:02d}", force=True)
+    app = ui(env)
+
+    page = get(app, "/instances/order-1").text
+    signals = text_of(re.search(r'<section aria-labelledby="h-signals">.*?</section>', page,
+                                re.S).group(0))
+
+    assert "s49" in signals and "s50" not in signals
+    assert "… 3 more ( JSON  lists them all)" in signals
+    assert len(json.loads(get(app, "/api/instances/order-1").body)["pending_signals"]) == 53
+
+
 def test_the_page_takes_whether_the_deadline_is_held_from_describe():
     doc = {"execution_timeout_seconds": None, "deadline_seconds": 1800,
            "deadline_at": "2026-04-12T12:30:00.000+00:00", "deadline_held_while": None,
