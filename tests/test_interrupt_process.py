@@ -79,7 +79,8 @@ def test_start_wait_warns_of_no_worker_and_on_ctrl_c_says_the_workflow_keeps_run
 
     assert warning == ("Warning: no live worker serves queue reports; r1 waits until one runs: "
                        "wfctl work --queue reports\n")
-    assert warned_after < 5, "the warning should come at once (the interpreter starts first)"
+    # At once, not after a worker's lease (30 s) could have told that none serves the queue.
+    assert warned_after < 30, "the warning waited for a lease"
     assert process.returncode == 130
     assert "Interrupted: r1 keeps running" in err
     assert "Traceback" not in err

@@ -139,7 +139,8 @@ def project(tmp_path: Path, db: str) -> Iterator[Project]:
 
 
 def test_a_workflow_survives_kill_9_of_its_worker_mid_activity(project):
-    first = project.worker("--worker-lease", "2s")
+    # A lease far longer than the test: only the pid check can find the first worker lost.
+    first = project.worker("--worker-lease", "60s")
     project.start("crash", "c1")
     wait_until(lambda: ("c1", "work", 1, first.pid, "started") in project.calls(),
                "attempt 1 running in the first worker")
@@ -148,7 +149,7 @@ def test_a_workflow_survives_kill_9_of_its_worker_mid_activity(project):
     assert first.wait(5) == -signal.SIGKILL
     killed_at = time.monotonic()
     second = project.worker("--worker-lease", "2s")
-    wait_until(lambda: project.status("c1") == "completed", "the second worker finishing c1")
+    wait_until(lambda: project.status("c1") == "completed", "the second worker finishing c1", 60)
     recovered_in = time.monotonic() - killed_at
 
     retry = project.events("c1", "ActivityRetryScheduled")[0]["attributes"]
@@ -163,7 +164,7 @@ def test_a_workflow_survives_kill_9_of_its_worker_mid_activity(project):
         ("c1", "work", 2, second.pid, "ran"),
         ("c1", "after", 1, second.pid, "ran"),
     ]
-    assert recovered_in < 5, f"took {recovered_in:.1f}s; the pid check should notice at once"
+    assert recovered_in < 60, f"took {recovered_in:.1f}s: the lease lapsed before the pid check"
     assert stop(second) == 0
 
 
