@@ -166,6 +166,11 @@ class WorkflowType:
         return tuple(sorted({part.signal for step in self.steps for part in (step, *step.branches)
                              if part.kind == "wait_for_signal" and part.signal is not None}))
 
+    def starts_children(self) -> bool:
+        """Whether any of its steps (or their branches) starts a child workflow."""
+        return any(part.kind == "workflow" for step in self.steps
+                   for part in (step, *step.branches))
+
     def first_queue(self) -> str | None:
         """The queue of the first activity the workflow runs (in a parallel step, its first
         branch's), where its work starts; None when it runs no activity."""

@@ -163,6 +163,53 @@ def test_a_conditional_change_says_whether_it_won(store):
     assert (first, second) == (True, False)
 
 
+@covers("close_current_attempt")
+def test_an_attempt_closes_in_one_statement_only_while_current_and_within_its_deadlines(store):
+    with store.write() as tx:
+        add_instance(tx, "i1")
+        for activity_id in ("a1", "a2", "a3"):
+            add_activity(tx, activity_id, "i1-r1")
+        tx.update_activity("a1", status="started", owner="w1", started_event_id=2)
+        tx.update_activity("a2", status="started", owner="w1", close_deadline_at=later(30))
+        tx.update_activity("a3", status="started", owner="w1", heartbeat_deadline_at=later(5))
+    with store.write() as tx:
+        other_worker = tx.close_current_attempt("a1", 1, "w2", later(1), status="completed")
+        other_attempt = tx.close_current_attempt("a1", 2, "w1", later(1), status="completed")
+        closed = tx.close_current_attempt("a1", 1, "w1", later(1), status="completed",
+                                          closed_at=later(1), owner=None)
+        again = tx.close_current_attempt("a1", 1, "w1", later(1), status="completed")
+        in_time = tx.close_current_attempt("a2", 1, "w1", later(29), status="completed")
+        heartbeat_passed = tx.close_current_attempt("a3", 1, "w1", later(5), status="completed")
+    assert (other_worker, other_attempt, again, heartbeat_passed) == (None, None, None, None)
+    assert closed == {"activity_id": "a1", "workflow_run_id": "i1-r1", "step_index": 0,
+                      "branch_index": 0, "superseded": False, "step": "s", "attempt": 1,
+                      "scheduled_event_id": 1, "started_event_id": 2}
+    assert in_time is not None and in_time["started_event_id"] is None
+    with store.read() as tx:
+        first = tx.get_activity("a1")
+        assert (first["status"], first["owner"], first["closed_at"]) == \
+            ("completed", None, later(1))
+        assert tx.get_activity("a3")["status"] == "started"
+
+
+@covers("take_workflow_task")
+def test_a_scheduled_workflow_task_is_taken_once_and_never_once_started(store):
+    with store.write() as tx:
+        add_instance(tx, "i1")
+        add_instance(tx, "i2")
+        scheduled = add_task(tx, "i1-r1")
+        started = add_task(tx, "i2-r1")
+        tx.update_workflow_task(started, status="started", owner="w1")
+    with store.write() as tx:
+        taken = tx.take_workflow_task(scheduled)
+        twice = tx.take_workflow_task(scheduled)
+        not_scheduled = tx.take_workflow_task(started)
+    with store.read() as tx:
+        assert tx.get_workflow_task(scheduled) is None
+        assert tx.get_workflow_task(started)["owner"] == "w1"
+    assert (taken, twice, not_scheduled) == (True, False, False)
+
+
 @covers("insert_workflow_task", "open_workflow_task")
 def test_a_run_read_in_a_write_transaction_still_sees_a_workflow_task_added_after(store):
     with store.write() as tx:

@@ -20,6 +20,7 @@ class Engine(EngineCore):
 
     claim_workflow_task = decide.claim_workflow_task
     complete_workflow_task = decide.complete_workflow_task
+    decide_ready_task = decide.decide_ready_task
     process_workflow_tasks = decide.process_workflow_tasks
 
     claim_activity = activities.claim_activity

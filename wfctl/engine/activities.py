@@ -178,6 +178,8 @@ def complete_activity(engine: EngineCore, task: ActivityTask, result: Any, now: 
 
 
 def _complete(c: Ctx, task: ActivityTask, result: Any, heartbeat_details: Any) -> str | None:
+    if _complete_current(c, task, result, heartbeat_details):
+        return None
     activity, rejected = _current(c, task)
     if activity is None:
         return rejected
@@ -203,6 +205,44 @@ def _complete(c: Ctx, task: ActivityTask, result: Any, heartbeat_details: Any) -
         return None
     c.tx.update_activity(activity["activity_id"], status="completed", closed_at=c.now,
                          owner=None, **_heartbeat_fields(heartbeat_details))
+    _completed(c, run, activity, result_text)
+    return None
+
+
+def _complete_current(c: Ctx, task: ActivityTask, result: Any, heartbeat_details: Any) -> bool:
+    """Complete the attempt in one statement when nothing stands in the way: the run goes on
+    and within its deadlines, the result fits, and the attempt is current and within its own
+    (the statement checks). False when anything does: `_current` then finds what, and does
+    what `_complete` always did."""
+    if result is not None and not isinstance(result, dict):
+        return False
+    c.tx.hold(task.workflow_instance_id)
+    run = c.run(task.workflow_run_id)
+    if run is None or run["deadline_claimed_at"] is not None \
+            or expired_workflow_timeout(run, c.now) is not None \
+            or (run["status"] == "running" and deadline_passed(c, run)):
+        return False
+    limits = c.limits(c.fixed(run))
+    try:
+        result_text = check_payload(limits, result)
+        state = {**run["state"], **result} if result else None
+        if state is not None:
+            check_payload(limits, state)
+    except StructuralLimitExceeded:
+        return False
+    closed = c.tx.close_current_attempt(task.activity_id, task.attempt, task.worker_id, c.now,
+                                        status="completed", closed_at=c.now, owner=None,
+                                        **_heartbeat_fields(heartbeat_details))
+    if closed is None:
+        return False
+    if state is not None:
+        c.set_run(run, state=state)
+    _completed(c, run, closed, result_text)
+    return True
+
+
+def _completed(c: Ctx, run: Row, activity: Row, result_text: str) -> None:
+    """What a completed attempt records: its event, and the workflow task that decides next."""
     if activity["branch_index"] == 0 and not activity["superseded"]:
         c.completed_steps.add((activity["workflow_run_id"], activity["step_index"]))
     c.event(run, "ActivityCompleted", activity_id=activity["activity_id"],
@@ -211,7 +251,6 @@ def _complete(c: Ctx, task: ActivityTask, result: Any, heartbeat_details: Any) -
             started_event_id=activity["started_event_id"],
             result=json.loads(result_text))
     schedule_workflow_task(c, run, "activity_completed")
-    return None
 
 
 @operation

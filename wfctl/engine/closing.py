@@ -66,7 +66,10 @@ def fail_run(c: Ctx, run: Row, *, category: str, message: str, keep_task: int | 
 
 def apply_child_policy(c: Ctx, run: Row) -> None:
     """Apply the parent's child_policy to each of its children still open (SWF ParentClosePolicy)."""
-    policy = c.fixed(run)["child_policy"]
+    fixed = c.fixed(run)
+    if not c.workflow_type(fixed).starts_children():
+        return
+    policy = fixed["child_policy"]
     for child in c.tx.run_children(run["workflow_run_id"]):
         if child["status"] not in OPEN_RUN:
             continue
@@ -92,6 +95,9 @@ def request_cancel(c: Ctx, run: Row, reason: str | None) -> None:
 
 def notify_parent(c: Ctx, run: Row, status: str) -> None:
     """Wake the parent waiting on this instance, recording how the child ended."""
+    if not c.fixed(run)["child_depth"]:
+        # A top-level instance: no parent waits.
+        return
     link = c.tx.child_link(run["workflow_instance_id"])
     if link is None or link["superseded"]:
         return

@@ -31,6 +31,8 @@ from wfctl.vocabulary import (
 )
 
 OPEN, DONE, CLOSED = "open", "done", "closed"
+# What `_begin_step` returns when it started every branch of its step just now.
+STARTED = "started"
 
 
 @operation
@@ -45,6 +47,31 @@ def claim_workflow_task(engine: EngineCore, worker_id: str, now: datetime) -> Ro
             if started is not None:
                 return started
         return None
+
+
+@operation
+def decide_ready_task(engine: EngineCore, worker_id: str, now: datetime, *,
+                      check_deadlines: bool = False) -> bool:
+    """Claim the oldest ready workflow task and complete it in the same transaction; False
+    when none was ready. The history is that of a claim and a completion; the task's row goes
+    at once, since no other writer can see it started."""
+    with engine.transaction(now, check_deadlines=check_deadlines) as c:
+        for _ in range(CLAIM_TRIES):
+            task = c.tx.next_ready_workflow_task(c.now)
+            if task is None:
+                return False
+            run = c.run(task["workflow_run_id"])
+            if not c.tx.take_workflow_task(task["task_id"]):
+                continue
+            timeout_at = clock.after(c.now, run["workflow_task_timeout_seconds"])
+            started = c.event(run, "WorkflowTaskStarted",
+                              scheduled_event_id=task["scheduled_event_id"],
+                              worker_id=worker_id, timeout_at=timeout_at)
+            c.event(run, "WorkflowTaskCompleted", scheduled_event_id=task["scheduled_event_id"],
+                    started_event_id=started)
+            decide(c, run, None, worker_id)
+            return True
+        return False
 
 
 @operation
@@ -211,7 +238,7 @@ def decide(c: Ctx, run: Row, task_id: int | None, worker_id: str) -> None:
             if began == CLOSED:
                 return
             c.set_run(run, step_started=True)
-            if fresh and step.kind in ("activity", "workflow", "parallel"):
+            if began == STARTED:
                 # Every branch was just started: none can have ended yet.
                 outcome = OPEN
         if outcome is None:
@@ -268,6 +295,8 @@ def _begin_step(c: Ctx, run: Row, fixed: Row, wf: WorkflowType, step: Step,
                 schedule_activity(c, run, step, branch, branch_index)
             else:
                 start_child(c, run, fixed, step, branch, branch_index)
+        if not existing:
+            return STARTED
     elif step.kind == "delay":
         _schedule_timer(c, run, step, "delay", step.duration)
     elif step.kind == "wait_for_signal":

@@ -853,6 +853,10 @@ class PostgresTx(SQLTx):
         super().close_workflow_task(task_id)
         self._readied.discard(("workflow_task", task_id))
 
+    def take_workflow_task(self, task_id: int) -> bool:
+        self._readied.discard(("workflow_task", task_id))
+        return super().take_workflow_task(task_id)
+
     def insert_activity(self, row: Row) -> None:
         super().insert_activity(row)
         if row.get("status") in PENDING_ACTIVITY:

@@ -18,6 +18,7 @@ from typing import Any
 
 from wfctl.store import codec
 from wfctl.vocabulary import (
+    ACTIVITY_TIMEOUTS,
     CLOSED_INSTANCE,
     OPEN_ACTIVITY,
     OPEN_RUN,
@@ -119,6 +120,17 @@ def prefix_upper_bound(prefix: str) -> str | None:
         if code <= 0x10FFFF:
             return "".join(chars) + chr(0xE000 if 0xD800 <= code <= 0xDFFF else code)
     return None
+
+
+# What `close_current_attempt` returns of the attempt it closed.
+CLOSED_ATTEMPT = ("activity_id, workflow_run_id, step_index, branch_index, superseded, step, attempt, "
+                  "scheduled_event_id, started_event_id")
+# The deadlines that count while an attempt runs, each still ahead (`%s`: the instant).
+_STARTED_COLUMNS = [timeout.column for timeout in ACTIVITY_TIMEOUTS
+                    if "started" in timeout.counts_while]
+_STARTED_DEADLINES = len(_STARTED_COLUMNS)
+_STARTED_DEADLINES_HOLD = "".join(f" AND ({column} IS NULL OR {column} > %s)"
+                                  for column in _STARTED_COLUMNS)
 
 
 def keep_run_extras(run: Row | None, keys: dict[str, int], seqs: dict[str, int],
@@ -471,6 +483,13 @@ class SQLTx:
                                                                 (expect_status,))
         return self._update("workflow_tasks", "task_id", task_id, fields, where, params) == 1
 
+    def take_workflow_task(self, task_id: int) -> bool:
+        """Remove a scheduled task that is decided in this transaction; False when another
+        writer started it first."""
+        return self._execute(
+            "DELETE FROM workflow_tasks WHERE task_id = %s AND status = 'scheduled'", (task_id,),
+        ).rowcount == 1
+
     def close_workflow_task(self, task_id: int) -> None:
         """A workflow task ended (completed, timed out or cancelled): its row goes, its story
         stays in history."""
@@ -517,6 +536,19 @@ class SQLTx:
             params += values
         return self._update("activities", "activity_id", activity_id, fields, where,
                             params) == 1
+
+    def close_current_attempt(self, activity_id: str, attempt: int, worker_id: str, now: datetime,
+                              **fields: Any) -> Row | None:
+        """Set `fields` on an attempt that is still `worker_id`'s, started, and within every
+        deadline that counts while it runs, in one statement; what a completion records of it
+        (`CLOSED_ATTEMPT`), or None when it is not so (the caller reads the row to say why)."""
+        sets = ", ".join(f"{name} = %s" for name in fields)
+        at = self._at(now)
+        return self._one(
+            f"UPDATE activities SET {sets} WHERE activity_id = %s AND status = 'started' "
+            f"AND attempt = %s AND owner = %s{_STARTED_DEADLINES_HOLD} RETURNING {CLOSED_ATTEMPT}",
+            (*self._stored(fields), activity_id, attempt, worker_id, *(at,) * _STARTED_DEADLINES),
+        )
 
     def step_activities(self, run_id: str, step_index: int) -> list[Row]:
         return self._all(

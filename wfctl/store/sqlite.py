@@ -3,6 +3,7 @@ spells its own way (the queries themselves are queries.py's)."""
 
 from __future__ import annotations
 
+import functools
 import operator
 import os
 import re
@@ -229,6 +230,7 @@ class SQLiteStore:
     def _open(self, *, check_same_thread: bool = True) -> sqlite3.Connection:
         return sqlite3.connect(self._uri, uri=True, isolation_level=None,
                                check_same_thread=check_same_thread,
+                               cached_statements=_CACHED_STATEMENTS,
                                timeout=_BUSY_TIMEOUT_MS / 1000)
 
     def _connect(self) -> sqlite3.Connection:
@@ -561,6 +563,17 @@ def _statement(sql: str) -> list[Any]:
     return entry
 
 
+# Prepared statements a connection keeps: the store's queries, and an events INSERT per row count.
+_CACHED_STATEMENTS = 512
+# History rows one INSERT writes at most (six values each, far below SQLite's limit of 32,766).
+_EVENTS_PER_INSERT = 64
+
+
+@functools.cache
+def _events_insert(rows: int) -> str:
+    return "INSERT INTO events VALUES " + ", ".join(("(?, ?, ?, ?, ?, ?)",) * rows)
+
+
 class SQLiteTx(SQLTx):
     """The queries of one transaction on the file."""
 
@@ -645,7 +658,12 @@ class SQLiteTx(SQLTx):
         """Write the events appended so far (one statement for all of them)."""
         if self._events:
             events, self._events = self._events, []
-            self.conn.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?)", events)
+            # One statement for up to _EVENTS_PER_INSERT rows: a statement's own cost, not a
+            # row's, is most of what a history row costs to write.
+            for start in range(0, len(events), _EVENTS_PER_INSERT):
+                chunk = events[start:start + _EVENTS_PER_INSERT]
+                self.conn.execute(_events_insert(len(chunk)),
+                                  [value for event in chunk for value in event])
         if self._timeout_counts:
             counts, self._timeout_counts = self._timeout_counts, {}
             self.conn.executemany(
