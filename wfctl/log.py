@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -101,15 +102,21 @@ def failure(name: str, error: BaseException, **fields: Any) -> None:
           traceback=format_traceback(error))
 
 
+@functools.cache
+def _event_level(event_type: str) -> int:
+    """The level an event of this type is logged at."""
+    if _WARN_EVENTS.search(event_type):
+        return logging.WARNING
+    if _DEBUG_EVENTS.match(event_type):
+        return logging.DEBUG
+    return logging.INFO
+
+
 def history_events(events: list[dict[str, Any]]) -> None:
     """Log the events a transaction appended: the worker's log is a projection of history."""
     for item in events:
         name = item["event_type"]
-        level = logging.INFO
-        if _WARN_EVENTS.search(name):
-            level = logging.WARNING
-        elif _DEBUG_EVENTS.match(name):
-            level = logging.DEBUG
+        level = _event_level(name)
         if not LOGGER.isEnabledFor(level):
             continue
         attributes = item["attributes"]

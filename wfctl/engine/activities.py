@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -192,7 +191,7 @@ def _complete(c: Ctx, task: ActivityTask, result: Any, heartbeat_details: Any) -
                         extra=_heartbeat_fields(heartbeat_details))
         return None
     try:
-        result_text = check_payload(c.limits(c.fixed(run)), result)
+        check_payload(c.limits(c.fixed(run)), result)
         if result:
             merge_state(c, run, result)
     except StructuralLimitExceeded as exc:
@@ -205,7 +204,7 @@ def _complete(c: Ctx, task: ActivityTask, result: Any, heartbeat_details: Any) -
         return None
     c.tx.update_activity(activity["activity_id"], status="completed", closed_at=c.now,
                          owner=None, **_heartbeat_fields(heartbeat_details))
-    _completed(c, run, activity, result_text)
+    _completed(c, run, activity, result)
     return None
 
 
@@ -224,7 +223,7 @@ def _complete_current(c: Ctx, task: ActivityTask, result: Any, heartbeat_details
         return False
     limits = c.limits(c.fixed(run))
     try:
-        result_text = check_payload(limits, result)
+        check_payload(limits, result)
         state = {**run["state"], **result} if result else None
         if state is not None:
             check_payload(limits, state)
@@ -237,19 +236,20 @@ def _complete_current(c: Ctx, task: ActivityTask, result: Any, heartbeat_details
         return False
     if state is not None:
         c.set_run(run, state=state)
-    _completed(c, run, closed, result_text)
+    _completed(c, run, closed, result)
     return True
 
 
-def _completed(c: Ctx, run: Row, activity: Row, result_text: str) -> None:
-    """What a completed attempt records: its event, and the workflow task that decides next."""
+def _completed(c: Ctx, run: Row, activity: Row, result: dict[str, Any] | None) -> None:
+    """What a completed attempt records: its event (`result` as checked: strict JSON), and
+    the workflow task that decides next."""
     if activity["branch_index"] == 0 and not activity["superseded"]:
         c.completed_steps.add((activity["workflow_run_id"], activity["step_index"]))
     c.event(run, "ActivityCompleted", activity_id=activity["activity_id"],
             step=activity["step"], attempt=activity["attempt"],
             scheduled_event_id=activity["scheduled_event_id"],
             started_event_id=activity["started_event_id"],
-            result=json.loads(result_text))
+            result=result)
     schedule_workflow_task(c, run, "activity_completed")
 
 

@@ -12,6 +12,7 @@ the work it leaves ready — it overrides the hook or the method.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
@@ -149,6 +150,12 @@ def keep_run_extras(run: Row | None, keys: dict[str, int], seqs: dict[str, int],
     return run
 
 
+@functools.lru_cache(maxsize=512)
+def _update_statement(mark: str, table: str, key: str, names: tuple[str, ...], where: str) -> str:
+    sets = ", ".join(f"{name} = {mark}" for name in names)
+    return f"UPDATE {table} SET {sets} WHERE {key} = {mark}{where}"
+
+
 class SQLTx:
     """The queries of one transaction, whatever the backend (see the module's text)."""
 
@@ -238,11 +245,8 @@ class SQLTx:
 
     def _update(self, table: str, key: str, value: Any, fields: Row,
                 where: str = "", params: Sequence[Any] = ()) -> int:
-        sets = ", ".join(f"{name} = {self._MARK}" for name in fields)
-        return self._run(
-            f"UPDATE {table} SET {sets} WHERE {key} = {self._MARK}{where}",
-            (*self._stored(fields), value, *params),
-        ).rowcount
+        return self._run(_update_statement(self._MARK, table, key, tuple(fields), where),
+                         (*self._stored(fields), value, *params)).rowcount
 
     _stored: Any
 

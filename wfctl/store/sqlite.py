@@ -574,6 +574,11 @@ def _events_insert(rows: int) -> str:
     return "INSERT INTO events VALUES " + ", ".join(("(?, ?, ?, ?, ?, ?)",) * rows)
 
 
+@functools.lru_cache(maxsize=256)
+def _insert_statement(table: str, names: tuple[str, ...]) -> str:
+    return f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
+
+
 class SQLiteTx(SQLTx):
     """The queries of one transaction on the file."""
 
@@ -627,10 +632,7 @@ class SQLiteTx(SQLTx):
         return rows
 
     def _insert(self, table: str, row: Row, returning: str | None = None) -> int:
-        names = ", ".join(row)
-        marks = ", ".join("?" for _ in row)
-        cursor = self.conn.execute(f"INSERT INTO {table} ({names}) VALUES ({marks})",
-                                   self._stored(row))
+        cursor = self.conn.execute(_insert_statement(table, tuple(row)), self._stored(row))
         return cursor.lastrowid or 0
 
     def _any(self, column: str, values: Sequence[Any], name: str | None = None) -> \
