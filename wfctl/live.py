@@ -14,7 +14,7 @@ from rich.text import Text
 
 from wfctl import clock, render
 from wfctl.client import Client
-from wfctl.vocabulary import OPEN_ACTIVITY
+from wfctl.vocabulary import ACTIVITY_TIMEOUTS_SHOWN, OPEN_ACTIVITY
 
 # How often a follower looks at the database again; it only reads, so this costs little.
 POLL = 0.2
@@ -135,10 +135,8 @@ def _nearest(activity: dict[str, Any]) -> tuple[str, str] | None:
     """The open attempt's deadline that comes first, with its kind."""
     if activity["status"] not in OPEN_ACTIVITY:
         return None
-    pending = [(activity[key], label) for label, key in (
-        ("schedule-to-start", "schedule_deadline_at"), ("start-to-close", "close_deadline_at"),
-        ("schedule-to-close", "schedule_to_close_deadline_at"),
-        ("heartbeat", "heartbeat_deadline_at")) if activity[key] is not None]
+    pending = [(activity[t.column], t.label) for t in ACTIVITY_TIMEOUTS_SHOWN
+               if activity[t.column] is not None]
     if not pending:
         return None
     at, label = min(pending)

@@ -14,7 +14,7 @@ from rich.text import Text
 
 from wfctl import clock, durations
 from wfctl.layout import KEY, KEY_IF_ROOM, Column, Fitted, Flow, Titled
-from wfctl.vocabulary import OPEN_ACTIVITY, RETRY_TIMER
+from wfctl.vocabulary import ACTIVITY_TIMEOUTS_SHOWN, OPEN_ACTIVITY, RETRY_TIMER, WORKFLOW_TIMEOUTS
 
 if TYPE_CHECKING:
     from wfctl.definitions import Definitions
@@ -363,12 +363,9 @@ def retry_chips(policy: dict[str, Any]) -> list[str]:
     if waits:
         chips.append(f"backoff {durations.format(waits[0])}→{durations.format(max(waits))}"
                      if len(set(waits)) > 1 else f"backoff {durations.format(waits[0])}")
-    for key, label in (("schedule_to_start_timeout", "schedule-to-start"),
-                       ("start_to_close_timeout", "start-to-close"),
-                       ("schedule_to_close_timeout", "schedule-to-close"),
-                       ("heartbeat_timeout", "heartbeat")):
-        if policy.get(key) is not None:
-            chips.append(f"{label} {durations.format(policy[key])}")
+    for timeout in ACTIVITY_TIMEOUTS_SHOWN:
+        if policy.get(timeout.policy_key) is not None:
+            chips.append(f"{timeout.label} {durations.format(policy[timeout.policy_key])}")
     if policy.get("non_retryable"):
         chips.append("non-retryable " + ",".join(policy["non_retryable"]))
     return chips
@@ -398,15 +395,12 @@ def _activities(out: Console, activities: list[dict[str, Any]], now: datetime) -
             deadlines.append("next attempt ")
             deadlines.append_text(relative(activity["available_at"], now))
         if activity["status"] in OPEN_ACTIVITY:
-            for label, key in (("schedule-to-start", "schedule_deadline_at"),
-                               ("start-to-close", "close_deadline_at"),
-                               ("schedule-to-close", "schedule_to_close_deadline_at"),
-                               ("heartbeat", "heartbeat_deadline_at")):
-                if activity[key] is not None:
+            for timeout in ACTIVITY_TIMEOUTS_SHOWN:
+                if activity[timeout.column] is not None:
                     if deadlines:
                         deadlines.append("; " if plain(out) else "\n")
-                    deadlines.append(f"{label} ")
-                    deadlines.append_text(relative(activity[key], now))
+                    deadlines.append(f"{timeout.label} ")
+                    deadlines.append_text(relative(activity[timeout.column], now))
         heartbeat = "-"
         if activity["last_heartbeat_at"]:
             heartbeat = f"{ago(activity['last_heartbeat_at'], now)} " \
@@ -435,10 +429,7 @@ def _activity_times(out: Console, activities: list[dict[str, Any]]) -> Renderabl
         times = []
         for label, key in (("scheduled", "scheduled_at"), ("available", "available_at"),
                            ("started", "started_at"), ("closed", "closed_at"),
-                           ("schedule-to-start deadline", "schedule_deadline_at"),
-                           ("start-to-close deadline", "close_deadline_at"),
-                           ("schedule-to-close deadline", "schedule_to_close_deadline_at"),
-                           ("heartbeat deadline", "heartbeat_deadline_at")):
+                           *((f"{t.label} deadline", t.column) for t in ACTIVITY_TIMEOUTS_SHOWN)):
             value = activity.get(key)
             if value is not None and not (key == "available_at"
                                           and value == activity.get("scheduled_at")):
@@ -594,10 +585,8 @@ def _at(traceback: str | None) -> str:
 
 
 def _deadlines(attributes: dict[str, Any]) -> str:
-    shown = [f"{label} until {attributes[key]}" for label, key in (
-        ("schedule-to-start", "schedule_deadline_at"), ("start-to-close", "close_deadline_at"),
-        ("schedule-to-close", "schedule_to_close_deadline_at"),
-        ("heartbeat", "heartbeat_deadline_at")) if attributes.get(key)]
+    shown = [f"{t.label} until {attributes[t.column]}" for t in ACTIVITY_TIMEOUTS_SHOWN
+             if attributes.get(t.column)]
     return f"; {', '.join(shown)}" if shown else ""
 
 
@@ -704,8 +693,8 @@ def started(out: Console, result: dict[str, Any], now: datetime) -> None:
     lines = [Text.assemble((word, "bold"), f" {result['workflow_type']} ",
                            (result["workflow_instance_id"], "bold"),
                            f"  run {result['workflow_run_id']}")]
-    for label, key in (("execution deadline", "execution_deadline_at"),
-                       ("run deadline", "run_deadline_at"), ("deadline", "deadline_at")):
+    for label, key in (*((t.label, t.column) for t in WORKFLOW_TIMEOUTS),
+                       ("deadline", "deadline_at")):
         if result[key]:
             lines.append(Text.assemble(f"  {label}: {result[key]} (", relative(result[key], now),
                                        ")"))

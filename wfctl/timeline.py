@@ -371,7 +371,7 @@ class _Reader:
     def on_ActivityHeartbeatRecorded(self, at: datetime, a: dict[str, Any]) -> None:
         activity = self.activities.get(a["activity_id"])
         if activity is not None:
-            activity.expect("heartbeat", _at(a.get("heartbeat_deadline_at")))
+            activity.expect("heartbeat", _at(a.get(TIMEOUTS["heartbeat"].column)))
 
     def _end_phase(self, activity: _Activity, at: datetime, outcome: Glyph,
                    timeout_kind: str | None = None, deadline_at: str | None = None) -> None:
@@ -520,7 +520,7 @@ class _Reader:
             self._end_backoff(end)
             self.run_lane.segments += self.unsettled
         for activity_id, activity in self.activities.items():
-            live_deadline = _at((live.get(activity_id) or {}).get("heartbeat_deadline_at"))
+            live_deadline = _at((live.get(activity_id) or {}).get(TIMEOUTS["heartbeat"].column))
             if activity.started and live_deadline is not None:
                 # describe has the heartbeat deadline exactly; history records it now and then.
                 activity.expect("heartbeat", live_deadline)

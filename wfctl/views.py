@@ -14,14 +14,13 @@ from wfctl.clock import iso
 from wfctl.errors import NotFound
 from wfctl.reasons import failure_view, stop_reason
 from wfctl.store import Row, Store, Tx
-from wfctl.vocabulary import RETRY_TIMER
+from wfctl.vocabulary import RETRY_TIMER, WORKFLOW_TIMEOUTS
 
 if TYPE_CHECKING:
     from wfctl.definitions import WorkflowType
 
 _DEADLINE_COLUMNS = (
-    ("execution_timeout", "execution_deadline_at"),
-    ("run_timeout", "run_deadline_at"),
+    *((timeout.kind, timeout.column) for timeout in WORKFLOW_TIMEOUTS),
     ("deadline", "deadline_at"),
 )
 

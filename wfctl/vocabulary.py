@@ -56,24 +56,27 @@ class Timeout(NamedTuple):
     """One timeout under each name it goes by: its kind (what events, failures and the
     definitions' fields call it), the YAML key that sets it, the column (and event attribute)
     holding its deadline, the activity statuses in which that deadline counts (activities
-    only), and the label people read."""
+    only), the label people read, and the key of an activity's retry policy (as `describe
+    --json` shows it) that holds its length."""
 
     kind: str
     yaml_key: str
     column: str
     counts_while: tuple[str, ...]
     label: str
+    policy_key: str | None = None
 
 
 # An activity's timeouts, in the order they are reported when several expired at once.
 ACTIVITY_TIMEOUTS = (
-    Timeout("schedule_to_close", "schedule_to_close_timeout", "schedule_to_close_deadline_at",
-            OPEN_ACTIVITY, "schedule-to-close"),
-    Timeout("schedule_to_start", "schedule_to_start_timeout", "schedule_deadline_at",
-            PENDING_ACTIVITY, "schedule-to-start"),
-    Timeout("heartbeat", "heartbeat_timeout", "heartbeat_deadline_at", ("started",), "heartbeat"),
-    Timeout("start_to_close", "start_to_close_timeout", "close_deadline_at", ("started",),
-            "start-to-close"),
+    Timeout("schedule_to_close", "schedule_to_close", "schedule_to_close_deadline_at",
+            OPEN_ACTIVITY, "schedule-to-close", "schedule_to_close_timeout"),
+    Timeout("schedule_to_start", "schedule_to_start", "schedule_deadline_at",
+            PENDING_ACTIVITY, "schedule-to-start", "schedule_to_start_timeout"),
+    Timeout("heartbeat", "heartbeat", "heartbeat_deadline_at", ("started",), "heartbeat",
+            "heartbeat_timeout"),
+    Timeout("start_to_close", "start_to_close", "close_deadline_at", ("started",),
+            "start-to-close", "start_to_close_timeout"),
 )
 # A workflow's own timeouts; `execution_timeout` wins when both expired.
 WORKFLOW_TIMEOUTS = (
@@ -82,6 +85,10 @@ WORKFLOW_TIMEOUTS = (
     Timeout("run_timeout", "run_timeout", "run_deadline_at", (), "run deadline"),
 )
 TIMEOUTS = {timeout.kind: timeout for timeout in (*ACTIVITY_TIMEOUTS, *WORKFLOW_TIMEOUTS)}
+# An activity's timeouts in the order describe, history, `start --wait` and the web view list
+# their deadlines.
+ACTIVITY_TIMEOUTS_SHOWN = tuple(TIMEOUTS[kind] for kind in (
+    "schedule_to_start", "start_to_close", "schedule_to_close", "heartbeat"))
 ACTIVITY_TIMEOUT_KINDS = tuple(timeout.kind for timeout in ACTIVITY_TIMEOUTS)
 WORKFLOW_TIMEOUT_KINDS = tuple(timeout.kind for timeout in WORKFLOW_TIMEOUTS)
 SIGNAL_WAIT = "signal_wait"

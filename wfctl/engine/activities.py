@@ -1,4 +1,4 @@
-"""Activity attempts: claim, complete, fail, heartbeat, retry and time out."""
+"""Activity attempts: claim, complete, fail, heartbeat and release."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from wfctl import clock, durations
+from wfctl import clock
+from wfctl.engine.attempts import fail_attempt
 from wfctl.engine.core import (
     CLAIM_TRIES,
     Ctx,
@@ -15,14 +16,19 @@ from wfctl.engine.core import (
     check_payload,
     merge_state,
     operation,
-    record_failure,
     schedule_workflow_task,
 )
-from wfctl.engine.decide import decide_now, expired_workflow_timeout, time_out_run
+from wfctl.engine.decide import decide_now
 from wfctl.engine.time.deadlines import deadline_passed, hand_over_deadline
+from wfctl.engine.time.timeouts import (
+    expired_timeout,
+    expired_workflow_timeout,
+    time_out_activity,
+    time_out_run,
+)
 from wfctl.errors import StructuralLimitExceeded
 from wfctl.store import Row
-from wfctl.vocabulary import ACTIVITY_TIMEOUTS, CLOSED_RUN, PENDING_ACTIVITY, TIMEOUTS
+from wfctl.vocabulary import PENDING_ACTIVITY
 
 # When an activity has no heartbeat timeout, history still records a heartbeat at most this often.
 DEFAULT_HEARTBEAT_EVENT_INTERVAL = 30.0
@@ -184,23 +190,23 @@ def _complete(c: Ctx, task: ActivityTask, result: Any, heartbeat_details: Any) -
         return rejected
     run = c.run(activity["workflow_run_id"])
     if result is not None and not isinstance(result, dict):
-        _attempt_failed(c, run, activity, retryable=False, reason="error",
-                        exception_class="TypeError",
-                        message=f"handler returned {type(result).__name__}; "
-                                "expected a dict or None",
-                        extra=_heartbeat_fields(heartbeat_details))
+        fail_attempt(c, run, activity, retryable=False, reason="error",
+                     exception_class="TypeError",
+                     message=f"handler returned {type(result).__name__}; "
+                             "expected a dict or None",
+                     extra=_heartbeat_fields(heartbeat_details))
         return None
     try:
         check_payload(c.limits(c.fixed(run)), result)
         if result:
             merge_state(c, run, result)
     except StructuralLimitExceeded as exc:
-        _attempt_failed(c, run, activity, retryable=False, reason="structural_limit",
-                        exception_class="StructuralLimitExceeded", message=str(exc),
-                        category="structural_limit",
-                        details={"limit_kind": exc.limit_kind, "value": exc.value,
-                                 "limit": exc.limit},
-                        extra=_heartbeat_fields(heartbeat_details))
+        fail_attempt(c, run, activity, retryable=False, reason="structural_limit",
+                     exception_class="StructuralLimitExceeded", message=str(exc),
+                     category="structural_limit",
+                     details={"limit_kind": exc.limit_kind, "value": exc.value,
+                              "limit": exc.limit},
+                     extra=_heartbeat_fields(heartbeat_details))
         return None
     c.tx.update_activity(activity["activity_id"], status="completed", closed_at=c.now,
                          owner=None, **_heartbeat_fields(heartbeat_details))
@@ -271,9 +277,9 @@ def fail_activity(engine: EngineCore, task: ActivityTask, exception_class: str, 
         run = c.run(activity["workflow_run_id"])
         names = {exception_class, *exception_classes}
         retryable = not names.intersection(task.non_retryable)
-        _attempt_failed(c, run, activity, retryable=retryable, reason="error",
-                        exception_class=exception_class, message=message, traceback=traceback,
-                        extra=_heartbeat_fields(heartbeat_details))
+        fail_attempt(c, run, activity, retryable=retryable, reason="error",
+                     exception_class=exception_class, message=message, traceback=traceback,
+                     extra=_heartbeat_fields(heartbeat_details))
         if decide:
             decide_now(c, run, task.worker_id)
         return None
@@ -288,10 +294,10 @@ def release_activity(engine: EngineCore, task: ActivityTask, now: datetime, reas
         if activity is None:
             return
         run = c.run(activity["workflow_run_id"])
-        _attempt_failed(c, run, activity, retryable=True, reason=reason,
-                        exception_class="WorkerStopped",
-                        message=f"worker {task.worker_id} stopped before the handler finished",
-                        backoff=0.0, extra=_heartbeat_fields(heartbeat_details))
+        fail_attempt(c, run, activity, retryable=True, reason=reason,
+                     exception_class="WorkerStopped",
+                     message=f"worker {task.worker_id} stopped before the handler finished",
+                     backoff=0.0, extra=_heartbeat_fields(heartbeat_details))
 
 
 @operation
@@ -323,106 +329,3 @@ def record_heartbeat(engine: EngineCore, task: ActivityTask, details: Any, now: 
             fields["last_heartbeat_event_at"] = c.now
         c.tx.update_activity(activity["activity_id"], expect_attempt=task.attempt, **fields)
         return True
-
-
-def expired_timeout(activity: Row, at: datetime) -> str | None:
-    """The timeout kind that expired, in the order schedule_to_close, schedule_to_start,
-    heartbeat, start_to_close; None when every deadline still holds."""
-    for timeout in ACTIVITY_TIMEOUTS:
-        deadline = activity[timeout.column]
-        if activity["status"] in timeout.counts_while and deadline is not None and deadline <= at:
-            return timeout.kind
-    return None
-
-
-def time_out_activity(c: Ctx, activity: Row, kind: str) -> None:
-    """Enforce one expired activity deadline: a retry, or the terminal ActivityTimedOut."""
-    run = c.run(activity["workflow_run_id"])
-    column = TIMEOUTS[kind].column
-    _attempt_failed(c, run, activity, retryable=kind != "schedule_to_close",
-                    reason="timeout", timeout_kind=kind, deadline_at=activity[column])
-
-
-def lose_attempt(c: Ctx, activity: Row, worker_id: str) -> None:
-    """The worker holding this attempt is gone: the attempt failed, the retry policy decides."""
-    run = c.run(activity["workflow_run_id"])
-    _attempt_failed(c, run, activity, retryable=True, reason="worker_lost",
-                    exception_class="WorkerLost",
-                    message=f"worker {worker_id} stopped renewing its liveness")
-
-
-def _attempt_failed(c: Ctx, run: Row, activity: Row, *, retryable: bool, reason: str,
-                    exception_class: str | None = None, message: str | None = None,
-                    timeout_kind: str | None = None, deadline_at: datetime | None = None,
-                    category: str | None = None, details: dict[str, Any] | None = None,
-                    backoff: float | None = None, extra: dict[str, Any] | None = None,
-                    traceback: str | None = None) -> None:
-    """Close the current attempt: schedule the next one, or end the activity for good."""
-    if run["status"] in CLOSED_RUN:
-        return
-    extra = extra or {}
-    activity = {**activity, **extra}
-    common = {
-        "activity_id": activity["activity_id"],
-        "step": activity["step"],
-        "attempt": activity["attempt"],
-        "scheduled_event_id": activity["scheduled_event_id"],
-        "started_event_id": activity["started_event_id"],
-    }
-    error = None if timeout_kind else {"exception_class": exception_class, "message": message}
-    if error is not None and traceback:
-        error["traceback"] = traceback
-    policy = activity["retry_policy"]
-    if retryable and activity["attempt"] < activity["max_attempts"]:
-        waits = policy["backoff_seconds"]
-        wait = backoff if backoff is not None else (
-            waits[min(activity["attempt"], len(waits)) - 1] if waits else 0
-        )
-        available = c.now + timedelta(seconds=wait)
-        c.tx.update_activity(
-            activity["activity_id"], expect_attempt=activity["attempt"],
-            status="retry_scheduled", attempt=activity["attempt"] + 1, owner=None,
-            available_at=available, started_at=None, started_event_id=None,
-            close_deadline_at=None, heartbeat_deadline_at=None,
-            schedule_deadline_at=clock.after(available, policy["schedule_to_start_timeout"]),
-            last_error=error, **extra,
-        )
-        attributes = {**common, "reason": reason, "next_attempt": activity["attempt"] + 1,
-                      "retry_available_at": available,
-                      "backoff_seconds": durations.whole_seconds(wait),
-                      "max_attempts": activity["max_attempts"]}
-        if timeout_kind:
-            attributes.update(timeout_kind=timeout_kind, deadline_at=deadline_at)
-        else:
-            attributes["failure"] = error
-        c.event(run, "ActivityRetryScheduled", **attributes)
-        c.woke = True
-        return
-    status = "timed_out" if timeout_kind else "failed"
-    c.tx.update_activity(activity["activity_id"], status=status, owner=None, closed_at=c.now,
-                         last_error=error, **extra)
-    if timeout_kind:
-        message = f"Activity {activity['step']} timed out: {timeout_kind}"
-        c.event(run, "ActivityTimedOut", **common, timeout_kind=timeout_kind,
-                deadline_at=deadline_at,
-                schedule_deadline_at=activity["schedule_deadline_at"],
-                close_deadline_at=activity["close_deadline_at"],
-                schedule_to_close_deadline_at=activity["schedule_to_close_deadline_at"],
-                heartbeat_deadline_at=activity["heartbeat_deadline_at"],
-                last_heartbeat_at=activity["last_heartbeat_at"],
-                last_heartbeat_details=activity["last_heartbeat_details"])
-        record_failure(c, run, category="timeout", propagation_kind="timeout",
-                       timeout_kind=timeout_kind, exception_class="ActivityTimeoutException",
-                       deadline_at=deadline_at, message=message,
-                       activity_id=activity["activity_id"])
-    else:
-        c.event(run, "ActivityFailed", **common, reason=reason, exception_class=exception_class,
-                message=message, retryable=retryable,
-                max_attempts=activity["max_attempts"],
-                **({"traceback": traceback} if traceback else {}))
-        if traceback:
-            details = {**(details or {}), "traceback": traceback}
-        record_failure(c, run, category=category or "activity", propagation_kind="activity",
-                       exception_class=exception_class, message=message or "",
-                       activity_id=activity["activity_id"], details=details)
-    schedule_workflow_task(c, run, f"activity_{status}")

@@ -16,10 +16,9 @@ from wfctl.engine.core import (
     new_id,
     operation,
     public_state,
-    record_failure,
-    schedule_workflow_task,
 )
 from wfctl.engine.time.deadlines import deadline_passed, hand_over_deadline
+from wfctl.engine.time.timeouts import expired_workflow_timeout, time_out_run, time_out_workflow_task
 from wfctl.reasons import stop_reason
 from wfctl.store import Row
 from wfctl.vocabulary import (
@@ -142,46 +141,6 @@ def process_workflow_tasks(engine: EngineCore, worker_id: str, now: datetime,
         complete_workflow_task(engine, task, now, check_deadlines=check_deadlines)
         done += 1
     return done
-
-
-def time_out_workflow_task(c: Ctx, task: Row) -> None:
-    """SWF's decision task timeout: record it and schedule a fresh workflow task."""
-    run = c.run(task["workflow_run_id"])
-    c.tx.close_workflow_task(task["task_id"])
-    c.event(run, "WorkflowTaskTimedOut", timeout_kind="start_to_close",
-            scheduled_event_id=task["scheduled_event_id"],
-            started_event_id=task["started_event_id"], deadline_at=task["timeout_at"],
-            worker_id=task["owner"])
-    schedule_workflow_task(c, run, "workflow_task_timed_out")
-
-
-def expired_workflow_timeout(run: Row, at: datetime) -> tuple[str, datetime] | None:
-    """(timeout_kind, deadline) when a workflow timeout expired; execution wins over run."""
-    if run["execution_deadline_at"] is not None and run["execution_deadline_at"] <= at:
-        return "execution_timeout", run["execution_deadline_at"]
-    if run["run_deadline_at"] is not None and run["run_deadline_at"] <= at:
-        return "run_timeout", run["run_deadline_at"]
-    return None
-
-
-def time_out_run(c: Ctx, run: Row, kind: str, deadline: datetime,
-                 keep_task: int | None) -> None:
-    """The timeout procedure, in the caller's transaction."""
-    scope = "execution" if kind == "execution_timeout" else "run"
-    message = f"Workflow {scope} deadline expired at {clock.iso(deadline)}"
-    failure_id = record_failure(
-        c, run, category="timeout", message=message, timeout_kind=kind,
-        exception_class="WorkflowTimeoutException", deadline_at=deadline,
-    )
-    instance = c.instance(run["workflow_instance_id"])
-    close_run(c, run, "timed_out", "WorkflowTimedOut", {
-        "timeout_kind": kind,
-        "deadline_at": deadline,
-        "execution_deadline_at": run["execution_deadline_at"],
-        "run_deadline_at": run["run_deadline_at"],
-        "child_policy": instance["child_policy"],
-        "message": message,
-    }, failure_id=failure_id, reason=kind, keep_task=keep_task)
 
 
 def decide(c: Ctx, run: Row, task_id: int | None, worker_id: str) -> None:

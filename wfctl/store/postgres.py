@@ -56,7 +56,7 @@ from wfctl.errors import (
 )
 from wfctl.store import codec, columns
 from wfctl.store import postgres_schema as schema
-from wfctl.store.queries import PENDING_ACTIVITY_SQL, SQLTx
+from wfctl.store.queries import PENDING_ACTIVITY_SQL, WAITING_DEADLINES_HOLD, SQLTx
 from wfctl.vocabulary import PENDING_ACTIVITY
 
 Row = dict[str, Any]
@@ -879,10 +879,7 @@ class PostgresTx(SQLTx):
             "SELECT a.* FROM unnest(%(queues)s::text[]) AS q(queue) CROSS JOIN LATERAL ("
             "SELECT * FROM activities WHERE queue = q.queue "
             f"AND status IN {PENDING_ACTIVITY_SQL} AND available_at <= %(now)s "
-            "AND activity_id <> ALL(%(passed)s::text[]) "
-            "AND (schedule_deadline_at IS NULL OR schedule_deadline_at > %(now)s) "
-            "AND (schedule_to_close_deadline_at IS NULL "
-            "OR schedule_to_close_deadline_at > %(now)s) "
+            f"AND activity_id <> ALL(%(passed)s::text[]) {WAITING_DEADLINES_HOLD} "
             f"ORDER BY available_at, rowid LIMIT 1{self._lock}) a "
             "ORDER BY a.available_at, a.rowid LIMIT 1", {"queues": list(queues), "now": now},
             "activity_id",

@@ -27,6 +27,8 @@ from wfctl.vocabulary import (
     PENDING_ACTIVITY,
     TIMEOUT_EVENTS,
     UNSUCCESSFUL_RUN,
+    WORKFLOW_TIMEOUTS,
+    Timeout,
 )
 
 Row = dict[str, Any]
@@ -35,6 +37,20 @@ Row = dict[str, Any]
 def sql_list(words: Iterable[str]) -> str:
     """Vocabulary words as an SQL list, `('a', 'b')`: they are plain words, never input."""
     return "(" + ", ".join(f"'{word}'" for word in words) + ")"
+
+
+def _pending(timeout: Timeout) -> str:
+    """The condition on a row of its table under which a timeout's deadline is pending: the
+    deadline is set, and the activity is in a status the timeout counts in (a workflow's: the
+    run is open). Spelled as its partial index is: one status with `=`, a list with `IN`."""
+    statuses = timeout.counts_while
+    if not statuses:
+        counts = "closed_at IS NULL"
+    elif len(statuses) == 1:
+        counts = f"status = '{statuses[0]}'"
+    else:
+        counts = f"status IN {sql_list(statuses)}"
+    return f"{counts} AND {timeout.column} IS NOT NULL"
 
 
 # The status lists queries filter on. The partial indexes spell the same lists in the same
@@ -85,27 +101,41 @@ GET_RUN = (
 )
 # The earliest pending deadline of each kind, as metrics shows them.
 _NEXT_DEADLINES = (
-    "SELECT (SELECT min(execution_deadline_at) FROM runs WHERE closed_at IS NULL"
-    " AND execution_deadline_at IS NOT NULL) AS execution_timeout,"
-    " (SELECT min(run_deadline_at) FROM runs WHERE closed_at IS NULL"
-    " AND run_deadline_at IS NOT NULL) AS run_timeout,"
-    " (SELECT min(deadline_at) FROM runs WHERE status = 'running'"
+    "SELECT "
+    + "".join(f"(SELECT min({t.column}) FROM runs WHERE {_pending(t)}) AS {t.kind}, "
+              for t in WORKFLOW_TIMEOUTS)
+    + "(SELECT min(deadline_at) FROM runs WHERE status = 'running'"
     " AND deadline_at IS NOT NULL AND deadline_claimed_at IS NULL) AS deadline,"
     " (SELECT min(timeout_at) FROM workflow_tasks WHERE status = 'started'"
-    " AND timeout_at IS NOT NULL) AS workflow_task_timeout,"
-    " (SELECT min(schedule_deadline_at) FROM activities"
-    f" WHERE status IN {PENDING_ACTIVITY_SQL} AND schedule_deadline_at IS NOT NULL)"
-    " AS schedule_to_start,"
-    " (SELECT min(close_deadline_at) FROM activities WHERE status = 'started'"
-    " AND close_deadline_at IS NOT NULL) AS start_to_close,"
-    " (SELECT min(heartbeat_deadline_at) FROM activities WHERE status = 'started'"
-    " AND heartbeat_deadline_at IS NOT NULL) AS heartbeat,"
-    " (SELECT min(schedule_to_close_deadline_at) FROM activities"
-    f" WHERE status IN {OPEN_ACTIVITY_SQL} AND schedule_to_close_deadline_at IS NOT NULL)"
-    " AS schedule_to_close,"
-    " (SELECT min(fire_at) FROM timers WHERE status = 'scheduled'"
+    " AND timeout_at IS NOT NULL) AS workflow_task_timeout, "
+    + "".join(f"(SELECT min({t.column}) FROM activities WHERE {_pending(t)}) AS {t.kind}, "
+              for t in ACTIVITY_TIMEOUTS)
+    + "(SELECT min(fire_at) FROM timers WHERE status = 'scheduled'"
     " AND kind = 'signal_timeout') AS signal_wait"
 )
+# A waiting activity may be claimed while each deadline that counts as it waits still holds.
+WAITING_DEADLINES_HOLD = " ".join(
+    f"AND ({t.column} IS NULL OR {t.column} > %(now)s)" for t in ACTIVITY_TIMEOUTS
+    if set(PENDING_ACTIVITY) <= set(t.counts_while))
+# Activities past one of their deadlines, and runs past their execution or run deadline: one
+# part per timeout, each read through its partial index.
+_EXPIRED_ACTIVITIES = " UNION ".join(
+    f"SELECT activity_id FROM activities WHERE {_pending(t)} AND {t.column} <= %(now)s"
+    for t in ACTIVITY_TIMEOUTS)
+_EXPIRED_RUNS = " UNION ".join(
+    f"SELECT workflow_run_id FROM runs WHERE {_pending(t)} AND {t.column} <= %(now)s"
+    for t in WORKFLOW_TIMEOUTS)
+# The earliest instant at which each timeout has something for the watchdog, as `next_due`
+# reads them: a workflow timeout's still ahead, or passed where nothing else will decide its run.
+_NEXT_DUE = " UNION ALL ".join((
+    *(f"SELECT min({t.column}) AS at FROM runs WHERE {_pending(t)} AND {t.column} > %(now)s"
+      for t in WORKFLOW_TIMEOUTS),
+    *(f"SELECT min({t.column}) FROM runs WHERE {_pending(t)} AND {t.column} <= %(now)s "
+      f"{_RUN_NEEDS_WAKING}" for t in WORKFLOW_TIMEOUTS),
+    "SELECT min(timeout_at) FROM workflow_tasks WHERE status = 'started' AND timeout_at IS NOT NULL",
+    "SELECT min(fire_at) FROM timers WHERE status = 'scheduled'",
+    *(f"SELECT min({t.column}) FROM activities WHERE {_pending(t)}" for t in ACTIVITY_TIMEOUTS),
+))
 
 
 def prefix_upper_bound(prefix: str) -> str | None:
@@ -315,22 +345,15 @@ class SQLTx:
     def open_deadlines(self, run_ids: Sequence[str]) -> list[Row]:
         runs, params = self._any("workflow_run_id", run_ids)
         return self._all(
-            "SELECT workflow_run_id, 'schedule_to_start' AS kind, schedule_deadline_at AS at "
-            f"FROM activities WHERE {runs} AND status IN {PENDING_ACTIVITY_SQL} "
-            "AND schedule_deadline_at IS NOT NULL "
-            "UNION ALL SELECT workflow_run_id, 'start_to_close', close_deadline_at FROM activities "
-            f"WHERE {runs} AND status = 'started' AND close_deadline_at IS NOT NULL "
-            "UNION ALL SELECT workflow_run_id, 'heartbeat', heartbeat_deadline_at FROM activities "
-            f"WHERE {runs} AND status = 'started' AND heartbeat_deadline_at IS NOT NULL "
-            "UNION ALL SELECT workflow_run_id, 'schedule_to_close', schedule_to_close_deadline_at "
-            f"FROM activities WHERE {runs} AND status IN {OPEN_ACTIVITY_SQL} "
-            "AND schedule_to_close_deadline_at IS NOT NULL "
-            "UNION ALL SELECT workflow_run_id, CASE kind WHEN 'signal_timeout' THEN 'signal_wait' "
+            "".join(f"SELECT workflow_run_id, '{t.kind}' AS kind, {t.column} AS at FROM "
+                    f"activities WHERE {runs} AND {_pending(t)} UNION ALL "
+                    for t in ACTIVITY_TIMEOUTS)
+            + "SELECT workflow_run_id, CASE kind WHEN 'signal_timeout' THEN 'signal_wait' "
             "WHEN 'delay' THEN 'timer' ELSE kind END, fire_at FROM timers "
             f"WHERE {runs} AND status = 'scheduled' "
             "UNION ALL SELECT workflow_run_id, 'workflow_task_timeout', timeout_at "
             f"FROM workflow_tasks WHERE {runs} AND status = 'started' "
-            "AND timeout_at IS NOT NULL", params * 6,
+            "AND timeout_at IS NOT NULL", params * (len(ACTIVITY_TIMEOUTS) + 2),
         )
 
     def instance_ids(self, prefix: str, limit: int) -> list[str]:
@@ -588,17 +611,8 @@ class SQLTx:
     def expired_activities(self, now: datetime, limit: int) -> list[Row]:
         """Open activities past any of their four deadlines, found through the partial indexes."""
         return self._scan(
-            "SELECT * FROM activities WHERE activity_id IN ("
-            f"SELECT activity_id FROM activities WHERE status IN {PENDING_ACTIVITY_SQL}"
-            " AND schedule_deadline_at IS NOT NULL AND schedule_deadline_at <= %(now)s"
-            " UNION SELECT activity_id FROM activities WHERE status = 'started'"
-            " AND close_deadline_at IS NOT NULL AND close_deadline_at <= %(now)s"
-            " UNION SELECT activity_id FROM activities WHERE status = 'started'"
-            " AND heartbeat_deadline_at IS NOT NULL AND heartbeat_deadline_at <= %(now)s"
-            " UNION SELECT activity_id FROM activities"
-            f" WHERE status IN {OPEN_ACTIVITY_SQL}"
-            " AND schedule_to_close_deadline_at IS NOT NULL"
-            " AND schedule_to_close_deadline_at <= %(now)s){only} LIMIT %(limit)s",
+            f"SELECT * FROM activities WHERE activity_id IN ({_EXPIRED_ACTIVITIES})"
+            "{only} LIMIT %(limit)s",
             {"now": self._at(now), "limit": limit}, "activity_id",
         )
 
@@ -776,11 +790,7 @@ class SQLTx:
 
     def runs_past_deadline_without_task(self, now: datetime, limit: int) -> list[Row]:
         return self._scan(
-            "SELECT * FROM runs WHERE workflow_run_id IN ("
-            "SELECT workflow_run_id FROM runs WHERE closed_at IS NULL"
-            " AND execution_deadline_at IS NOT NULL AND execution_deadline_at <= %(now)s"
-            " UNION SELECT workflow_run_id FROM runs WHERE closed_at IS NULL"
-            " AND run_deadline_at IS NOT NULL AND run_deadline_at <= %(now)s) "
+            f"SELECT * FROM runs WHERE workflow_run_id IN ({_EXPIRED_RUNS}) "
             f"{_RUN_NEEDS_WAKING}{{only}} LIMIT %(limit)s", {"now": self._at(now), "limit": limit},
             "workflow_run_id",
         )
@@ -792,28 +802,7 @@ class SQLTx:
         task, no claimed deadline); otherwise the watchdog would wake again at once, forever.
         """
         return self._planned_once(
-            "SELECT min(at) AS at FROM ("
-            "SELECT min(execution_deadline_at) AS at FROM runs WHERE closed_at IS NULL"
-            " AND execution_deadline_at IS NOT NULL AND execution_deadline_at > %(now)s"
-            " UNION ALL SELECT min(run_deadline_at) FROM runs WHERE closed_at IS NULL"
-            " AND run_deadline_at IS NOT NULL AND run_deadline_at > %(now)s"
-            " UNION ALL SELECT min(execution_deadline_at) FROM runs WHERE closed_at IS NULL"
-            " AND execution_deadline_at IS NOT NULL AND execution_deadline_at <= %(now)s"
-            f" {_RUN_NEEDS_WAKING}"
-            " UNION ALL SELECT min(run_deadline_at) FROM runs WHERE closed_at IS NULL"
-            f" AND run_deadline_at IS NOT NULL AND run_deadline_at <= %(now)s {_RUN_NEEDS_WAKING}"
-            " UNION ALL SELECT min(timeout_at) FROM workflow_tasks WHERE status = 'started'"
-            " AND timeout_at IS NOT NULL"
-            " UNION ALL SELECT min(fire_at) FROM timers WHERE status = 'scheduled'"
-            " UNION ALL SELECT min(schedule_deadline_at) FROM activities"
-            f" WHERE status IN {PENDING_ACTIVITY_SQL} AND schedule_deadline_at IS NOT NULL"
-            " UNION ALL SELECT min(close_deadline_at) FROM activities WHERE status = 'started'"
-            " AND close_deadline_at IS NOT NULL"
-            " UNION ALL SELECT min(heartbeat_deadline_at) FROM activities WHERE status = 'started'"
-            " AND heartbeat_deadline_at IS NOT NULL"
-            " UNION ALL SELECT min(schedule_to_close_deadline_at) FROM activities"
-            f" WHERE status IN {OPEN_ACTIVITY_SQL}"
-            " AND schedule_to_close_deadline_at IS NOT NULL) AS due", {"now": self._at(now)},
+            f"SELECT min(at) AS at FROM ({_NEXT_DUE}) AS due", {"now": self._at(now)},
         )["at"]
 
     # retention

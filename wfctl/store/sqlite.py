@@ -27,7 +27,7 @@ from wfctl.errors import (
     TransientConflict,
 )
 from wfctl.store import columns
-from wfctl.store.queries import PENDING_ACTIVITY_SQL, SQLTx
+from wfctl.store.queries import PENDING_ACTIVITY_SQL, WAITING_DEADLINES_HOLD, SQLTx
 from wfctl.store.schema import MIGRATION_SET, MIGRATIONS_TABLE, migrations
 from wfctl.vocabulary import OPEN_ACTIVITY
 
@@ -688,10 +688,7 @@ class SQLiteTx(SQLTx):
             row = self._one(
                 "SELECT * FROM activities WHERE queue = %(queue)s "
                 f"AND status IN {PENDING_ACTIVITY_SQL} AND available_at <= %(now)s "
-                "AND (schedule_deadline_at IS NULL OR schedule_deadline_at > %(now)s) "
-                "AND (schedule_to_close_deadline_at IS NULL "
-                "OR schedule_to_close_deadline_at > %(now)s) "
-                "ORDER BY available_at LIMIT 1", {"queue": queue, "now": at},
+                f"{WAITING_DEADLINES_HOLD} ORDER BY available_at LIMIT 1", {"queue": queue, "now": at},
             )
             if row is not None and (best is None or row["available_at"] < best["available_at"]):
                 best = row

@@ -14,7 +14,13 @@ from wfctl import clock, durations, jsonvalue, render
 from wfctl.client import Client
 from wfctl.errors import InvalidInput, brief
 from wfctl.since import back_from
-from wfctl.vocabulary import EVENT_TYPES, INSTANCE_STATUSES, OPEN_ACTIVITY, RETRYABLE_RUN
+from wfctl.vocabulary import (
+    ACTIVITY_TIMEOUTS_SHOWN,
+    EVENT_TYPES,
+    INSTANCE_STATUSES,
+    OPEN_ACTIVITY,
+    RETRYABLE_RUN,
+)
 
 # Rows on a page of the list (newest first); the next page starts after its last row.
 PAGE = 100
@@ -221,12 +227,9 @@ def activity_row(activity: dict[str, Any]) -> dict[str, Any]:
     if activity["status"] == "retry_scheduled" and activity.get("available_at"):
         deadlines.append(("next attempt", activity["available_at"]))
     if activity["status"] in OPEN_ACTIVITY:
-        for label, key in (("schedule-to-start", "schedule_deadline_at"),
-                           ("start-to-close", "close_deadline_at"),
-                           ("schedule-to-close", "schedule_to_close_deadline_at"),
-                           ("heartbeat", "heartbeat_deadline_at")):
-            if activity.get(key) is not None:
-                deadlines.append((label, activity[key]))
+        for timeout in ACTIVITY_TIMEOUTS_SHOWN:
+            if activity.get(timeout.column) is not None:
+                deadlines.append((timeout.label, activity[timeout.column]))
     error = activity.get("last_error")
     where = render.traceback_where(error.get("traceback")) if error else None
     return {

@@ -1,8 +1,9 @@
 """Everything time does to a workflow: what is due, and what happens when it expires.
 
-- `due`        what has expired of an activity or a run at an instant (the timeout kinds)
-- `expiry`     activity and workflow timeouts, workflow task timeouts, timers (the retry
-               policy's backoff too) and lost workers: `expire` and `lose_workers`
+- `timeouts`   which timeout of an activity or a run has expired at an instant, and what
+               expiring does: an activity's attempt, a workflow task, a run
+- `expiry`     what is due, enforced: expired timeouts, workflow task timeouts, timers (the
+               retry policy's backoff too) and lost workers: `expire` and `lose_workers`
 - `deadlines`  deadlines and `on_deadline`: claim an expiry, `fire_deadline` (run the handler,
                record the failure), and the one-off check `wfctl deadlines check` runs
 - `claims`     the deadline claims one process holds

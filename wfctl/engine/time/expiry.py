@@ -1,6 +1,7 @@
-"""What time does to a workflow: a worker is lost, a timeout expires, a timer fires, a deadline passes.
+"""What the watchdog enforces once it is due: a lost worker's work, expired timeouts, due timers.
 
-The watchdog finds what is due and calls these; each is an engine operation at an explicit `now`.
+`sweep` finds what is due and calls these; what an expired timeout does is `timeouts`'s. Each is
+an engine operation at an explicit `now`.
 """
 
 from __future__ import annotations
@@ -9,10 +10,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from wfctl.engine.activities import expired_timeout, lose_attempt, time_out_activity
+from wfctl.engine.attempts import fail_attempt
 from wfctl.engine.control import retry_run
 from wfctl.engine.core import Ctx, EngineCore, operation, schedule_workflow_task
-from wfctl.engine.decide import expired_workflow_timeout, time_out_workflow_task
+from wfctl.engine.time.timeouts import (
+    expired_timeout,
+    expired_workflow_timeout,
+    time_out_activity,
+    time_out_workflow_task,
+)
 from wfctl.store import Row
 from wfctl.vocabulary import RETRY_TIMER, RETRY_WAIT
 
@@ -35,11 +41,19 @@ def lose_workers(engine: EngineCore, worker_ids: list[str], now: datetime) -> No
         for worker_id in worker_ids:
             c.tx.stop_worker(worker_id, c.now)
         for activity in c.tx.activities_owned_by(worker_ids):
-            lose_attempt(c, activity, activity["owner"])
+            _lose_attempt(c, activity, activity["owner"])
         for task in c.tx.workflow_tasks_owned_by(worker_ids):
             run = c.run(task["workflow_run_id"])
             c.tx.close_workflow_task(task["task_id"])
             schedule_workflow_task(c, run, "worker_lost")
+
+
+def _lose_attempt(c: Ctx, activity: Row, worker_id: str) -> None:
+    """The worker holding this attempt is gone: the attempt failed, the retry policy decides."""
+    run = c.run(activity["workflow_run_id"])
+    fail_attempt(c, run, activity, retryable=True, reason="worker_lost",
+                 exception_class="WorkerLost",
+                 message=f"worker {worker_id} stopped renewing its liveness")
 
 
 @dataclass
