@@ -156,12 +156,10 @@ def prefix_upper_bound(prefix: str) -> str | None:
 # What `close_current_attempt` returns of the attempt it closed.
 CLOSED_ATTEMPT = ("activity_id, workflow_run_id, step_index, branch_index, superseded, step, attempt, "
                   "scheduled_event_id, started_event_id")
-# The deadlines that count while an attempt runs, each still ahead (`%s`: the instant).
-_STARTED_COLUMNS = [timeout.column for timeout in ACTIVITY_TIMEOUTS
-                    if "started" in timeout.counts_while]
-_STARTED_DEADLINES = len(_STARTED_COLUMNS)
-_STARTED_DEADLINES_HOLD = "".join(f" AND ({column} IS NULL OR {column} > %s)"
-                                  for column in _STARTED_COLUMNS)
+# A started attempt is still current while each deadline that counts as it runs still holds.
+STARTED_DEADLINES_HOLD = " ".join(
+    f"AND ({t.column} IS NULL OR {t.column} > %(now)s)" for t in ACTIVITY_TIMEOUTS
+    if "started" in t.counts_while)
 
 
 def keep_run_extras(run: Row | None, keys: dict[str, int], seqs: dict[str, int],
@@ -569,12 +567,13 @@ class SQLTx:
         """Set `fields` on an attempt that is still `worker_id`'s, started, and within every
         deadline that counts while it runs, in one statement; what a completion records of it
         (`CLOSED_ATTEMPT`), or None when it is not so (the caller reads the row to say why)."""
-        sets = ", ".join(f"{name} = %s" for name in fields)
-        at = self._at(now)
+        sets = ", ".join(f"{name} = %({name})s" for name in fields)
         return self._one(
-            f"UPDATE activities SET {sets} WHERE activity_id = %s AND status = 'started' "
-            f"AND attempt = %s AND owner = %s{_STARTED_DEADLINES_HOLD} RETURNING {CLOSED_ATTEMPT}",
-            (*self._stored(fields), activity_id, attempt, worker_id, *(at,) * _STARTED_DEADLINES),
+            f"UPDATE activities SET {sets} WHERE activity_id = %(activity_id)s "
+            "AND status = 'started' AND attempt = %(attempt)s AND owner = %(worker_id)s "
+            f"{STARTED_DEADLINES_HOLD} RETURNING {CLOSED_ATTEMPT}",
+            {**dict(zip(fields, self._stored(fields), strict=True)), "activity_id": activity_id,
+             "attempt": attempt, "worker_id": worker_id, "now": self._at(now)},
         )
 
     def step_activities(self, run_id: str, step_index: int) -> list[Row]:
