@@ -522,6 +522,8 @@ class SQLTx:
 
     def close_workflow_tasks(self, run_id: str, keep: int | None) -> None:
         """End every open workflow task of the run but `keep`."""
+        if self._without_task is not None and run_id in self._without_task:
+            return
         self._execute(
             f"DELETE FROM workflow_tasks WHERE workflow_run_id = %s AND status IN "
             f"{OPEN_WORKFLOW_TASK_SQL} AND task_id {self._IS_NOT} %s", (run_id, keep),
