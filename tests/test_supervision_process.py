@@ -453,12 +453,14 @@ def test_isolation_process_kills_a_stuck_handler_at_its_timeout_and_serves_on(pr
     assert time.monotonic() - began < 3
 
 
-def test_work_once_gives_up_a_stuck_handler_after_its_timeout_and_exits(project):
+def test_work_once_gives_up_a_stuck_handler_after_its_timeout_and_a_fresh_slot_serves_on(
+        project):
     project.start("stuck", "st1")
+    project.start("one", "o1")
     began = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "wfctl", "--db", project.db, "-w", str(project.workflows),
-         "work", "--once"],
+         "work", "--once", "--concurrency", "1"],
         cwd=project.folder, capture_output=True, text=True, timeout=120,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(
             filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))})
@@ -469,3 +471,22 @@ def test_work_once_gives_up_a_stuck_handler_after_its_timeout_and_exits(project)
     assert log_lines(done.stderr, "handler_abandoned")
     timed_out = project.events("st1", "ActivityTimedOut")[0]["attributes"]
     assert timed_out["timeout_kind"] == "start_to_close"
+    # As in the long-running worker, the slot that took the stuck one's place served on.
+    assert project.status("o1") == "completed"
+
+
+def test_a_sigterm_during_work_once_drains_within_the_grace_and_gives_back_what_still_runs(
+        project):
+    project.start("pipeline", "p1", _sleep=30)
+    worker = project.worker("--once", "--grace", "1s")
+    wait_until(lambda: project.calls(), "the first step running")
+
+    worker.send_signal(signal.SIGTERM)
+
+    # The 1 s grace, not the handler's 30 s.
+    assert worker.wait(10) == 0
+    assert log_lines(project.log(worker), "worker_draining")
+    retry = project.events("p1", "ActivityRetryScheduled")[0]["attributes"]
+    assert (retry["reason"], retry["backoff_seconds"]) == ("worker_shutdown", 0)
+    with project.client.engine.store.read() as tx:
+        assert tx.live_workers() == [], "it marked itself stopped after giving the attempt back"

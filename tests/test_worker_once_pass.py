@@ -1,92 +1,104 @@
 """A `work --once` pass with several slots ends only once nothing is left to run: the
-interleavings of its slots, forced one by one (no database, no sleeps)."""
+interleavings of its slots, forced one by one (no sleeps)."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from datetime import datetime
-from types import SimpleNamespace
-from typing import Any
 
 from conftest import at
 
-from wfctl.worker.slots import _SideBySide
+from wfctl.worker import Worker, WorkerOptions
+from wfctl.worker.loop import Loop
+from wfctl.worker.slots import DUE_LOOK, Slot
 
 # The longest a forced interleaving waits for its other side before the test gives up.
 BOUND = 5.0
 
-
-class FakeSlot:
-    """A slot that runs `script(self, call)` for its `call`-th pass, in a thread of its name."""
-
-    def __init__(self, name: str, shared: Any, script: Callable[[FakeSlot, int], bool]) -> None:
-        self.name = name
-        self.shared = shared
-        self.script = script
-        self.abandoned = False
-        self.held: str | None = None
-        self.ran: list[str] = []
-        self.calls = 0
-
-    def run_once(self, now: datetime, *, check_deadlines: bool = True) -> bool:
-        assert check_deadlines is False
-        self.calls += 1
-        return self.script(self, self.calls)
+TWO_STEPS = """
+version: 1
+workflows:
+  two:
+    steps:
+      - activity: wfh:mark
+        name: first
+      - activity: wfh:mark
+        name: second
+"""
 
 
-class PausingCondition(threading.Condition):
-    """`changed`, where one thread stops just after its `nth` release of the lock until
-    `resume()` says so: the window in which another slot looks at what is busy."""
+def test_a_slot_holding_its_next_attempt_keeps_the_pass_going(make_env, monkeypatch):
+    """Slot b records the outcome of `first` and gets `second` in the same exchange; slot a,
+    finding nothing ready just then, asks whether the pass is over before b runs `second`: it
+    is not, and b runs it in this pass."""
+    env = make_env(TWO_STEPS)
+    env.start("two", "t1")
+    worker = Worker(env.engine, WorkerOptions(concurrency=2), clock=env.worker_clock)
+    holding: list[str] = []
+    looked = threading.Event()
+    answers: list[bool] = []
+    pass_over = worker._pass_over
 
-    def __init__(self, thread_name: str, nth: int, resume: Callable[[], bool]) -> None:
-        super().__init__()
-        self.thread_name, self.nth, self.resume = thread_name, nth, resume
-        self.releases = 0
-        self.paused = threading.Event()
+    def asked() -> bool:
+        over = pass_over()
+        if holding and threading.current_thread().name != holding[0]:
+            answers.append(over)
+            looked.set()
+        return over
 
-    def __exit__(self, *exc: object) -> None:
-        super().__exit__(*exc)
-        if threading.current_thread().name != self.thread_name:
-            return
-        self.releases += 1
-        if self.releases == self.nth:
-            self.paused.set()
-            looks = threading.Event()
-            for _ in range(int(BOUND / 0.001)):
-                if self.resume():
-                    return
-                looks.wait(0.001)
+    def pause(slot: Slot, acted: bool) -> float:
+        # b, between the pass that claimed `second` and the one that runs it: a looks now.
+        if slot.held is not None and not holding:
+            holding.append(slot.name)
+            for other in worker.slots:
+                other.wake()
+            assert looked.wait(BOUND), "the other slot never asked"
+        return Loop.pause(slot, acted)
+
+    monkeypatch.setattr(worker, "_pass_over", asked)
+    monkeypatch.setattr(Slot, "pause", pause)
+
+    assert worker.run_once(env.worker_clock.set(0)) is True
+
+    assert holding and answers[0] is False
+    assert env.describe("t1")["status"] == "completed"
+    assert env.describe("t1")["state"] == {"ran_first": 1, "ran_second": 1}
+    assert "ActivityRetryScheduled" not in env.event_types("t1"), "nothing was given back"
 
 
-def test_a_slot_holding_its_next_attempt_keeps_the_pass_going():
-    """Slot b records an outcome and gets its next attempt (load) in the same exchange; slot a,
-    finding nothing ready just then, must not end the pass before b runs it."""
-    shared = SimpleNamespace(stopping=threading.Event(), clock=lambda: at(0))
+def test_a_pass_runs_every_ready_task_and_the_next_pass_serves_with_the_same_slots(make_env):
+    env = make_env(TWO_STEPS)
+    for n in range(3):
+        env.start("two", f"t{n}")
+    worker = Worker(env.engine, WorkerOptions(concurrency=4), clock=env.worker_clock)
 
-    def a_script(slot: FakeSlot, call: int) -> bool:
-        if call == 1:
-            # Looks only once b has finished its task and let go of the lock.
-            assert side.changed.paused.wait(BOUND)
-        return False
+    assert worker.run_once(env.worker_clock.set(0)) is True
 
-    def b_script(slot: FakeSlot, call: int) -> bool:
-        if call == 1:
-            slot.held = "load"      # claimed along with the outcome of the attempt it ran
-            return True
-        if slot.held is not None:
-            slot.ran.append(slot.held)
-            slot.held = None
-            return True
-        return False
+    assert [env.describe(f"t{n}")["status"] for n in range(3)] == ["completed"] * 3
+    assert all(slot.stopped.is_set() for slot in worker.slots)
+    assert worker.attempts.running() == []
+    assert worker.run_once(env.worker_clock.set(1)) is False
 
-    a, b = FakeSlot("a", shared, a_script), FakeSlot("b", shared, b_script)
-    side = _SideBySide([a, b], lambda now: [])
-    # b pauses after its first pass's bookkeeping (its second release of the lock) until a
-    # has looked twice more (so it decided whether the pass is over), or ended the pass.
-    side.changed = PausingCondition("b", 2, lambda: a.calls >= 3 or side.done)
+    env.start("two", "t3", now=1)
+    assert worker.run_once(env.worker_clock.set(2)) is True
+    assert env.describe("t3")["status"] == "completed"
 
-    assert side.run(at(0)) is True
 
-    assert b.ran == ["load"]
-    assert b.held is None
+def test_a_slot_that_finds_only_an_activity_past_its_schedule_deadline_looks_again_later(
+        make_env):
+    """It is due, yet no slot may claim it: the watchdog times it out. A slot that looked again
+    at once would spin for as long as another slot of the pass runs its handler."""
+    env = make_env("""
+        version: 1
+        workflows:
+          late:
+            steps:
+              - activity: wfh:mark
+                schedule_to_start: 1s
+    """)
+    env.start("late", "l1")
+    env.decide(0)
+    worker = Worker(env.engine, WorkerOptions(concurrency=1), clock=env.worker_clock)
+    env.worker_clock.set(5)
+
+    assert worker.slots[0].run_once(at(5), check_deadlines=False) is False
+    assert worker.slots[0].idle_wait() == DUE_LOOK

@@ -643,6 +643,28 @@ def test_the_long_running_worker_checks_deadlines_and_a_once_pass_does_not(make_
     assert [env.describe(i)["status"] for i in ("t1", "t2")] == ["completed", "completed"]
 
 
+def test_a_once_pass_rides_out_a_database_outage_as_the_long_running_worker_does(
+        make_env, events, monkeypatch):
+    env = make_env(MISBEHAVING)
+    env.start("one", "o1")
+    worker = Worker(env.engine, WorkerOptions(concurrency=1))
+    claim = env.engine.claim_activity
+    refusals = iter([StoreUnavailable("busy", "wfctl.db: the database is busy")] * 2)
+
+    def claim_when_writable(*args: Any, **kwargs: Any) -> Any:
+        refusal = next(refusals, None)
+        if refusal is not None:
+            raise refusal
+        return claim(*args, **kwargs)
+
+    monkeypatch.setattr(env.engine, "claim_activity", claim_when_writable)
+
+    assert worker.run(once=True) == 0
+    assert env.describe("o1")["status"] == "completed"
+    assert len(events.named("database_unavailable")) == 1
+    assert len(events.named("database_available")) == 1
+
+
 def test_a_worker_registers_once_the_database_takes_writes(make_env, events, monkeypatch):
     env = make_env(MISBEHAVING)
     worker = Worker(env.engine, WorkerOptions(concurrency=1))

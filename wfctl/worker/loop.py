@@ -132,10 +132,11 @@ class Loop:
     """One job of the worker, done in passes.
 
     `run_once(now)` does one pass and says whether it acted; `run()` repeats it until the loop
-    is stopped, waiting on `wakeup` between passes (`pause` says how long), never sleeping
-    blind. Whatever goes wrong in a pass is logged once with its traceback and backed off from;
-    the database being unavailable is reported to the worker's `Outage` instead. A loop is
-    given what it uses: the worker's `Shared` and whatever else its job needs.
+    is stopped (or, for a slot in a `work --once` pass, until the pass is over), waiting on
+    `wakeup` between passes (`pause` says how long), never sleeping blind. Whatever goes wrong
+    in a pass is logged once with its traceback and backed off from; the database being
+    unavailable is reported to the worker's `Outage` instead. A loop is given what it uses:
+    the worker's `Shared` and whatever else its job needs.
     """
 
     name = "loop"
@@ -167,19 +168,26 @@ class Loop:
         self.stopped.set()
         self.wakeup.set()
 
-    def run(self) -> None:
+    def run(self, one_pass: Callable[[datetime], bool] | None = None, *,
+            until: Callable[[], bool] | None = None) -> None:
+        """Pass after pass (of `one_pass`, `run_once` unless told) until the loop is stopped,
+        or, given `until`, until a pass followed by a wait (one that did nothing, or failed)
+        finds `until()` true."""
         while not self.stopped.is_set():
             # Cleared before the pass, so that a wake-up during the pass is not lost.
             self.wakeup.clear()
-            wait = self.guarded_pass()
+            wait = self.guarded_pass(one_pass)
             if wait > 0:
+                if until is not None and until():
+                    return
                 self.wakeup.wait(wait)
 
-    def guarded_pass(self) -> float:
-        """One pass; returns how long to wait before the next."""
+    def guarded_pass(self, one_pass: Callable[[datetime], bool] | None = None) -> float:
+        """One pass (of `one_pass`, `run_once` unless told); returns how long to wait before
+        the next."""
         began = self.shared.outage.instant()
         try:
-            acted = self.run_once(self.shared.clock())
+            acted = (one_pass or self.run_once)(self.shared.clock())
             wait = self.pause(acted)
         except Exception as exc:
             return self.failed(exc)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import signal
 import sys
@@ -26,7 +27,7 @@ from wfctl.worker.housekeeping import Housekeeping, Pruner
 from wfctl.worker.lease import LeaseKeeper
 from wfctl.worker.loop import Backoff, Loop, Outage, Shared
 from wfctl.worker.options import WorkerOptions
-from wfctl.worker.slots import Slot, StepPath, run_pass
+from wfctl.worker.slots import Slot, StepPath
 from wfctl.worker.wakeups import Wakeups
 from wfctl.worker.watchdog import Watchdog
 
@@ -163,16 +164,55 @@ class Worker:
 
     # one pass
 
-    def step(self, now: datetime, *, check_deadlines: bool = False) -> bool:
-        """Claim and run one task, a workflow task first; False when nothing was ready."""
-        return self.slots[0].run_once(now, check_deadlines=check_deadlines)
-
     def run_once(self, now: datetime) -> bool:
-        """One pass of the watchdog at `now` (enforce timeouts, decide), then of the slots: run
-        every ready task, each at the instant the clock reads. What `work --once` does: it
-        checks no deadline."""
-        swept = self.watchdog.run_once(now, check_deadlines=False)
-        return run_pass(self.slots, self.clock(), self.abandon_overdue) or swept
+        """One pass, as `work --once` makes it, checking no deadline: the watchdog's at `now`
+        (timeouts, and the decisions they make ready), then the slots', side by side, until the
+        pass is over (`_pass_over`). True when the watchdog acted or an attempt ran. A request
+        to stop ends it: what still runs is left to the shutdown's drain."""
+        return self._pass(now)[0]
+
+    def _pass(self, now: datetime) -> tuple[bool, bool]:
+        """`run_once`: whether it acted, and whether the worker can go on. The slots run in
+        threads of their own, as in the long-running worker, while this one acts on signals
+        and tends them as `_supervise` does (an abandoned slot is replaced, a slot thread that
+        died is started again); the pass is over once every slot was stopped and its thread
+        ended."""
+        done = self.attempts.done
+        acted = self.watchdog.run_once(now, check_deadlines=False)
+        if not self.stopping:
+            for slot in self.slots:
+                # Stopped when the last pass ended: it serves this one.
+                slot.stopped.clear()
+                self._start(slot, once=True)
+        while not self.stopping:
+            if not self.tend(self.clock(), once=True):
+                return acted, False
+            slots = [(slot, thread) for slot, thread in self._threads.items()
+                     if isinstance(slot, Slot)]
+            if all(slot.stopped.is_set() and not thread.is_alive() for slot, thread in slots):
+                break
+            running = [thread for _, thread in slots if thread.is_alive()]
+            if running:
+                running[0].join(self.options.poll_interval)
+            self._take_signals()
+        return acted or self.attempts.done > done, True
+
+    def _pass_over(self) -> bool:
+        """Whether a once pass is over, asked by each of its slots that found nothing: nothing
+        is ready, and no attempt is held (claimed along with an outcome, running, or its
+        outcome being recorded: a finish can make new work ready). Read under the engine turn,
+        so that no claim or record is half done. Once over, every slot is stopped (those that
+        wait wake, and end)."""
+        try:
+            with self.engine_turn:
+                over = not self.attempts.running() and not self.steps.ready(self.clock())
+        except StoreUnavailable as exc:
+            self.outage.failed(exc)
+            return False
+        if over:
+            for slot in self.slots:
+                slot.stop()
+        return over
 
     def abandon_overdue(self, now: datetime) -> list[Slot]:
         """Give up each slot whose handler outlived its attempt by the grace: a fresh slot takes
@@ -240,33 +280,22 @@ class Worker:
                   mode="once" if once else "long-running")
 
     def _once(self) -> int:
+        """The loops of `_serve` that a once pass runs, in the same order: the lease keeper and
+        housekeeping beside the pass, then the pass (`run_once`): the watchdog's, and the
+        slots'. No deadline runner (it says so), checkpointer, pruner or wake-up listener."""
         if not self._register():
             return 0
         self._started(once=True)
         log.event("deadline_checks_skipped", logging.WARNING, message=ONCE_NOTICE)
         for loop in (self.lease, self.housekeeping):
             self._start(loop)
-        # The pass runs in a thread of its own, so that this one acts on signals and gives up
-        # a slot whose handler outlived its attempt (with several slots, the pass does that).
-        failure: list[BaseException] = []
-
-        def one_pass() -> None:
-            try:
-                self.run_once(self.clock())
-            except BaseException as exc:
-                failure.append(exc)
-
-        passing = threading.Thread(target=one_pass, name="once", daemon=True)
-        passing.start()
-        while passing.is_alive() and not self.forced.is_set():
-            self._take_signals()
-            if self.abandon_overdue(self.clock()) and self.options.concurrency == 1:
-                break
-            passing.join(self.options.poll_interval)
-        if failure:
+        try:
+            _, went_on = self._pass(self.clock())
+        except BaseException:
             self._shut_down(failed=True, drain=False)
-            raise failure[0]
-        return self._shut_down(failed=False, drain=False)
+            raise
+        # Ended by a request to stop, the pass leaves its running handlers to the drain.
+        return self._shut_down(failed=not went_on, drain=self.stopping)
 
     def _serve(self) -> int:
         if not self._register():
@@ -283,16 +312,21 @@ class Worker:
         failed = self._supervise()
         return self._shut_down(failed=failed, drain=True)
 
-    def _start(self, loop: Loop) -> None:
-        thread = threading.Thread(target=self._thread_main, args=(loop,), name=loop.name,
+    def _start(self, loop: Loop, *, once: bool = False) -> None:
+        """Run `loop` in a thread of its own; a slot of a once pass (`once`) checks no deadline
+        and ends with the pass (`_pass_over`)."""
+        thread = threading.Thread(target=self._thread_main, args=(loop, once), name=loop.name,
                                   daemon=True)
         self._threads[loop] = thread
         thread.start()
 
-    @staticmethod
-    def _thread_main(loop: Loop) -> None:
+    def _thread_main(self, loop: Loop, once: bool) -> None:
         try:
-            loop.run()
+            if once and isinstance(loop, Slot):
+                loop.run(functools.partial(loop.run_once, check_deadlines=False),
+                         until=self._pass_over)
+            else:
+                loop.run()
         except BaseException as exc:
             log.failure("loop_died", exc, loop=loop.name)
 
@@ -314,12 +348,13 @@ class Worker:
             if not self.tend(self.clock()):
                 return True
 
-    def tend(self, now: datetime) -> bool:
+    def tend(self, now: datetime, *, once: bool = False) -> bool:
         """One supervision pass: start a fresh slot for each abandoned one, and start again
-        each loop whose thread died. False when loops die too often to go on."""
+        each loop whose thread died (a slot in the once pass under way, `once`). False when
+        loops die too often to go on."""
         try:
             for slot in self.abandon_overdue(now):
-                self._start(slot)
+                self._start(slot, once=once)
             for loop, thread in list(self._threads.items()):
                 if thread.is_alive() or loop.stopped.is_set():
                     continue
@@ -331,7 +366,7 @@ class Worker:
                     self.slots = [replacement if other is loop else other for other in self.slots]
                     loop = replacement
                 log.event("loop_restarted", logging.WARNING, loop=loop.name)
-                self._start(loop)
+                self._start(loop, once=once)
         except RuntimeError as exc:     # no thread can be started
             log.failure("worker_failed", exc, worker_id=self.worker_id)
             return False

@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 
 # The longest an idle slot waits before it looks for work again (commits wake it sooner).
 IDLE_WAIT = 1.0
+# How soon an idle slot looks again at an activity that is due but was not ready for it (past
+# a schedule deadline, it waits for the watchdog's timeout): a moment, never at once.
+DUE_LOOK = 0.05
 # How often a slot whose outcome waits looks whether the engine turn is free: a combiner serves
 # whatever waits before it lets go, so this matters only after other holders of the turn.
 TURN_LOOK = 0.02
@@ -69,8 +72,9 @@ class Slot(Loop):
         self.execute(attempt)
         return True
 
-    def run(self) -> None:
-        super().run()
+    def run(self, one_pass: Callable[[datetime], bool] | None = None, *,
+            until: Callable[[], bool] | None = None) -> None:
+        super().run(one_pass, until=until)
         # Stopped with an attempt claimed but not begun: give it back at once.
         attempt, self.held = self.held, None
         if attempt is not None:
@@ -91,7 +95,8 @@ class Slot(Loop):
             next_at = tx.next_activity_available_at(self.steps.queues)
         if next_at is None:
             return IDLE_WAIT
-        return max(0.0, min(IDLE_WAIT, (next_at - self.shared.clock()).total_seconds()))
+        due_in = (next_at - self.shared.clock()).total_seconds()
+        return min(IDLE_WAIT, due_in) if due_in > 0 else DUE_LOOK
 
     def execute(self, attempt: Attempt) -> None:
         """Run a claimed attempt through the worker's executor and record how it ended."""
@@ -404,90 +409,3 @@ def _discarded(task: ActivityTask, reason: str) -> None:
     log.event("activity_result_discarded", logging.WARNING,
               instance=task.workflow_instance_id, step=task.step, attempt=task.attempt,
               reason=reason)
-
-
-def run_pass(slots: Sequence[Slot], now: datetime,
-             abandon_overdue: Callable[[datetime], list[Slot]]) -> bool:
-    """Run every ready task: one slot runs them one after another in this thread; several run
-    side by side, a thread each (and `abandon_overdue` gives up those whose handler outlived
-    its attempt). True when any task ran. Such a pass (`work --once`) checks no deadline."""
-    shared = slots[0].shared
-    if len(slots) == 1:
-        acted = False
-        while not shared.stopping.is_set() and slots[0].run_once(now, check_deadlines=False):
-            acted = True
-            now = shared.clock()
-        return acted
-    return _SideBySide(slots, abandon_overdue).run(now)
-
-
-class _SideBySide:
-    """One pass with several slots. It ends when a slot finds nothing ready while no other is
-    mid-task or holds an attempt claimed for it along with its last outcome, and none finished
-    a task since it looked (a finish can make new work ready); a slot whose handler was
-    abandoned no longer holds the pass up."""
-
-    def __init__(self, slots: Sequence[Slot],
-                 abandon_overdue: Callable[[datetime], list[Slot]]) -> None:
-        self.shared = slots[0].shared
-        self.abandon_overdue = abandon_overdue
-        self.slots = list(slots)
-        self.changed = threading.Condition()
-        self.busy: set[Slot] = set()
-        self.finished = 0
-        self.done = False
-        self.acted = False
-        self.error: BaseException | None = None
-
-    def run(self, now: datetime) -> bool:
-        threads = {slot: threading.Thread(target=self._drain, args=(slot, now), daemon=True,
-                                          name=slot.name) for slot in self.slots}
-        for thread in threads.values():
-            thread.start()
-        while any(thread.is_alive() and not slot.abandoned for slot, thread in threads.items()):
-            with self.changed:
-                self.changed.wait(0.1)
-            if self.abandon_overdue(self.shared.clock()):
-                with self.changed:
-                    self.changed.notify_all()
-        if self.error is not None:
-            raise self.error
-        return self.acted
-
-    def _drain(self, slot: Slot, now: datetime) -> None:
-        try:
-            first = True
-            while not self.done and not self.shared.stopping.is_set():
-                with self.changed:
-                    seen = self.finished
-                    self.busy.add(slot)
-                # Read after `seen`: whatever a counted finish made ready is ready by now.
-                if not first:
-                    now = self.shared.clock()
-                first = False
-                acted = False
-                try:
-                    acted = slot.run_once(now, check_deadlines=False)
-                finally:
-                    with self.changed:
-                        # Holding its next attempt, the slot is still busy: it runs it next.
-                        if slot.held is None:
-                            self.busy.discard(slot)
-                        if acted:
-                            self.finished += 1
-                            self.acted = True
-                        self.changed.notify_all()
-                if acted:
-                    continue
-                with self.changed:
-                    if not any(not other.abandoned for other in self.busy) \
-                            and self.finished == seen:
-                        self.done = True
-                        self.changed.notify_all()
-                        return
-                    self.changed.wait(0.05)
-        except BaseException as exc:
-            with self.changed:
-                self.error = exc
-                self.done = True
-                self.changed.notify_all()
