@@ -315,7 +315,7 @@ def _drain(workflows: int, *, trace: bool = False, profile: bool = False,
         started = time.perf_counter()
         if profiler:
             profiler.enable()
-        while worker.step(clock.now()):
+        while worker.slots[0].run_once(clock.now(), check_deadlines=False):
             pass
         if profiler:
             profiler.disable()
@@ -471,7 +471,7 @@ def _drain_postgres(workflows: int, server: pglib.Server, *, trace: bool = False
             try:
                 if profiler:
                     profiler.enable()
-                while worker.step(client.now()):
+                while worker.slots[0].run_once(client.now(), check_deadlines=False):
                     pass
                 if profiler:
                     profiler.disable()
