@@ -131,7 +131,7 @@ def _workflow_type(tx: Tx, instance: Row) -> WorkflowType:
         row = tx.get_definitions(key[0])
         if row is None:
             raise LookupError(f"definitions {key[0]} are missing from the database")
-        found = _types.setdefault(key, definitions.parse(row["source"], row["path"]).types[key[1]])
+        found = _types.setdefault(key, definitions.parse(row.source, row.path).types[key[1]])
     return found
 
 

@@ -7,12 +7,15 @@ every method of `Tx` and `Store` is named by some test.
 
 from __future__ import annotations
 
+import dataclasses
+import types
+import typing
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
 from wfctl import clock
-from wfctl.store import Store, open_store
+from wfctl.store import Store, open_store, records
 from wfctl.store import base as interface
 from wfctl.vocabulary import EVENT_TYPES, TIMEOUT_EVENTS
 
@@ -53,6 +56,24 @@ def opener(request, tmp_path):
 @pytest.fixture
 def store(opener):
     return opener()
+
+
+def typed(value: object, record: type) -> bool:
+    """Whether `value` is a `record` whose fields hold what their annotations declare: instants
+    as aware UTC datetimes, flags as bools, JSON as its value, plain columns as their type."""
+    assert type(value) is record, f"{type(value).__name__} is not a {record.__name__}"
+    hints = typing.get_type_hints(record, include_extras=True)
+    for field in dataclasses.fields(record):
+        hint, held = hints[field.name], getattr(value, field.name)
+        if typing.get_origin(hint) is typing.Annotated:
+            assert not isinstance(held, str | bytes), f"{field.name} holds JSON text"
+            continue
+        allowed = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+        assert isinstance(held, allowed) and (type(held) is not int or bool not in allowed), \
+            f"{record.__name__}.{field.name} is {held!r}, not {hint}"
+        if isinstance(held, datetime):
+            assert held.tzinfo is UTC, f"{record.__name__}.{field.name} is not in UTC"
+    return True
 
 
 def add_instance(tx, instance_id: str, *, created: datetime = T0, **fields) -> None:
@@ -356,7 +377,9 @@ def test_instances_are_found_by_id_prefix_filter_and_number(store):
         tx.hold("order-1")
         held = tx.get_instance("order-1")
     with store.read() as tx:
-        assert tx.get_definitions("d")["source"] == "version: 1"
+        found = tx.get_definitions("d")
+        assert typed(found, records.StoredDefinitions) and found.source == "version: 1"
+        assert found.created_at == T0
         assert tx.get_definitions("nope") is None
         assert held["workflow_instance_id"] == "order-1"
         assert tx.instance_ids("order-", 10) == ["order-1", "order-2"]
@@ -514,9 +537,17 @@ def test_failures_are_kept_and_found_by_activity(store):
                                   "activity_id": "a1", "failure_category": "activity",
                                   "message": f"m{n}", "details": {"n": n}, "created_at": T0})
                for n in range(2)]
+    with store.write() as tx:
+        ids.append(tx.insert_failure({
+            "workflow_instance_id": "i1", "workflow_run_id": "i1-r1", "activity_id": None,
+            "failure_category": "timeout", "propagation_kind": "activity",
+            "timeout_kind": "heartbeat", "exception_class": "E", "message": "late",
+            "deadline_at": later(1), "details": None, "created_at": later(2)}))
     with store.read() as tx:
-        assert tx.get_failure(ids[0])["details"] == {"n": 0}
-        assert tx.activity_failure("a1")["failure_id"] == ids[1]
+        first, last = tx.get_failure(ids[0]), tx.get_failure(ids[2])
+        assert typed(first, records.Failure) and first.details == {"n": 0}
+        assert typed(last, records.Failure) and (last.deadline_at, last.details) == (later(1), None)
+        assert tx.activity_failure("a1").failure_id == ids[1]
         assert tx.activity_failure("a2") is None
 
 

@@ -111,8 +111,8 @@ def notify_parent(c: Ctx, run: Row, status: str) -> None:
         failure = c.tx.get_failure(run["failure_id"])
         attributes["failure"] = failure_view(failure)
         if status == "timed_out":
-            attributes["timeout_kind"] = failure["timeout_kind"]
-            attributes["deadline_at"] = failure["deadline_at"]
+            attributes["timeout_kind"] = failure.timeout_kind
+            attributes["deadline_at"] = failure.deadline_at
     c.event(parent, CHILD_CLOSED_EVENT.get(status, "ChildWorkflowFailed"), **attributes)
     schedule_workflow_task(c, parent, "child_closed")
 

@@ -395,7 +395,7 @@ class EngineCore:
             row = tx.get_definitions(digest)
             if row is None:
                 raise LookupError(f"definitions {digest} are missing from the database")
-            found = defs_module.parse(row["source"], row["path"])
+            found = defs_module.parse(row.source, row.path)
             with self._lock:
                 self._definitions[digest] = found
         return found

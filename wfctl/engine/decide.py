@@ -395,19 +395,19 @@ def _check_branches(c: Ctx, run: Row, step: Step) -> str:
             verb = {"failed": "failed", "timed_out": "timed out"}.get(activity["status"],
                                                                        "was cancelled")
             fail_run(
-                c, run, category=failure["failure_category"] if failure else "activity",
+                c, run, category=failure.failure_category if failure else "activity",
                 step=activity["step"],
                 # A timeout's record already reads "Activity fetch timed out: heartbeat".
-                message=failure["message"] if failure and activity["status"] == "timed_out"
+                message=failure.message if failure and activity["status"] == "timed_out"
                 else f"Activity {activity['step']} {verb}: "
-                     f"{failure['message'] if failure else activity['status']}",
+                     f"{failure.message if failure else activity['status']}",
                 activity_id=activity["activity_id"],
-                propagation_kind=failure["propagation_kind"] if failure else "activity",
-                timeout_kind=failure["timeout_kind"] if failure else None,
-                exception_class=failure["exception_class"] if failure else None,
-                deadline_at=failure["deadline_at"] if failure else None,
+                propagation_kind=failure.propagation_kind if failure else "activity",
+                timeout_kind=failure.timeout_kind if failure else None,
+                exception_class=failure.exception_class if failure else None,
+                deadline_at=failure.deadline_at if failure else None,
                 # e.g. a structural limit's limit_kind, value and limit
-                details=failure["details"] if failure else None,
+                details=failure.details if failure else None,
             )
             return CLOSED
     for child in children:
@@ -435,10 +435,10 @@ def _fail_for_child(c: Ctx, run: Row, child: Row) -> None:
     child_run = c.run(child_instance["current_run_id"])
     failure = c.tx.get_failure(child_run["failure_id"]) if child_run["failure_id"] else None
     what = child["status"].replace("_", " ")
-    detail = f": {failure['message']}" if failure else ""
+    detail = f": {failure.message}" if failure else ""
     details = {"child_instance_id": child["child_instance_id"], "child_status": child["status"]}
     # A child that failed on a handler's exception: the parent's failure shows where, too.
-    traceback = failure["details"].get("traceback") if failure and failure["details"] else None
+    traceback = failure.details.get("traceback") if failure and failure.details else None
     if traceback:
         details["traceback"] = traceback
     fail_run(
@@ -446,9 +446,9 @@ def _fail_for_child(c: Ctx, run: Row, child: Row) -> None:
         message=f"Child workflow {child['child_instance_id']} ({child['workflow_type']}) "
                 f"{what}{detail}",
         propagation_kind="child",
-        timeout_kind=failure["timeout_kind"] if failure else None,
-        exception_class=failure["exception_class"] if failure else None,
-        deadline_at=failure["deadline_at"] if failure else None,
+        timeout_kind=failure.timeout_kind if failure else None,
+        exception_class=failure.exception_class if failure else None,
+        deadline_at=failure.deadline_at if failure else None,
         details=details,
     )
 

@@ -3,13 +3,15 @@
 `wfctl/store/queries.py` writes its queries once; `sqlite.py` and `postgres.py` run them.
 Another backend implements the same methods with the same meaning and passes the same contract
 suite (tests/store/), which has a test for every method. Errors leave as wfctl's own
-(wfctl/errors.py), never a driver's. Rows cross it as dicts of Python values, whatever the
-database holds: instants as aware UTC datetimes, exact to the microsecond; JSON columns (a run's
-state, details, errors, signal data, retry policies) as the values they hold, never their text;
-flags as bools (store/columns.py names each column's kind). A method named for a condition
-(`expect_status`, `expect_attempt`, a claim) changes a row only while the condition holds and
-says whether it did: the engine acts only on what it won. Events appended in a transaction are
-written at its commit, in one statement, and are visible to its own reads.
+(wfctl/errors.py), never a driver's. Rows cross it as Python values, whatever the database
+holds: instants as aware UTC datetimes, exact to the microsecond; JSON columns (a run's state,
+details, errors, signal data, retry policies) as the values they hold, never their text; flags
+as bools. An entity with a record in store/records.py (a timer, a signal, a failure...) crosses
+as that record, whose fields declare their kinds; the others still as dicts, whose columns'
+kinds store/columns.py names. A method named for a condition (`expect_status`,
+`expect_attempt`, a claim) changes a row only while the condition holds and says whether it
+did: the engine acts only on what it won. Events appended in a transaction are written at its
+commit, in one statement, and are visible to its own reads.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, Protocol
 
+from wfctl.store.records import Failure, StoredDefinitions
+
 Row = dict[str, Any]
 
 
@@ -27,7 +31,7 @@ class Tx(Protocol):
 
     # definitions
     def put_definitions(self, digest: str, path: str, source: str, now: datetime) -> None: ...
-    def get_definitions(self, digest: str) -> Row | None: ...
+    def get_definitions(self, digest: str) -> StoredDefinitions | None: ...
 
     # instances and runs
     def hold(self, instance_id: str) -> None:
@@ -134,8 +138,9 @@ class Tx(Protocol):
 
     # failures
     def insert_failure(self, row: Row) -> int: ...
-    def get_failure(self, failure_id: int) -> Row | None: ...
-    def activity_failure(self, activity_id: str) -> Row | None: ...
+    def get_failure(self, failure_id: int) -> Failure | None: ...
+    def activity_failure(self, activity_id: str) -> Failure | None:
+        """The last failure recorded of an activity."""
 
     # deadlines (must complete within)
     def expired_deadlines(self, now: datetime, limit: int) -> list[Row]: ...

@@ -14,9 +14,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
-from wfctl.store import codec
+from wfctl.store import codec, records
+from wfctl.store.records import (
+    Child,
+    Failure,
+    RegisteredWorker,
+    Signal,
+    StoredDefinitions,
+    Timer,
+)
 from wfctl.vocabulary import (
     CLOSED_INSTANCE,
     OPEN_ACTIVITY,
@@ -28,6 +36,7 @@ from wfctl.vocabulary import (
 )
 
 Row = dict[str, Any]
+R = TypeVar("R")
 
 
 def sql_list(words: Iterable[str]) -> str:
@@ -81,6 +90,13 @@ GET_RUN = (
     "LEFT JOIN instances i ON i.workflow_instance_id = r.workflow_instance_id "
     "WHERE r.workflow_run_id = %s"
 )
+# The columns of each record (store/records.py), as the queries that make them select them.
+_DEFINITIONS = records.select(StoredDefinitions)
+_TIMER = records.select(Timer)
+_SIGNAL = records.select(Signal)
+_CHILD = records.select(Child, "c")
+_FAILURE = records.select(Failure)
+_WORKER = records.select(RegisteredWorker)
 # The earliest pending deadline of each kind, as metrics shows them.
 _NEXT_DEADLINES = (
     "SELECT (SELECT min(execution_deadline_at) FROM runs WHERE closed_at IS NULL"
@@ -187,6 +203,22 @@ class SQLTx:
         """Rows as stored, without the conversions of store/columns.py (history's own)."""
         raise NotImplementedError
 
+    def _tuples(self, sql: str, params: Sequence[Any] | Row = ()) -> list[Sequence[Any]]:
+        """Rows as tuples of stored values, in the order the statement selects them."""
+        raise NotImplementedError
+
+    # How this backend makes each record from its stored values (store/records.py).
+    _readers: records.Readers
+
+    def _records(self, record: type[R], sql: str, params: Sequence[Any] | Row = ()) -> list[R]:
+        """Rows as records: `sql` selects the record's columns (`records.select`)."""
+        read = self._readers[record]
+        return [read(values) for values in self._tuples(sql, params)]
+
+    def _record(self, record: type[R], sql: str, params: Sequence[Any] | Row = ()) -> R | None:
+        found = self._records(record, sql, params)
+        return found[0] if found else None
+
     def _insert(self, table: str, row: Row, returning: str | None = None) -> int:
         """Insert a row; the value of its column `returning` (its integer key)."""
         raise NotImplementedError
@@ -211,10 +243,12 @@ class SQLTx:
         """One row of a workflow family (a backend that locks families reads it again after)."""
         return self._one(sql, params)
 
-    def _scan(self, sql: str, params: Row, key: str, column: str | None = None) -> list[Row]:
+    def _scan(self, sql: str, params: Row, key: str, column: str | None = None,
+              record: type | None = None) -> list[Any]:
         """Rows found by a scan, `sql` with `{only}` where a backend that locks families may
-        add a condition on `key` (the column `column` of the query)."""
-        return self._all(sql, params)
+        add a condition on `key` (the column `column` of the query); records of `record`
+        where given."""
+        return self._all(sql, params) if record is None else self._records(record, sql, params)
 
     def _planned_once(self, sql: str, params: Row) -> Row | None:
         """A statement that costs far more to plan than to run."""
@@ -243,8 +277,9 @@ class SQLTx:
             (digest, path, source, self._at(now)),
         )
 
-    def get_definitions(self, digest: str) -> Row | None:
-        return self._one("SELECT * FROM definitions WHERE digest = %s", (digest,))
+    def get_definitions(self, digest: str) -> StoredDefinitions | None:
+        return self._record(StoredDefinitions, f"SELECT {_DEFINITIONS} FROM definitions "
+                            "WHERE digest = %s", (digest,))
 
     # instances and runs
 
@@ -697,13 +732,14 @@ class SQLTx:
     def insert_failure(self, row: Row) -> int:
         return self._insert("failures", row, "failure_id")
 
-    def get_failure(self, failure_id: int) -> Row | None:
-        return self._one("SELECT * FROM failures WHERE failure_id = %s", (failure_id,))
+    def get_failure(self, failure_id: int) -> Failure | None:
+        return self._record(Failure, f"SELECT {_FAILURE} FROM failures WHERE failure_id = %s",
+                            (failure_id,))
 
-    def activity_failure(self, activity_id: str) -> Row | None:
-        return self._one(
-            "SELECT * FROM failures WHERE activity_id = %s ORDER BY failure_id DESC LIMIT 1",
-            (activity_id,),
+    def activity_failure(self, activity_id: str) -> Failure | None:
+        return self._record(
+            Failure, f"SELECT {_FAILURE} FROM failures WHERE activity_id = %s "
+            "ORDER BY failure_id DESC LIMIT 1", (activity_id,),
         )
 
     # deadlines (must complete within)
