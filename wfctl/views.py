@@ -14,6 +14,7 @@ from wfctl.clock import iso
 from wfctl.errors import NotFound
 from wfctl.reasons import failure_view, stop_reason
 from wfctl.store import Row, Store, Tx
+from wfctl.store.records import Timer
 from wfctl.vocabulary import RETRY_TIMER
 
 if TYPE_CHECKING:
@@ -84,7 +85,7 @@ def describe(store: Store, instance_id: str, run_number: int | None = None) -> d
             "workflow_retry": _workflow_retry(retry_policy, run, timers),
             "activities": [_activity(a) for a in tx.run_activities(run["workflow_run_id"])],
             # A step's timers; a retry policy's backoff shows under workflow_retry instead.
-            "timers": [_timer(t) for t in timers if t["kind"] != RETRY_TIMER],
+            "timers": [_timer(t) for t in timers if t.kind != RETRY_TIMER],
             "children": [_child(ch) for ch in tx.run_children(run["workflow_run_id"])],
             "pending_signals": [{"name": signal["name"], "received_at": iso(signal["received_at"])}
                                 for signal in tx.pending_signals(instance_id)],
@@ -103,13 +104,13 @@ def _instance(tx: Tx, instance_id: str) -> Row:
 
 
 def _workflow_retry(policy: dict[str, Any] | None, run: Row,
-                    timers: list[Row]) -> dict[str, Any] | None:
+                    timers: list[Timer]) -> dict[str, Any] | None:
     """The attempt the run is on (or, waiting out a backoff, the one about to start) and when
     that one starts; None for a type without a retry policy."""
     if policy is None:
         return None
-    pending = [t["fire_at"] for t in timers
-               if t["kind"] == RETRY_TIMER and t["status"] == "scheduled"]
+    pending = [t.fire_at for t in timers
+               if t.kind == RETRY_TIMER and t.status == "scheduled"]
     return {
         "attempt": run["retry_attempt"],
         "max_attempts": policy["max_attempts"],
@@ -181,13 +182,13 @@ def _activity(row: Row) -> dict[str, Any]:
     }
 
 
-def _timer(row: Row) -> dict[str, Any]:
+def _timer(timer: Timer) -> dict[str, Any]:
     return {
-        "timer_id": row["timer_id"],
-        "step": row["step"],
-        "kind": row["kind"],
-        "fire_at": iso(row["fire_at"]),
-        "status": row["status"],
+        "timer_id": timer.timer_id,
+        "step": timer.step,
+        "kind": timer.kind,
+        "fire_at": iso(timer.fire_at),
+        "status": timer.status,
     }
 
 

@@ -284,8 +284,8 @@ def test_instants_round_trip_to_the_microsecond_and_sort_in_time_order(store):
                              "scheduled_event_id": 1})
     with store.read() as tx:
         instance, run = tx.get_instance("i1"), tx.get_run("i1-r1")
-        due = [t["timer_id"] for t in tx.due_timers(fine, 10)]
-        due_before_fine = [t["timer_id"] for t in tx.due_timers(fine - timedelta(microseconds=1), 10)]
+        due = [t.timer_id for t in tx.due_timers(fine, 10)]
+        due_before_fine = [t.timer_id for t in tx.due_timers(fine - timedelta(microseconds=1), 10)]
         next_due = tx.next_due(T0)
     assert instance["deadline_at"] == fine and instance["deadline_at"].tzinfo is UTC
     assert run["run_deadline_at"] == exact and run["run_deadline_at"].tzinfo is UTC
@@ -479,12 +479,21 @@ def test_timers_fire_once_and_are_listed_by_step_and_run(store):
         again = tx.update_timer("t1", expect_status="scheduled", status="fired")
     with store.read() as tx:
         assert (fired, again) == (True, False)
-        assert [t["timer_id"] for t in tx.step_timers("i1-r1", 0)] == ["t1"]
-        assert [t["timer_id"] for t in tx.run_timers("i1-r1")] == ["t1", "t2", "t3"]
-        assert sorted(t["timer_id"] for t in tx.open_timers("i1-r1")) == ["t2", "t3"]
+        assert [t.timer_id for t in tx.step_timers("i1-r1", 0)] == ["t1"]
+        timers = tx.run_timers("i1-r1")
+        assert [t.timer_id for t in timers] == ["t1", "t2", "t3"]
+        assert all(typed(t, records.Timer) for t in timers)
+        assert [(t.status, t.closed_at, t.superseded) for t in timers] == [
+            ("fired", T0, False), ("scheduled", None, False), ("scheduled", None, True)]
+        assert sorted(t.timer_id for t in tx.open_timers("i1-r1")) == ["t2", "t3"]
         page = tx.due_timers(T0, 1)
-        assert [t["timer_id"] for t in tx.due_timers(T0, 5, after=(T0, page[0]["timer_id"]))] \
+        assert typed(page[0], records.Timer) and page[0].fire_at == T0
+        assert [t.timer_id for t in tx.due_timers(T0, 5, after=(T0, page[0].timer_id))] \
             == ["t3"]
+    with store.write() as tx:
+        # A write transaction's scan (which locks the timers' families) gives records too.
+        assert [(type(t), t.timer_id) for t in tx.due_timers(T0, 5)] == [
+            (records.Timer, "t2"), (records.Timer, "t3")]
 
 
 @covers("pending_signals", "count_pending_signals", "consume_signal", "consumed_signal")

@@ -167,7 +167,7 @@ def _backoff_note(c: Ctx, instance: Row) -> str:
     run = c.run(instance["current_run_id"])
     if run["wait_kind"] != RETRY_WAIT:
         return ""
-    due = [t["fire_at"] for t in c.tx.open_timers(run["workflow_run_id"]) if t["kind"] == RETRY_TIMER]
+    due = [t.fire_at for t in c.tx.open_timers(run["workflow_run_id"]) if t.kind == RETRY_TIMER]
     return f", waiting to retry at {clock.iso(due[0])} (its retry policy's attempt " \
         f"{run['retry_attempt']})" if due else ""
 
@@ -200,7 +200,7 @@ def retry_run(c: Ctx, instance: Row, run: Row, *, previous_status: str,
         if activity["status"] in UNSUCCESSFUL_ACTIVITY:
             c.tx.update_activity(activity["activity_id"], superseded=True)
     for timer in c.tx.step_timers(run_id, index):
-        c.tx.update_timer(timer["timer_id"], superseded=True)
+        c.tx.update_timer(timer.timer_id, superseded=True)
     c.tx.supersede_children(run_id, index)
     completed_late = []
     for child in c.tx.run_children(run_id):

@@ -374,7 +374,7 @@ def _check_step(c: Ctx, run: Row, step: Step) -> str:
     if step.kind in ("activity", "workflow", "parallel"):
         return _check_branches(c, run, step)
     if step.kind == "delay":
-        fired = any(t["status"] == "fired" for t in c.tx.step_timers(run_id, index))
+        fired = any(t.status == "fired" for t in c.tx.step_timers(run_id, index))
         return DONE if fired else OPEN
     if step.kind == "wait_for_signal":
         return _check_signal(c, run, step)
@@ -461,8 +461,8 @@ def _check_signal(c: Ctx, run: Row, step: Step) -> str:
     signal = c.tx.first_pending_signal(run["workflow_instance_id"], step.signal)
     # A signal received at or after the wait's timeout is late: the outcome depends on the
     # instants recorded, never on whether a worker happened to decide in between.
-    if signal is not None and any(t["kind"] == "signal_timeout"
-                                  and t["fire_at"] <= signal["received_at"] for t in timers):
+    if signal is not None and any(t.kind == "signal_timeout"
+                                  and t.fire_at <= signal["received_at"] for t in timers):
         signal = None
     if signal is not None:
         c.tx.consume_signal(signal["signal_id"], run_id, index, c.now)
@@ -470,18 +470,18 @@ def _check_signal(c: Ctx, run: Row, step: Step) -> str:
         if isinstance(data, dict) and data:
             merge_state(c, run, data)
         for timer in timers:
-            if timer["status"] == "scheduled":
-                c.tx.update_timer(timer["timer_id"], status="cancelled", closed_at=c.now)
-                c.event(run, "TimerCancelled", timer_id=timer["timer_id"], step=timer["step"],
-                        kind=timer["kind"], fire_at=timer["fire_at"], reason="signal_received",
-                        scheduled_event_id=timer["scheduled_event_id"])
+            if timer.status == "scheduled":
+                c.tx.update_timer(timer.timer_id, status="cancelled", closed_at=c.now)
+                c.event(run, "TimerCancelled", timer_id=timer.timer_id, step=timer.step,
+                        kind=timer.kind, fire_at=timer.fire_at, reason="signal_received",
+                        scheduled_event_id=timer.scheduled_event_id)
         return DONE
-    fired = next((t for t in timers if t["status"] == "fired"), None)
+    fired = next((t for t in timers if t.status == "fired"), None)
     if fired is not None:
         fail_run(c, run, category="timeout", step=step.name, timeout_kind=SIGNAL_WAIT,
-                 exception_class="SignalWaitTimeout", deadline_at=fired["fire_at"],
+                 exception_class="SignalWaitTimeout", deadline_at=fired.fire_at,
                  message=f"Signal {step.signal!r} not received by "
-                         f"{clock.iso(fired['fire_at'])}")
+                         f"{clock.iso(fired.fire_at)}")
         return CLOSED
     return OPEN
 

@@ -619,40 +619,41 @@ class SQLTx:
                                                                 (expect_status,))
         return self._update("timers", "timer_id", timer_id, fields, where, params) == 1
 
-    def step_timers(self, run_id: str, step_index: int) -> list[Row]:
-        return self._all(
-            "SELECT * FROM timers WHERE workflow_run_id = %s AND step_index = %s "
+    def step_timers(self, run_id: str, step_index: int) -> list[Timer]:
+        return self._records(
+            Timer, f"SELECT {_TIMER} FROM timers WHERE workflow_run_id = %s AND step_index = %s "
             "AND superseded = 0 ORDER BY rowid", (run_id, step_index),
         )
 
-    def run_timers(self, run_id: str) -> list[Row]:
-        return self._all(
-            "SELECT * FROM timers WHERE workflow_run_id = %s ORDER BY rowid", (run_id,)
+    def run_timers(self, run_id: str) -> list[Timer]:
+        return self._records(
+            Timer, f"SELECT {_TIMER} FROM timers WHERE workflow_run_id = %s ORDER BY rowid",
+            (run_id,),
         )
 
-    def open_timers(self, run_id: str) -> list[Row]:
-        return self._all(
-            "SELECT * FROM timers WHERE workflow_run_id = %s AND status = 'scheduled'"
-            f"{self._IN_ORDER}", (run_id,)
+    def open_timers(self, run_id: str) -> list[Timer]:
+        return self._records(
+            Timer, f"SELECT {_TIMER} FROM timers WHERE workflow_run_id = %s "
+            f"AND status = 'scheduled'{self._IN_ORDER}", (run_id,)
         )
 
     def due_timers(self, now: datetime, limit: int,
-                   after: tuple[datetime, str] | None = None) -> list[Row]:
+                   after: tuple[datetime, str] | None = None) -> list[Timer]:
         # The index on fire_at holds its rows in (fire_at, rowid) order: a page goes on from
         # the last timer of the one before.
         if after is None:
             return self._scan(
-                "SELECT * FROM timers WHERE status = 'scheduled' AND fire_at <= %(now)s{only} "
-                "ORDER BY fire_at, rowid LIMIT %(limit)s",
-                {"now": self._at(now), "limit": limit}, "timer_id",
+                f"SELECT {_TIMER} FROM timers WHERE status = 'scheduled' "
+                "AND fire_at <= %(now)s{only} ORDER BY fire_at, rowid LIMIT %(limit)s",
+                {"now": self._at(now), "limit": limit}, "timer_id", record=Timer,
             )
         return self._scan(
-            "SELECT * FROM timers WHERE status = 'scheduled' AND fire_at <= %(now)s "
+            f"SELECT {_TIMER} FROM timers WHERE status = 'scheduled' AND fire_at <= %(now)s "
             "AND fire_at >= %(after)s AND (fire_at, rowid) > "
             "(%(after)s, (SELECT rowid FROM timers WHERE timer_id = %(after_id)s)){only} "
             "ORDER BY fire_at, rowid LIMIT %(limit)s",
             {"now": self._at(now), "limit": limit, "after": self._at(after[0]),
-             "after_id": after[1]}, "timer_id",
+             "after_id": after[1]}, "timer_id", record=Timer,
         )
 
     # signals
