@@ -14,7 +14,7 @@ from wfctl.clock import iso
 from wfctl.errors import NotFound
 from wfctl.reasons import failure_view, stop_reason
 from wfctl.store import Row, Store, Tx
-from wfctl.store.records import Timer
+from wfctl.store.records import Child, Timer
 from wfctl.vocabulary import RETRY_TIMER
 
 if TYPE_CHECKING:
@@ -87,7 +87,7 @@ def describe(store: Store, instance_id: str, run_number: int | None = None) -> d
             # A step's timers; a retry policy's backoff shows under workflow_retry instead.
             "timers": [_timer(t) for t in timers if t.kind != RETRY_TIMER],
             "children": [_child(ch) for ch in tx.run_children(run["workflow_run_id"])],
-            "pending_signals": [{"name": signal["name"], "received_at": iso(signal["received_at"])}
+            "pending_signals": [{"name": signal.name, "received_at": iso(signal.received_at)}
                                 for signal in tx.pending_signals(instance_id)],
             "failure": failure_view(tx.get_failure(run["failure_id"]))
             if run["failure_id"] else None,
@@ -192,13 +192,13 @@ def _timer(timer: Timer) -> dict[str, Any]:
     }
 
 
-def _child(row: Row) -> dict[str, Any]:
+def _child(child: Child) -> dict[str, Any]:
     return {
-        "workflow_instance_id": row["child_instance_id"],
-        "workflow_type": row["workflow_type"],
-        "step": row["step"],
-        "status": row["status"],
-        "closed_at": iso(row["closed_at"]),
+        "workflow_instance_id": child.child_instance_id,
+        "workflow_type": child.workflow_type,
+        "step": child.step,
+        "status": child.status,
+        "closed_at": iso(child.closed_at),
     }
 
 

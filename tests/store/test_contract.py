@@ -264,7 +264,7 @@ def test_json_values_round_trip(store):
     assert instance["retry_policy"] == other_policy
     assert activity["last_error"] == {"exception_class": "E", "message": "m"}
     assert activity["last_heartbeat_details"] == [1, "two"]
-    assert signal["data"] is None
+    assert typed(signal, records.Signal) and signal.data is None
 
 
 @covers("insert_timer", "due_timers", "next_due")
@@ -505,13 +505,18 @@ def test_a_signal_is_consumed_once_and_remembered_by_its_step(store):
                               "received_at": later(n), "received_event_id": n + 1})
     with store.write() as tx:
         signal = tx.first_pending_signal("i1", "go")
-        tx.consume_signal(signal["signal_id"], "i1-r1", 2, later(5))
+        tx.consume_signal(signal.signal_id, "i1-r1", 2, later(5))
     with store.read() as tx:
-        assert signal["data"] == {"n": 0}
-        assert tx.pending_signals("i1") == [{"name": "stop", "received_at": later(1)},
-                                            {"name": "go", "received_at": later(2)}]
+        assert typed(signal, records.Signal) and signal.data == {"n": 0}
+        pending = tx.pending_signals("i1")
+        assert all(typed(s, records.Signal) for s in pending)
+        assert [(s.name, s.received_at, s.data) for s in pending] == [
+            ("stop", later(1), {"n": 1}), ("go", later(2), {"n": 2})]
         assert tx.count_pending_signals("i1") == 2
-        assert tx.consumed_signal("i1-r1", 2)["consumed_at"] == later(5)
+        consumed = tx.consumed_signal("i1-r1", 2)
+        assert typed(consumed, records.Signal)
+        assert (consumed.signal_id, consumed.consumed_run_id, consumed.consumed_step_index,
+                consumed.consumed_at) == (signal.signal_id, "i1-r1", 2, later(5))
         assert tx.consumed_signal("i1-r1", 3) is None
 
 
@@ -528,14 +533,19 @@ def test_children_are_linked_and_let_go(store):
                              "created_at": T0})
     with store.write() as tx:
         tx.supersede_children("p-r1", 0)
-        assert [c["child_instance_id"] for c in tx.step_children("p-r1", 0)] == ["c1", "c2"]
+        assert [c.child_instance_id for c in tx.step_children("p-r1", 0)] == ["c1", "c2"]
         tx.supersede_child("c1")
+        tx.update_instance("c2", closed_at=later(1))
     with store.read() as tx:
-        assert tx.child_link("c0")["superseded"] is True
+        link = tx.child_link("c0")
+        assert typed(link, records.Child) and link.superseded is True
+        assert (link.parent_run_id, link.status, link.created_at) == ("p-r1", "failed", T0)
         assert tx.child_link("nope") is None
-        assert [c["child_instance_id"] for c in tx.step_children("p-r1", 0)] == ["c2"]
-        assert [(c["child_instance_id"], c["status"]) for c in tx.run_children("p-r1")] \
-            == [("c0", "failed"), ("c1", "running"), ("c2", "completed")]
+        assert [c.child_instance_id for c in tx.step_children("p-r1", 0)] == ["c2"]
+        children = tx.run_children("p-r1")
+        assert all(typed(c, records.Child) for c in children)
+        assert [(c.child_instance_id, c.status, c.closed_at) for c in children] \
+            == [("c0", "failed", None), ("c1", "running", None), ("c2", "completed", later(1))]
 
 
 @covers("insert_failure", "get_failure", "activity_failure")

@@ -204,13 +204,13 @@ def retry_run(c: Ctx, instance: Row, run: Row, *, previous_status: str,
     c.tx.supersede_children(run_id, index)
     completed_late = []
     for child in c.tx.run_children(run_id):
-        if child["step_index"] != index or child["superseded"]:
+        if child.step_index != index or child.superseded:
             continue
-        child_run = c.run(c.instance(child["child_instance_id"])["current_run_id"])
-        if child["status"] in OPEN_RUN and child_run["cancel_requested"]:
-            c.tx.supersede_child(child["child_instance_id"])
-        elif child["status"] == "completed" and closed_at is not None \
-                and child["closed_at"] > closed_at:
+        child_run = c.run(c.instance(child.child_instance_id)["current_run_id"])
+        if child.status in OPEN_RUN and child_run["cancel_requested"]:
+            c.tx.supersede_child(child.child_instance_id)
+        elif child.status == "completed" and closed_at is not None \
+                and child.closed_at > closed_at:
             completed_late.append(child_run)
     previous = run["deadline_at"]
     if clear_deadline:

@@ -661,15 +661,16 @@ class SQLTx:
     def insert_signal(self, row: Row) -> None:
         self._insert("signals", row)
 
-    def first_pending_signal(self, instance_id: str, name: str) -> Row | None:
-        return self._one(
-            "SELECT * FROM signals WHERE workflow_instance_id = %s AND name = %s "
-            "AND consumed_at IS NULL ORDER BY signal_id LIMIT 1", (instance_id, name),
+    def first_pending_signal(self, instance_id: str, name: str) -> Signal | None:
+        return self._record(
+            Signal, f"SELECT {_SIGNAL} FROM signals WHERE workflow_instance_id = %s "
+            "AND name = %s AND consumed_at IS NULL ORDER BY signal_id LIMIT 1",
+            (instance_id, name),
         )
 
-    def pending_signals(self, instance_id: str) -> list[Row]:
-        return self._all(
-            "SELECT name, received_at FROM signals WHERE workflow_instance_id = %s "
+    def pending_signals(self, instance_id: str) -> list[Signal]:
+        return self._records(
+            Signal, f"SELECT {_SIGNAL} FROM signals WHERE workflow_instance_id = %s "
             "AND consumed_at IS NULL ORDER BY signal_id", (instance_id,),
         )
 
@@ -686,10 +687,10 @@ class SQLTx:
                                                        signal_id),
         )
 
-    def consumed_signal(self, run_id: str, step_index: int) -> Row | None:
-        return self._one(
-            "SELECT * FROM signals WHERE consumed_run_id = %s AND consumed_step_index = %s "
-            "ORDER BY signal_id DESC LIMIT 1", (run_id, step_index),
+    def consumed_signal(self, run_id: str, step_index: int) -> Signal | None:
+        return self._record(
+            Signal, f"SELECT {_SIGNAL} FROM signals WHERE consumed_run_id = %s "
+            "AND consumed_step_index = %s ORDER BY signal_id DESC LIMIT 1", (run_id, step_index),
         )
 
     # children
@@ -697,22 +698,24 @@ class SQLTx:
     def insert_child(self, row: Row) -> None:
         self._insert("children", row)
 
-    def child_link(self, child_instance_id: str) -> Row | None:
-        return self._one(
-            "SELECT * FROM children WHERE child_instance_id = %s", (child_instance_id,)
+    def child_link(self, child_instance_id: str) -> Child | None:
+        return self._record(
+            Child, f"SELECT {_CHILD} FROM children c JOIN instances i "
+            "ON i.workflow_instance_id = c.child_instance_id WHERE c.child_instance_id = %s",
+            (child_instance_id,),
         )
 
-    def step_children(self, run_id: str, step_index: int) -> list[Row]:
-        return self._all(
-            "SELECT c.*, i.status FROM children c JOIN instances i "
+    def step_children(self, run_id: str, step_index: int) -> list[Child]:
+        return self._records(
+            Child, f"SELECT {_CHILD} FROM children c JOIN instances i "
             "ON i.workflow_instance_id = c.child_instance_id "
             "WHERE c.parent_run_id = %s AND c.step_index = %s AND c.superseded = 0 "
             "ORDER BY c.branch_index", (run_id, step_index),
         )
 
-    def run_children(self, run_id: str) -> list[Row]:
-        return self._all(
-            "SELECT c.*, i.status, i.closed_at FROM children c JOIN instances i "
+    def run_children(self, run_id: str) -> list[Child]:
+        return self._records(
+            Child, f"SELECT {_CHILD} FROM children c JOIN instances i "
             "ON i.workflow_instance_id = c.child_instance_id WHERE c.parent_run_id = %s "
             "ORDER BY c.created_at, c.rowid", (run_id,),
         )
