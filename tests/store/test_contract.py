@@ -662,8 +662,10 @@ def test_a_worker_registers_renews_its_lease_and_stops(store):
         tx.revive_worker("w1", later(13), later(43))
     with store.read() as tx:
         (worker,) = tx.live_workers()
-        assert worker == tx.get_worker("w1")
-        assert (worker["heartbeat_at"], worker["lease_expires_at"]) == (later(13), later(43))
+        assert typed(worker, records.RegisteredWorker) and worker == tx.get_worker("w1")
+        assert (worker.heartbeat_at, worker.lease_expires_at) == (later(13), later(43))
+        assert (worker.started_at, worker.stopped_at, worker.pid_started, worker.host_id) \
+            == (T0, None, None, None)
         assert tx.get_worker("w2") is None
 
 

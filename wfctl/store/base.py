@@ -21,7 +21,14 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, Protocol
 
-from wfctl.store.records import Child, Failure, Signal, StoredDefinitions, Timer
+from wfctl.store.records import (
+    Child,
+    Failure,
+    RegisteredWorker,
+    Signal,
+    StoredDefinitions,
+    Timer,
+)
 
 Row = dict[str, Any]
 
@@ -178,8 +185,9 @@ class Tx(Protocol):
     def renew_worker(self, worker_id: str, now: datetime, lease_expires_at: datetime) -> bool: ...
     def revive_worker(self, worker_id: str, now: datetime, lease_expires_at: datetime) -> None: ...
     def stop_worker(self, worker_id: str, now: datetime) -> None: ...
-    def live_workers(self) -> list[Row]: ...
-    def get_worker(self, worker_id: str) -> Row | None: ...
+    def live_workers(self) -> list[RegisteredWorker]:
+        """The workers registered and not stopped (whatever their leases say)."""
+    def get_worker(self, worker_id: str) -> RegisteredWorker | None: ...
 
     # metrics (SPEC §10): counts kept as rows change, index ranges and minimums, never a scan
     def instance_counts(self) -> list[Row]:

@@ -956,11 +956,13 @@ class SQLTx:
             (self._at(now), worker_id),
         )
 
-    def live_workers(self) -> list[Row]:
-        return self._all("SELECT * FROM workers WHERE stopped_at IS NULL")
+    def live_workers(self) -> list[RegisteredWorker]:
+        return self._records(RegisteredWorker,
+                             f"SELECT {_WORKER} FROM workers WHERE stopped_at IS NULL")
 
-    def get_worker(self, worker_id: str) -> Row | None:
-        return self._one("SELECT * FROM workers WHERE worker_id = %s", (worker_id,))
+    def get_worker(self, worker_id: str) -> RegisteredWorker | None:
+        return self._record(RegisteredWorker,
+                            f"SELECT {_WORKER} FROM workers WHERE worker_id = %s", (worker_id,))
 
     # metrics (SPEC §10): each read is a count kept as rows change, an index range or an
     # index's minimum
