@@ -3,7 +3,8 @@
 It implements the interface of base.py with the meaning sqlite.py gives it, and passes the same
 contract suite. Rows cross it as Python values, as base.py says: instants are `timestamptz` columns,
 read back as aware datetimes in `datetime.UTC` (exact to the microsecond) and sent as datetimes;
-JSON columns are `text` and flags `integer`, converted by name both ways (store/columns.py:
+JSON columns are `text` and flags `integer`, converted by a record's declared kinds
+(store/records.py) or, for rows still read as dicts and every write, by name (store/columns.py:
 once per result's columns, in the row factory, and in every write of a row's values); history
 is encoded with store/codec.py.
 

@@ -3,9 +3,10 @@ SQL truly differs.
 
 Statements are written in PostgreSQL's placeholders (`%s`, `%(name)s`); the SQLite store turns
 each text into its own (`?`, `:name`) once and keeps it. A backend's transaction class supplies
-how a statement runs and its rows come back (`_execute`, `_one`, `_all`, `_rows`, `_insert`), a
-list of values in a condition (`_any`), an instant as a parameter (`_at`), and the few spellings
-that differ (`_IS`, `_IS_NOT`, ...). Where a backend does more than run the query — PostgreSQL
+how a statement runs and its rows come back (`_execute`, `_one`, `_all`, `_rows`, `_insert`; for
+typed records, `_tuples` of stored values and the `_readers` that convert them), a list of
+values in a condition (`_any`), an instant as a parameter (`_at`), and the few spellings that
+differ (`_IS`, `_IS_NOT`, ...). Where a backend does more than run the query — PostgreSQL
 locks workflow families before it reads their rows (`_owned`, `_scan`, `hold`) and remembers
 the work it leaves ready — it overrides the hook or the method.
 """
