@@ -23,6 +23,7 @@ import pytest
 from conftest import wait_until
 
 from wfctl import Client
+from wfctl.store.records import RegisteredWorker
 
 pytestmark = pytest.mark.process
 
@@ -121,11 +122,11 @@ class Project:
                                    stderr=stderr)
         stderr.close()
         self.workers.append(process)
-        wait_until(lambda: process.pid in {w["pid"] for w in self.live_workers()},
+        wait_until(lambda: process.pid in {w.pid for w in self.live_workers()},
                    f"worker {process.pid} up")
         return process
 
-    def live_workers(self) -> list[dict]:
+    def live_workers(self) -> list[RegisteredWorker]:
         with self.client.store.read() as tx:
             return tx.live_workers()
 
@@ -181,9 +182,9 @@ def test_a_fast_worker_and_a_right_one_share_the_database_and_neither_is_lost(pr
     ended = server_now(project.url)
 
     workers = project.live_workers()
-    assert sorted(w["pid"] for w in workers) == sorted([fast.pid, right.pid])
+    assert sorted(w.pid for w in workers) == sorted([fast.pid, right.pid])
     for worker in workers:
-        lease = worker["lease_expires_at"]
+        lease = worker.lease_expires_at
         assert ended < lease < ended + timedelta(seconds=3), "leases follow the database's clock"
     pids = {int(line.split()[3]) for line in project.log.read_text().splitlines()}
     assert pids == {fast.pid, right.pid}, "both workers ran steps"

@@ -4,6 +4,7 @@ own commits, wake no listener); workers record their host."""
 
 from __future__ import annotations
 
+import dataclasses
 import textwrap
 import time
 from collections.abc import Iterator
@@ -128,9 +129,9 @@ def test_workers_of_a_database_from_before_hosts_keep_their_rows_and_are_known_b
     try:
         [old] = store.peek().live_workers()
         at = clock.now()
-        assert old["host_id"] is None
+        assert old.host_id is None
         assert worker_alive(old, at) is False, "this hostname's: its pid is looked at"
-        assert worker_alive({**old, "hostname": "elsewhere"}, at) is True
+        assert worker_alive(dataclasses.replace(old, hostname="elsewhere"), at) is True
     finally:
         store.close()
     pg_server.drop(url)

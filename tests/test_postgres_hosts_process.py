@@ -113,7 +113,7 @@ def test_four_workers_on_four_hosts_run_every_step_of_300_workflows_exactly_once
     for instance_id in ids:
         assert_well_formed(project, instance_id)
     with project.client.engine.store.read() as tx:
-        hosts = {row["pid"]: row["host_id"] for row in tx.live_workers()}
+        hosts = {row.pid: row.host_id for row in tx.live_workers()}
     assert hosts == {w.pid: f"host-{n}" for n, w in enumerate(workers)}
     stop(workers)
 
@@ -128,8 +128,8 @@ def test_a_worker_killed_mid_step_has_its_work_retried_by_a_worker_on_another_ho
     wait_until(lambda: any(pid == doomed.pid for *_, pid, _ in project.calls()),
                "the doomed worker running a step")
     with project.client.engine.store.read() as tx:
-        lease_expires_at = tx.get_worker(next(w["worker_id"] for w in tx.live_workers()
-                                              if w["pid"] == doomed.pid))["lease_expires_at"]
+        lease_expires_at = tx.get_worker(next(w.worker_id for w in tx.live_workers()
+                                              if w.pid == doomed.pid)).lease_expires_at
 
     doomed.kill()
     doomed.wait()

@@ -116,7 +116,7 @@ class Project:
 
     def live_worker_pids(self) -> set[int]:
         with self.client.engine.store.read() as tx:
-            return {row["pid"] for row in tx.live_workers()}
+            return {row.pid for row in tx.live_workers()}
 
     def start(self, workflow_type: str, instance_id: str, **state: object) -> None:
         self.client.start(workflow_type, instance_id,

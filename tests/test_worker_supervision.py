@@ -572,7 +572,7 @@ def test_a_worker_whose_slots_keep_dying_exits_non_zero_and_gives_back_what_it_h
     try:
         assert worker.run() == 1
         with client.engine.store.read() as tx:
-            assert tx.get_worker(worker.worker_id)["stopped_at"] is not None
+            assert tx.get_worker(worker.worker_id).stopped_at is not None
     finally:
         client.close()
     assert len(events.named("worker_failed")) == 1
@@ -605,7 +605,7 @@ def test_a_worker_that_cannot_give_back_an_attempt_leaves_its_lease_to_lapse(
         assert worker.run(once=True) == 1
         monkeypatch.undo()
         with engine.store.read() as tx:
-            assert tx.get_worker(worker.worker_id)["stopped_at"] is None
+            assert tx.get_worker(worker.worker_id).stopped_at is None
         assert [e["worker_id"] for e in events.named("worker_lease_left_to_lapse")] == [
             worker.worker_id]
 

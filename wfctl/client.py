@@ -221,8 +221,8 @@ class Client:
         now = self._now()
         with self.store.read() as tx:
             workers = tx.live_workers()
-        return any(worker["lease_expires_at"] > now
-                   and (queue is None or queue in worker["queues"].split(","))
+        return any(worker.lease_expires_at > now
+                   and (queue is None or queue in worker.queues.split(","))
                    for worker in workers)
 
     def metrics(self) -> str:

@@ -101,7 +101,7 @@ class StoreCollector(Collector):
             timeouts = tx.timeout_event_counts()
             deadlines = tx.next_deadlines()
             workers = [w for w in tx.live_workers()
-                       if w["kind"] == "worker" and w["lease_expires_at"] > now]
+                       if w.kind == "worker" and w.lease_expires_at > now]
 
         family = GaugeMetricFamily("wfctl_instances", "Workflow instances by type and status.",
                                    labels=["workflow_type", "status"])
@@ -109,7 +109,7 @@ class StoreCollector(Collector):
             family.add_metric([row["workflow_type"], row["status"]], row["count"])
         yield family
 
-        served = {queue for w in workers for queue in w["queues"].split(",") if queue}
+        served = {queue for w in workers for queue in w.queues.split(",") if queue}
         queues = sorted(served | {row["queue"] for row in open_activities})
         counts = {(row["queue"], row["status"]): row["count"] for row in open_activities}
         family = GaugeMetricFamily(
@@ -168,7 +168,7 @@ class StoreCollector(Collector):
             "wfctl_queue_live_workers", "Live workers serving each queue that one serves or "
             "an open activity waits on.", labels=["queue"])
         for queue in queues:
-            family.add_metric([queue], sum(queue in w["queues"].split(",") for w in workers))
+            family.add_metric([queue], sum(queue in w.queues.split(",") for w in workers))
         yield family
 
 

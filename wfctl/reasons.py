@@ -7,23 +7,24 @@ from typing import Any
 
 from wfctl.clock import iso
 from wfctl.store import Row, Tx
+from wfctl.store.records import Failure
 
 
-def failure_view(failure: Row | None) -> dict[str, Any] | None:
+def failure_view(failure: Failure | None) -> dict[str, Any] | None:
     """A failure record as `describe --json` shows it (and a parent's child-failed event)."""
     if failure is None:
         return None
     view = {
-        "failure_category": failure["failure_category"],
-        "timeout_kind": failure["timeout_kind"],
-        "message": failure["message"],
-        "exception_class": failure["exception_class"],
-        "deadline_at": iso(failure["deadline_at"]),
-        "propagation_kind": failure["propagation_kind"],
-        "activity_id": failure["activity_id"],
+        "failure_category": failure.failure_category,
+        "timeout_kind": failure.timeout_kind,
+        "message": failure.message,
+        "exception_class": failure.exception_class,
+        "deadline_at": iso(failure.deadline_at),
+        "propagation_kind": failure.propagation_kind,
+        "activity_id": failure.activity_id,
     }
-    if failure["details"]:
-        view.update(failure["details"])
+    if failure.details:
+        view.update(failure.details)
     return view
 
 

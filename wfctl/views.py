@@ -14,6 +14,7 @@ from wfctl.clock import iso
 from wfctl.errors import NotFound
 from wfctl.reasons import failure_view, stop_reason
 from wfctl.store import Row, Store, Tx
+from wfctl.store.records import Child, Timer
 from wfctl.vocabulary import RETRY_TIMER, WORKFLOW_TIMEOUTS
 
 if TYPE_CHECKING:
@@ -83,9 +84,9 @@ def describe(store: Store, instance_id: str, run_number: int | None = None) -> d
             "workflow_retry": _workflow_retry(retry_policy, run, timers),
             "activities": [_activity(a) for a in tx.run_activities(run["workflow_run_id"])],
             # A step's timers; a retry policy's backoff shows under workflow_retry instead.
-            "timers": [_timer(t) for t in timers if t["kind"] != RETRY_TIMER],
+            "timers": [_timer(t) for t in timers if t.kind != RETRY_TIMER],
             "children": [_child(ch) for ch in tx.run_children(run["workflow_run_id"])],
-            "pending_signals": [{"name": signal["name"], "received_at": iso(signal["received_at"])}
+            "pending_signals": [{"name": signal.name, "received_at": iso(signal.received_at)}
                                 for signal in tx.pending_signals(instance_id)],
             "failure": failure_view(tx.get_failure(run["failure_id"]))
             if run["failure_id"] else None,
@@ -102,13 +103,13 @@ def _instance(tx: Tx, instance_id: str) -> Row:
 
 
 def _workflow_retry(policy: dict[str, Any] | None, run: Row,
-                    timers: list[Row]) -> dict[str, Any] | None:
+                    timers: list[Timer]) -> dict[str, Any] | None:
     """The attempt the run is on (or, waiting out a backoff, the one about to start) and when
     that one starts; None for a type without a retry policy."""
     if policy is None:
         return None
-    pending = [t["fire_at"] for t in timers
-               if t["kind"] == RETRY_TIMER and t["status"] == "scheduled"]
+    pending = [t.fire_at for t in timers
+               if t.kind == RETRY_TIMER and t.status == "scheduled"]
     return {
         "attempt": run["retry_attempt"],
         "max_attempts": policy["max_attempts"],
@@ -130,7 +131,7 @@ def _workflow_type(tx: Tx, instance: Row) -> WorkflowType:
         row = tx.get_definitions(key[0])
         if row is None:
             raise LookupError(f"definitions {key[0]} are missing from the database")
-        found = _types.setdefault(key, definitions.parse(row["source"], row["path"]).types[key[1]])
+        found = _types.setdefault(key, definitions.parse(row.source, row.path).types[key[1]])
     return found
 
 
@@ -180,23 +181,23 @@ def _activity(row: Row) -> dict[str, Any]:
     }
 
 
-def _timer(row: Row) -> dict[str, Any]:
+def _timer(timer: Timer) -> dict[str, Any]:
     return {
-        "timer_id": row["timer_id"],
-        "step": row["step"],
-        "kind": row["kind"],
-        "fire_at": iso(row["fire_at"]),
-        "status": row["status"],
+        "timer_id": timer.timer_id,
+        "step": timer.step,
+        "kind": timer.kind,
+        "fire_at": iso(timer.fire_at),
+        "status": timer.status,
     }
 
 
-def _child(row: Row) -> dict[str, Any]:
+def _child(child: Child) -> dict[str, Any]:
     return {
-        "workflow_instance_id": row["child_instance_id"],
-        "workflow_type": row["workflow_type"],
-        "step": row["step"],
-        "status": row["status"],
-        "closed_at": iso(row["closed_at"]),
+        "workflow_instance_id": child.child_instance_id,
+        "workflow_type": child.workflow_type,
+        "step": child.step,
+        "status": child.status,
+        "closed_at": iso(child.closed_at),
     }
 
 

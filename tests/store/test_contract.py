@@ -7,12 +7,15 @@ every method of `Tx` and `Store` is named by some test.
 
 from __future__ import annotations
 
+import dataclasses
+import types
+import typing
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
 from wfctl import clock
-from wfctl.store import Store, open_store
+from wfctl.store import Store, open_store, records
 from wfctl.store import base as interface
 from wfctl.vocabulary import EVENT_TYPES, TIMEOUT_EVENTS
 
@@ -53,6 +56,23 @@ def opener(request, tmp_path):
 @pytest.fixture
 def store(opener):
     return opener()
+
+
+def typed(value: object, record: type) -> bool:
+    """Whether `value` is a `record` whose fields hold what their annotations declare: instants
+    as aware UTC datetimes, flags as bools, JSON as its value, plain columns as their type."""
+    assert type(value) is record, f"{type(value).__name__} is not a {record.__name__}"
+    hints = typing.get_type_hints(record, include_extras=True)
+    for field in dataclasses.fields(record):
+        hint, held = hints[field.name], getattr(value, field.name)
+        if typing.get_origin(hint) is typing.Annotated:
+            assert not isinstance(held, str | bytes), f"{field.name} holds JSON text"
+            continue
+        allowed = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+        assert isinstance(held, allowed), f"{record.__name__}.{field.name} is {held!r}, not {hint}"
+        if isinstance(held, datetime):
+            assert held.tzinfo is UTC, f"{record.__name__}.{field.name} is not in UTC"
+    return True
 
 
 def add_instance(tx, instance_id: str, *, created: datetime = T0, **fields) -> None:
@@ -290,7 +310,7 @@ def test_json_values_round_trip(store):
     assert instance["retry_policy"] == other_policy
     assert activity["last_error"] == {"exception_class": "E", "message": "m"}
     assert activity["last_heartbeat_details"] == [1, "two"]
-    assert signal["data"] is None
+    assert typed(signal, records.Signal) and signal.data is None
 
 
 @covers("insert_timer", "due_timers", "next_due")
@@ -310,8 +330,8 @@ def test_instants_round_trip_to_the_microsecond_and_sort_in_time_order(store):
                              "scheduled_event_id": 1})
     with store.read() as tx:
         instance, run = tx.get_instance("i1"), tx.get_run("i1-r1")
-        due = [t["timer_id"] for t in tx.due_timers(fine, 10)]
-        due_before_fine = [t["timer_id"] for t in tx.due_timers(fine - timedelta(microseconds=1), 10)]
+        due = [t.timer_id for t in tx.due_timers(fine, 10)]
+        due_before_fine = [t.timer_id for t in tx.due_timers(fine - timedelta(microseconds=1), 10)]
         next_due = tx.next_due(T0)
     assert instance["deadline_at"] == fine and instance["deadline_at"].tzinfo is UTC
     assert run["run_deadline_at"] == exact and run["run_deadline_at"].tzinfo is UTC
@@ -403,7 +423,9 @@ def test_instances_are_found_by_id_prefix_filter_and_number(store):
         tx.hold("order-1")
         held = tx.get_instance("order-1")
     with store.read() as tx:
-        assert tx.get_definitions("d")["source"] == "version: 1"
+        found = tx.get_definitions("d")
+        assert typed(found, records.StoredDefinitions) and found.source == "version: 1"
+        assert found.created_at == T0
         assert tx.get_definitions("nope") is None
         assert held["workflow_instance_id"] == "order-1"
         assert tx.instance_ids("order-", 10) == ["order-1", "order-2"]
@@ -503,12 +525,21 @@ def test_timers_fire_once_and_are_listed_by_step_and_run(store):
         again = tx.update_timer("t1", expect_status="scheduled", status="fired")
     with store.read() as tx:
         assert (fired, again) == (True, False)
-        assert [t["timer_id"] for t in tx.step_timers("i1-r1", 0)] == ["t1"]
-        assert [t["timer_id"] for t in tx.run_timers("i1-r1")] == ["t1", "t2", "t3"]
-        assert sorted(t["timer_id"] for t in tx.open_timers("i1-r1")) == ["t2", "t3"]
+        assert [t.timer_id for t in tx.step_timers("i1-r1", 0)] == ["t1"]
+        timers = tx.run_timers("i1-r1")
+        assert [t.timer_id for t in timers] == ["t1", "t2", "t3"]
+        assert all(typed(t, records.Timer) for t in timers)
+        assert [(t.status, t.closed_at, t.superseded) for t in timers] == [
+            ("fired", T0, False), ("scheduled", None, False), ("scheduled", None, True)]
+        assert sorted(t.timer_id for t in tx.open_timers("i1-r1")) == ["t2", "t3"]
         page = tx.due_timers(T0, 1)
-        assert [t["timer_id"] for t in tx.due_timers(T0, 5, after=(T0, page[0]["timer_id"]))] \
+        assert typed(page[0], records.Timer) and page[0].fire_at == T0
+        assert [t.timer_id for t in tx.due_timers(T0, 5, after=(T0, page[0].timer_id))] \
             == ["t3"]
+    with store.write() as tx:
+        # A write transaction's scan (which locks the timers' families) gives records too.
+        assert [(type(t), t.timer_id) for t in tx.due_timers(T0, 5)] == [
+            (records.Timer, "t2"), (records.Timer, "t3")]
 
 
 @covers("pending_signals", "count_pending_signals", "consume_signal", "consumed_signal")
@@ -520,13 +551,18 @@ def test_a_signal_is_consumed_once_and_remembered_by_its_step(store):
                               "received_at": later(n), "received_event_id": n + 1})
     with store.write() as tx:
         signal = tx.first_pending_signal("i1", "go")
-        tx.consume_signal(signal["signal_id"], "i1-r1", 2, later(5))
+        tx.consume_signal(signal.signal_id, "i1-r1", 2, later(5))
     with store.read() as tx:
-        assert signal["data"] == {"n": 0}
-        assert tx.pending_signals("i1") == [{"name": "stop", "received_at": later(1)},
-                                            {"name": "go", "received_at": later(2)}]
+        assert typed(signal, records.Signal) and signal.data == {"n": 0}
+        pending = tx.pending_signals("i1")
+        assert all(typed(s, records.Signal) for s in pending)
+        assert [(s.name, s.received_at, s.data) for s in pending] == [
+            ("stop", later(1), {"n": 1}), ("go", later(2), {"n": 2})]
         assert tx.count_pending_signals("i1") == 2
-        assert tx.consumed_signal("i1-r1", 2)["consumed_at"] == later(5)
+        consumed = tx.consumed_signal("i1-r1", 2)
+        assert typed(consumed, records.Signal)
+        assert (consumed.signal_id, consumed.consumed_run_id, consumed.consumed_step_index,
+                consumed.consumed_at) == (signal.signal_id, "i1-r1", 2, later(5))
         assert tx.consumed_signal("i1-r1", 3) is None
 
 
@@ -543,14 +579,19 @@ def test_children_are_linked_and_let_go(store):
                              "created_at": T0})
     with store.write() as tx:
         tx.supersede_children("p-r1", 0)
-        assert [c["child_instance_id"] for c in tx.step_children("p-r1", 0)] == ["c1", "c2"]
+        assert [c.child_instance_id for c in tx.step_children("p-r1", 0)] == ["c1", "c2"]
         tx.supersede_child("c1")
+        tx.update_instance("c2", closed_at=later(1))
     with store.read() as tx:
-        assert tx.child_link("c0")["superseded"] is True
+        link = tx.child_link("c0")
+        assert typed(link, records.Child) and link.superseded is True
+        assert (link.parent_run_id, link.status, link.created_at) == ("p-r1", "failed", T0)
         assert tx.child_link("nope") is None
-        assert [c["child_instance_id"] for c in tx.step_children("p-r1", 0)] == ["c2"]
-        assert [(c["child_instance_id"], c["status"]) for c in tx.run_children("p-r1")] \
-            == [("c0", "failed"), ("c1", "running"), ("c2", "completed")]
+        assert [c.child_instance_id for c in tx.step_children("p-r1", 0)] == ["c2"]
+        children = tx.run_children("p-r1")
+        assert all(typed(c, records.Child) for c in children)
+        assert [(c.child_instance_id, c.status, c.closed_at) for c in children] \
+            == [("c0", "failed", None), ("c1", "running", None), ("c2", "completed", later(1))]
 
 
 @covers("insert_failure", "get_failure", "activity_failure")
@@ -561,9 +602,17 @@ def test_failures_are_kept_and_found_by_activity(store):
                                   "activity_id": "a1", "failure_category": "activity",
                                   "message": f"m{n}", "details": {"n": n}, "created_at": T0})
                for n in range(2)]
+    with store.write() as tx:
+        ids.append(tx.insert_failure({
+            "workflow_instance_id": "i1", "workflow_run_id": "i1-r1", "activity_id": None,
+            "failure_category": "timeout", "propagation_kind": "activity",
+            "timeout_kind": "heartbeat", "exception_class": "E", "message": "late",
+            "deadline_at": later(1), "details": None, "created_at": later(2)}))
     with store.read() as tx:
-        assert tx.get_failure(ids[0])["details"] == {"n": 0}
-        assert tx.activity_failure("a1")["failure_id"] == ids[1]
+        first, last = tx.get_failure(ids[0]), tx.get_failure(ids[2])
+        assert typed(first, records.Failure) and first.details == {"n": 0}
+        assert typed(last, records.Failure) and (last.deadline_at, last.details) == (later(1), None)
+        assert tx.activity_failure("a1").failure_id == ids[1]
         assert tx.activity_failure("a2") is None
 
 
@@ -659,8 +708,10 @@ def test_a_worker_registers_renews_its_lease_and_stops(store):
         tx.revive_worker("w1", later(13), later(43))
     with store.read() as tx:
         (worker,) = tx.live_workers()
-        assert worker == tx.get_worker("w1")
-        assert (worker["heartbeat_at"], worker["lease_expires_at"]) == (later(13), later(43))
+        assert typed(worker, records.RegisteredWorker) and worker == tx.get_worker("w1")
+        assert (worker.heartbeat_at, worker.lease_expires_at) == (later(13), later(43))
+        assert (worker.started_at, worker.stopped_at, worker.pid_started, worker.host_id) \
+            == (T0, None, None, None)
         assert tx.get_worker("w2") is None
 
 

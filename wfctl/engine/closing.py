@@ -71,11 +71,11 @@ def apply_child_policy(c: Ctx, run: Row) -> None:
         return
     policy = fixed["child_policy"]
     for child in c.tx.run_children(run["workflow_run_id"]):
-        if child["status"] not in OPEN_RUN:
+        if child.status not in OPEN_RUN:
             continue
-        c.event(run, "ParentClosePolicyApplied", child_instance_id=child["child_instance_id"],
-                policy=policy, child_status=child["status"])
-        child_instance = c.instance(child["child_instance_id"])
+        c.event(run, "ParentClosePolicyApplied", child_instance_id=child.child_instance_id,
+                policy=policy, child_status=child.status)
+        child_instance = c.instance(child.child_instance_id)
         child_run = c.run(child_instance["current_run_id"])
         reason = f"parent {run['workflow_instance_id']} closed ({run['status']})"
         if policy == "terminate":
@@ -99,26 +99,26 @@ def notify_parent(c: Ctx, run: Row, status: str) -> None:
         # A top-level instance: no parent waits.
         return
     link = c.tx.child_link(run["workflow_instance_id"])
-    if link is None or link["superseded"]:
+    if link is None or link.superseded:
         return
-    parent = c.run(link["parent_run_id"])
+    parent = c.run(link.parent_run_id)
     if parent is None or parent["status"] in CLOSED_RUN:
         return
     attributes: dict[str, Any] = {
         "child_instance_id": run["workflow_instance_id"],
         "child_run_id": run["workflow_run_id"],
-        "step": link["step"],
+        "step": link.step,
         "status": status,
-        "initiated_event_id": link["started_event_id"],
+        "initiated_event_id": link.started_event_id,
     }
     if status == "completed":
-        merge_state(c, parent, {link["step"]: public_state(run["state"])})
+        merge_state(c, parent, {link.step: public_state(run["state"])})
     elif run["failure_id"] is not None:
         failure = c.tx.get_failure(run["failure_id"])
         attributes["failure"] = failure_view(failure)
         if status == "timed_out":
-            attributes["timeout_kind"] = failure["timeout_kind"]
-            attributes["deadline_at"] = failure["deadline_at"]
+            attributes["timeout_kind"] = failure.timeout_kind
+            attributes["deadline_at"] = failure.deadline_at
     c.event(parent, CHILD_CLOSED_EVENT.get(status, "ChildWorkflowFailed"), **attributes)
     schedule_workflow_task(c, parent, "child_closed")
 

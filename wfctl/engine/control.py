@@ -167,7 +167,7 @@ def _backoff_note(c: Ctx, instance: Row) -> str:
     run = c.run(instance["current_run_id"])
     if run["wait_kind"] != RETRY_WAIT:
         return ""
-    due = [t["fire_at"] for t in c.tx.open_timers(run["workflow_run_id"]) if t["kind"] == RETRY_TIMER]
+    due = [t.fire_at for t in c.tx.open_timers(run["workflow_run_id"]) if t.kind == RETRY_TIMER]
     return f", waiting to retry at {clock.iso(due[0])} (its retry policy's attempt " \
         f"{run['retry_attempt']})" if due else ""
 
@@ -200,17 +200,17 @@ def retry_run(c: Ctx, instance: Row, run: Row, *, previous_status: str,
         if activity["status"] in UNSUCCESSFUL_ACTIVITY:
             c.tx.update_activity(activity["activity_id"], superseded=True)
     for timer in c.tx.step_timers(run_id, index):
-        c.tx.update_timer(timer["timer_id"], superseded=True)
+        c.tx.update_timer(timer.timer_id, superseded=True)
     c.tx.supersede_children(run_id, index)
     completed_late = []
     for child in c.tx.run_children(run_id):
-        if child["step_index"] != index or child["superseded"]:
+        if child.step_index != index or child.superseded:
             continue
-        child_run = c.run(c.instance(child["child_instance_id"])["current_run_id"])
-        if child["status"] in OPEN_RUN and child_run["cancel_requested"]:
-            c.tx.supersede_child(child["child_instance_id"])
-        elif child["status"] == "completed" and closed_at is not None \
-                and child["closed_at"] > closed_at:
+        child_run = c.run(c.instance(child.child_instance_id)["current_run_id"])
+        if child.status in OPEN_RUN and child_run["cancel_requested"]:
+            c.tx.supersede_child(child.child_instance_id)
+        elif child.status == "completed" and closed_at is not None \
+                and child.closed_at > closed_at:
             completed_late.append(child_run)
     previous = run["deadline_at"]
     if clear_deadline:

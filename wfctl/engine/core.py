@@ -272,10 +272,10 @@ def cancel_open_work(c: Ctx, run: Row, reason: str, keep_task: int | None = None
                 scheduled_event_id=activity["scheduled_event_id"],
                 started_event_id=activity["started_event_id"])
     for timer in c.tx.open_timers(run_id):
-        c.tx.update_timer(timer["timer_id"], status="cancelled", closed_at=c.now)
-        c.event(run, "TimerCancelled", timer_id=timer["timer_id"], step=timer["step"],
-                kind=timer["kind"], fire_at=timer["fire_at"], reason=reason,
-                scheduled_event_id=timer["scheduled_event_id"])
+        c.tx.update_timer(timer.timer_id, status="cancelled", closed_at=c.now)
+        c.event(run, "TimerCancelled", timer_id=timer.timer_id, step=timer.step,
+                kind=timer.kind, fire_at=timer.fire_at, reason=reason,
+                scheduled_event_id=timer.scheduled_event_id)
 
 
 Listener = Callable[[list[dict[str, Any]]], None]
@@ -395,7 +395,7 @@ class EngineCore:
             row = tx.get_definitions(digest)
             if row is None:
                 raise LookupError(f"definitions {digest} are missing from the database")
-            found = defs_module.parse(row["source"], row["path"])
+            found = defs_module.parse(row.source, row.path)
             with self._lock:
                 self._definitions[digest] = found
         return found

@@ -21,6 +21,7 @@ from wfctl.engine.time.deadlines import deadline_passed, hand_over_deadline
 from wfctl.engine.time.timeouts import expired_workflow_timeout, time_out_run, time_out_workflow_task
 from wfctl.reasons import stop_reason
 from wfctl.store import Row
+from wfctl.store.records import Child
 from wfctl.vocabulary import (
     CLOSED_RUN,
     RETRY_WAIT,
@@ -232,8 +233,8 @@ def _begin_step(c: Ctx, run: Row, fixed: Row, wf: WorkflowType, step: Step,
     child yet and no activity is open."""
     if step.kind in ("activity", "workflow", "parallel"):
         branches = step.branches or (step,)
-        existing = set() if fresh else \
-            {item["branch_index"] for item in _step_items(c, run, step)}
+        activities, children = ([], []) if fresh else _step_items(c, run, step)
+        existing = {a["branch_index"] for a in activities} | {ch.branch_index for ch in children}
         missing = [(b, branch) for b, branch in enumerate(branches) if b not in existing]
         limits = c.limits(fixed)
         wanted = sum(1 for _, branch in missing if branch.kind == "activity")
@@ -362,7 +363,7 @@ def _check_step(c: Ctx, run: Row, step: Step) -> str:
     if step.kind in ("activity", "workflow", "parallel"):
         return _check_branches(c, run, step)
     if step.kind == "delay":
-        fired = any(t["status"] == "fired" for t in c.tx.step_timers(run_id, index))
+        fired = any(t.status == "fired" for t in c.tx.step_timers(run_id, index))
         return DONE if fired else OPEN
     if step.kind == "wait_for_signal":
         return _check_signal(c, run, step)
@@ -374,69 +375,66 @@ def _check_branches(c: Ctx, run: Row, step: Step) -> str:
             (run["workflow_run_id"], run["step_index"]) in c.completed_steps:
         # Its one activity completed in this transaction: nothing else can have ended it.
         return DONE
-    items = _step_items(c, run, step)
-    activities = [item for item in items if "activity_id" in item]
-    children = [item for item in items if "child_instance_id" in item]
+    activities, children = _step_items(c, run, step)
     for activity in activities:
         if activity["status"] in UNSUCCESSFUL_ACTIVITY:
             failure = c.tx.activity_failure(activity["activity_id"])
             verb = {"failed": "failed", "timed_out": "timed out"}.get(activity["status"],
                                                                        "was cancelled")
             fail_run(
-                c, run, category=failure["failure_category"] if failure else "activity",
+                c, run, category=failure.failure_category if failure else "activity",
                 step=activity["step"],
                 # A timeout's record already reads "Activity fetch timed out: heartbeat".
-                message=failure["message"] if failure and activity["status"] == "timed_out"
+                message=failure.message if failure and activity["status"] == "timed_out"
                 else f"Activity {activity['step']} {verb}: "
-                     f"{failure['message'] if failure else activity['status']}",
+                     f"{failure.message if failure else activity['status']}",
                 activity_id=activity["activity_id"],
-                propagation_kind=failure["propagation_kind"] if failure else "activity",
-                timeout_kind=failure["timeout_kind"] if failure else None,
-                exception_class=failure["exception_class"] if failure else None,
-                deadline_at=failure["deadline_at"] if failure else None,
+                propagation_kind=failure.propagation_kind if failure else "activity",
+                timeout_kind=failure.timeout_kind if failure else None,
+                exception_class=failure.exception_class if failure else None,
+                deadline_at=failure.deadline_at if failure else None,
                 # e.g. a structural limit's limit_kind, value and limit
-                details=failure["details"] if failure else None,
+                details=failure.details if failure else None,
             )
             return CLOSED
     for child in children:
-        if child["status"] in UNSUCCESSFUL_RUN:
+        if child.status in UNSUCCESSFUL_RUN:
             _fail_for_child(c, run, child)
             return CLOSED
     branches = len(step.branches or (step,))
     completed = sum(1 for a in activities if a["status"] == "completed")
-    completed += sum(1 for ch in children if ch["status"] == "completed")
+    completed += sum(1 for ch in children if ch.status == "completed")
     return DONE if completed == branches else OPEN
 
 
-def _step_items(c: Ctx, run: Row, step: Step) -> list[Row]:
+def _step_items(c: Ctx, run: Row, step: Step) -> tuple[list[Row], list[Child]]:
     """The activities and children the current step started (not superseded by a retry)."""
     kinds = {branch.kind for branch in step.branches or (step,)}
     run_id, index = run["workflow_run_id"], run["step_index"]
-    items = c.tx.step_activities(run_id, index) if "activity" in kinds else []
-    if "workflow" in kinds:
-        items += c.tx.step_children(run_id, index)
-    return items
+    activities = c.tx.step_activities(run_id, index) if "activity" in kinds else []
+    children = c.tx.step_children(run_id, index) if "workflow" in kinds else []
+    return activities, children
 
 
-def _fail_for_child(c: Ctx, run: Row, child: Row) -> None:
-    child_instance = c.instance(child["child_instance_id"])
+def _fail_for_child(c: Ctx, run: Row, child: Child) -> None:
+    child_instance = c.instance(child.child_instance_id)
     child_run = c.run(child_instance["current_run_id"])
     failure = c.tx.get_failure(child_run["failure_id"]) if child_run["failure_id"] else None
-    what = child["status"].replace("_", " ")
-    detail = f": {failure['message']}" if failure else ""
-    details = {"child_instance_id": child["child_instance_id"], "child_status": child["status"]}
+    what = child.status.replace("_", " ")
+    detail = f": {failure.message}" if failure else ""
+    details = {"child_instance_id": child.child_instance_id, "child_status": child.status}
     # A child that failed on a handler's exception: the parent's failure shows where, too.
-    traceback = failure["details"].get("traceback") if failure and failure["details"] else None
+    traceback = failure.details.get("traceback") if failure and failure.details else None
     if traceback:
         details["traceback"] = traceback
     fail_run(
-        c, run, category="child_workflow", step=child["step"],
-        message=f"Child workflow {child['child_instance_id']} ({child['workflow_type']}) "
+        c, run, category="child_workflow", step=child.step,
+        message=f"Child workflow {child.child_instance_id} ({child.workflow_type}) "
                 f"{what}{detail}",
         propagation_kind="child",
-        timeout_kind=failure["timeout_kind"] if failure else None,
-        exception_class=failure["exception_class"] if failure else None,
-        deadline_at=failure["deadline_at"] if failure else None,
+        timeout_kind=failure.timeout_kind if failure else None,
+        exception_class=failure.exception_class if failure else None,
+        deadline_at=failure.deadline_at if failure else None,
         details=details,
     )
 
@@ -449,27 +447,27 @@ def _check_signal(c: Ctx, run: Row, step: Step) -> str:
     signal = c.tx.first_pending_signal(run["workflow_instance_id"], step.signal)
     # A signal received at or after the wait's timeout is late: the outcome depends on the
     # instants recorded, never on whether a worker happened to decide in between.
-    if signal is not None and any(t["kind"] == "signal_timeout"
-                                  and t["fire_at"] <= signal["received_at"] for t in timers):
+    if signal is not None and any(t.kind == "signal_timeout"
+                                  and t.fire_at <= signal.received_at for t in timers):
         signal = None
     if signal is not None:
-        c.tx.consume_signal(signal["signal_id"], run_id, index, c.now)
-        data = signal["data"]
+        c.tx.consume_signal(signal.signal_id, run_id, index, c.now)
+        data = signal.data
         if isinstance(data, dict) and data:
             merge_state(c, run, data)
         for timer in timers:
-            if timer["status"] == "scheduled":
-                c.tx.update_timer(timer["timer_id"], status="cancelled", closed_at=c.now)
-                c.event(run, "TimerCancelled", timer_id=timer["timer_id"], step=timer["step"],
-                        kind=timer["kind"], fire_at=timer["fire_at"], reason="signal_received",
-                        scheduled_event_id=timer["scheduled_event_id"])
+            if timer.status == "scheduled":
+                c.tx.update_timer(timer.timer_id, status="cancelled", closed_at=c.now)
+                c.event(run, "TimerCancelled", timer_id=timer.timer_id, step=timer.step,
+                        kind=timer.kind, fire_at=timer.fire_at, reason="signal_received",
+                        scheduled_event_id=timer.scheduled_event_id)
         return DONE
-    fired = next((t for t in timers if t["status"] == "fired"), None)
+    fired = next((t for t in timers if t.status == "fired"), None)
     if fired is not None:
         fail_run(c, run, category="timeout", step=step.name, timeout_kind=SIGNAL_WAIT,
-                 exception_class="SignalWaitTimeout", deadline_at=fired["fire_at"],
+                 exception_class="SignalWaitTimeout", deadline_at=fired.fire_at,
                  message=f"Signal {step.signal!r} not received by "
-                         f"{clock.iso(fired['fire_at'])}")
+                         f"{clock.iso(fired.fire_at)}")
         return CLOSED
     return OPEN
 

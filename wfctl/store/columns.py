@@ -1,7 +1,9 @@
 """What the stores' columns hold, and the conversions between their Python and stored values.
 
 Across the store interface values are Python's (store/base.py); in a database they are what its
-columns can hold. A column's kind follows from its name alone, the same in every table:
+columns can hold. Rows read as typed records (store/records.py) are converted by their fields'
+declared kinds; for the rows still read as dicts, and for every row written, a column's kind
+follows from its name alone, the same in every table:
 
 - an instant: a name ending in `_at`, `retain_until`, and the `at` and `oldest` of aggregates;
 - JSON: the run's `state`, heartbeat details, an attempt's `last_error`, a signal's `data`, a

@@ -3,7 +3,8 @@
 It implements the interface of base.py with the meaning sqlite.py gives it, and passes the same
 contract suite. Rows cross it as Python values, as base.py says: instants are `timestamptz` columns,
 read back as aware datetimes in `datetime.UTC` (exact to the microsecond) and sent as datetimes;
-JSON columns are `text` and flags `integer`, converted by name both ways (store/columns.py:
+JSON columns are `text` and flags `integer`, converted by a record's declared kinds
+(store/records.py) or, for rows still read as dicts and every write, by name (store/columns.py:
 once per result's columns, in the row factory, and in every write of a row's values); history
 is encoded with store/codec.py.
 
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import operator
 import re
 import threading
 import time
@@ -42,6 +44,7 @@ import psycopg
 from psycopg import pq
 from psycopg.adapt import Loader
 from psycopg.conninfo import conninfo_to_dict
+from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from wfctl import clock
@@ -54,7 +57,7 @@ from wfctl.errors import (
     TransientConflict,
     WfctlError,
 )
-from wfctl.store import codec, columns
+from wfctl.store import codec, columns, records
 from wfctl.store import postgres_schema as schema
 from wfctl.store.queries import PENDING_ACTIVITY_SQL, WAITING_DEADLINES_HOLD, SQLTx
 from wfctl.vocabulary import PENDING_ACTIVITY
@@ -577,10 +580,12 @@ class _PerStatement:
     def __init__(self, store: PostgresStore) -> None:
         self._store = store
 
-    def execute(self, sql: str, params: Sequence[Any] | None = None) -> _Result:
+    def execute(self, sql: str, params: Sequence[Any] | None = None, *,
+                tuples: bool = False) -> _Result:
         try:
             with self._store._connections().connection() as conn:
-                cursor = conn.execute(sql, params)
+                cursor = conn.cursor(row_factory=tuple_row) if tuples else conn.cursor()
+                cursor.execute(sql, params)
                 rows = cursor.fetchall() if cursor.description is not None else []
                 return _Result(rows, cursor.rowcount)
         except psycopg.Error as exc:
@@ -597,11 +602,14 @@ class PostgresTx(SQLTx):
     # integers (psycopg would send a bool as a boolean, which an integer column refuses);
     # instants stay datetimes, which psycopg sends as `timestamptz`.
     _stored = columns.Writer(None).values
+    _readers = records.Readers(None)
 
     def __init__(self, conn: psycopg.Connection | _PerStatement, *, locking: bool) -> None:
         super().__init__(writing=locking)
         self.conn = conn
         self._cursor = conn.cursor() if isinstance(conn, psycopg.Connection) else None
+        # The cursor whose rows are tuples of stored values, for records (made on first use).
+        self._tuple_cursor: psycopg.Cursor[tuple[Any, ...]] | None = None
         self._locking = locking
         self._lock = " FOR UPDATE SKIP LOCKED" if locking else ""
         # The family keys this transaction holds, and the family of each instance it looked up.
@@ -638,6 +646,14 @@ class PostgresTx(SQLTx):
         return self._execute(sql, params).fetchall()
 
     _rows = _all
+
+    def _tuples(self, sql: str, params: Sequence[Any] | Row | None = None) -> \
+            list[Sequence[Any]]:
+        if self._cursor is None:
+            return self.conn.execute(sql, params, tuples=True).fetchall()
+        if self._tuple_cursor is None:
+            self._tuple_cursor = self.conn.cursor(row_factory=tuple_row)
+        return self._tuple_cursor.execute(sql, params).fetchall()
 
     def _insert(self, table: str, row: Row, returning: str | None = None) -> int:
         names = ", ".join(row)
@@ -744,18 +760,20 @@ class PostgresTx(SQLTx):
             passed.append(row[key])
         return None
 
-    def _scan(self, sql: str, params: Row, key: str, column: str | None = None) -> list[Row]:
-        """Rows found by a scan; in a write transaction their families are locked in key
-        order, then the rows read again, so that only those that still match are returned, as
-        they are now."""
-        rows = self._all(sql.format(only=""), params)
+    def _scan(self, sql: str, params: Row, key: str, column: str | None = None,
+              record: type | None = None) -> list[Any]:
+        """Rows found by a scan (records of `record` where given); in a write transaction
+        their families are locked in key order, then the rows read again, so that only those
+        that still match are returned, as they are now."""
+        rows = super()._scan(sql.format(only=""), params, key, column, record)
         if not rows or not self._locking:
             return rows
-        if not self._lock_families({row["workflow_instance_id"] for row in rows}):
+        field = operator.itemgetter if record is None else operator.attrgetter
+        if not self._lock_families(set(map(field("workflow_instance_id"), rows))):
             return rows
-        ids = [row[key] for row in rows]
-        return self._all(sql.format(only=f" AND {column or key} = ANY(%(only)s)"),
-                         {**params, "only": ids})
+        ids = list(map(field(key), rows))
+        return super()._scan(sql.format(only=f" AND {column or key} = ANY(%(only)s)"),
+                             {**params, "only": ids}, key, column, record)
 
     def _lock_families(self, instance_ids: set[str]) -> bool:
         """Hold the families of these instances, waiting in ascending key order (see

@@ -3,9 +3,10 @@ SQL truly differs.
 
 Statements are written in PostgreSQL's placeholders (`%s`, `%(name)s`); the SQLite store turns
 each text into its own (`?`, `:name`) once and keeps it. A backend's transaction class supplies
-how a statement runs and its rows come back (`_execute`, `_one`, `_all`, `_rows`, `_insert`), a
-list of values in a condition (`_any`), an instant as a parameter (`_at`), and the few spellings
-that differ (`_IS`, `_IS_NOT`, ...). Where a backend does more than run the query — PostgreSQL
+how a statement runs and its rows come back (`_execute`, `_one`, `_all`, `_rows`, `_insert`; for
+typed records, `_tuples` of stored values and the `_readers` that convert them), a list of
+values in a condition (`_any`), an instant as a parameter (`_at`), and the few spellings that
+differ (`_IS`, `_IS_NOT`, ...). Where a backend does more than run the query — PostgreSQL
 locks workflow families before it reads their rows (`_owned`, `_scan`, `hold`) and remembers
 the work it leaves ready — it overrides the hook or the method.
 """
@@ -15,9 +16,17 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
-from wfctl.store import codec
+from wfctl.store import codec, records
+from wfctl.store.records import (
+    Child,
+    Failure,
+    RegisteredWorker,
+    Signal,
+    StoredDefinitions,
+    Timer,
+)
 from wfctl.vocabulary import (
     ACTIVITY_TIMEOUTS,
     CLOSED_INSTANCE,
@@ -32,6 +41,7 @@ from wfctl.vocabulary import (
 )
 
 Row = dict[str, Any]
+R = TypeVar("R")
 
 
 def sql_list(words: Iterable[str]) -> str:
@@ -99,6 +109,13 @@ GET_RUN = (
     "LEFT JOIN instances i ON i.workflow_instance_id = r.workflow_instance_id "
     "WHERE r.workflow_run_id = %s"
 )
+# The columns of each record (store/records.py), as the queries that make them select them.
+_DEFINITIONS = records.select(StoredDefinitions)
+_TIMER = records.select(Timer)
+_SIGNAL = records.select(Signal)
+_CHILD = records.select(Child, "c")
+_FAILURE = records.select(Failure)
+_WORKER = records.select(RegisteredWorker)
 # The earliest pending deadline of each kind, as metrics shows them.
 _NEXT_DEADLINES = (
     "SELECT "
@@ -234,6 +251,22 @@ class SQLTx:
         """Rows as stored, without the conversions of store/columns.py (history's own)."""
         raise NotImplementedError
 
+    def _tuples(self, sql: str, params: Sequence[Any] | Row = ()) -> list[Sequence[Any]]:
+        """Rows as tuples of stored values, in the order the statement selects them."""
+        raise NotImplementedError
+
+    # How this backend makes each record from its stored values (store/records.py).
+    _readers: records.Readers
+
+    def _records(self, record: type[R], sql: str, params: Sequence[Any] | Row = ()) -> list[R]:
+        """Rows as records: `sql` selects the record's columns (`records.select`)."""
+        read = self._readers[record]
+        return [read(values) for values in self._tuples(sql, params)]
+
+    def _record(self, record: type[R], sql: str, params: Sequence[Any] | Row = ()) -> R | None:
+        found = self._records(record, sql, params)
+        return found[0] if found else None
+
     def _insert(self, table: str, row: Row, returning: str | None = None) -> int:
         """Insert a row; the value of its column `returning` (its integer key)."""
         raise NotImplementedError
@@ -258,10 +291,12 @@ class SQLTx:
         """One row of a workflow family (a backend that locks families reads it again after)."""
         return self._one(sql, params)
 
-    def _scan(self, sql: str, params: Row, key: str, column: str | None = None) -> list[Row]:
+    def _scan(self, sql: str, params: Row, key: str, column: str | None = None,
+              record: type | None = None) -> list[Any]:
         """Rows found by a scan, `sql` with `{only}` where a backend that locks families may
-        add a condition on `key` (the column `column` of the query)."""
-        return self._all(sql, params)
+        add a condition on `key` (the column `column` of the query); records of `record`
+        where given."""
+        return self._all(sql, params) if record is None else self._records(record, sql, params)
 
     def _planned_once(self, sql: str, params: Row) -> Row | None:
         """A statement that costs far more to plan than to run."""
@@ -287,8 +322,9 @@ class SQLTx:
             (digest, path, source, self._at(now)),
         )
 
-    def get_definitions(self, digest: str) -> Row | None:
-        return self._one("SELECT * FROM definitions WHERE digest = %s", (digest,))
+    def get_definitions(self, digest: str) -> StoredDefinitions | None:
+        return self._record(StoredDefinitions, f"SELECT {_DEFINITIONS} FROM definitions "
+                            "WHERE digest = %s", (digest,))
 
     # instances and runs
 
@@ -635,40 +671,41 @@ class SQLTx:
                                                                 (expect_status,))
         return self._update("timers", "timer_id", timer_id, fields, where, params) == 1
 
-    def step_timers(self, run_id: str, step_index: int) -> list[Row]:
-        return self._all(
-            "SELECT * FROM timers WHERE workflow_run_id = %s AND step_index = %s "
+    def step_timers(self, run_id: str, step_index: int) -> list[Timer]:
+        return self._records(
+            Timer, f"SELECT {_TIMER} FROM timers WHERE workflow_run_id = %s AND step_index = %s "
             "AND superseded = 0 ORDER BY rowid", (run_id, step_index),
         )
 
-    def run_timers(self, run_id: str) -> list[Row]:
-        return self._all(
-            "SELECT * FROM timers WHERE workflow_run_id = %s ORDER BY rowid", (run_id,)
+    def run_timers(self, run_id: str) -> list[Timer]:
+        return self._records(
+            Timer, f"SELECT {_TIMER} FROM timers WHERE workflow_run_id = %s ORDER BY rowid",
+            (run_id,),
         )
 
-    def open_timers(self, run_id: str) -> list[Row]:
-        return self._all(
-            "SELECT * FROM timers WHERE workflow_run_id = %s AND status = 'scheduled'"
-            f"{self._IN_ORDER}", (run_id,)
+    def open_timers(self, run_id: str) -> list[Timer]:
+        return self._records(
+            Timer, f"SELECT {_TIMER} FROM timers WHERE workflow_run_id = %s "
+            f"AND status = 'scheduled'{self._IN_ORDER}", (run_id,)
         )
 
     def due_timers(self, now: datetime, limit: int,
-                   after: tuple[datetime, str] | None = None) -> list[Row]:
+                   after: tuple[datetime, str] | None = None) -> list[Timer]:
         # The index on fire_at holds its rows in (fire_at, rowid) order: a page goes on from
         # the last timer of the one before.
         if after is None:
             return self._scan(
-                "SELECT * FROM timers WHERE status = 'scheduled' AND fire_at <= %(now)s{only} "
-                "ORDER BY fire_at, rowid LIMIT %(limit)s",
-                {"now": self._at(now), "limit": limit}, "timer_id",
+                f"SELECT {_TIMER} FROM timers WHERE status = 'scheduled' "
+                "AND fire_at <= %(now)s{only} ORDER BY fire_at, rowid LIMIT %(limit)s",
+                {"now": self._at(now), "limit": limit}, "timer_id", record=Timer,
             )
         return self._scan(
-            "SELECT * FROM timers WHERE status = 'scheduled' AND fire_at <= %(now)s "
+            f"SELECT {_TIMER} FROM timers WHERE status = 'scheduled' AND fire_at <= %(now)s "
             "AND fire_at >= %(after)s AND (fire_at, rowid) > "
             "(%(after)s, (SELECT rowid FROM timers WHERE timer_id = %(after_id)s)){only} "
             "ORDER BY fire_at, rowid LIMIT %(limit)s",
             {"now": self._at(now), "limit": limit, "after": self._at(after[0]),
-             "after_id": after[1]}, "timer_id",
+             "after_id": after[1]}, "timer_id", record=Timer,
         )
 
     # signals
@@ -676,15 +713,16 @@ class SQLTx:
     def insert_signal(self, row: Row) -> None:
         self._insert("signals", row)
 
-    def first_pending_signal(self, instance_id: str, name: str) -> Row | None:
-        return self._one(
-            "SELECT * FROM signals WHERE workflow_instance_id = %s AND name = %s "
-            "AND consumed_at IS NULL ORDER BY signal_id LIMIT 1", (instance_id, name),
+    def first_pending_signal(self, instance_id: str, name: str) -> Signal | None:
+        return self._record(
+            Signal, f"SELECT {_SIGNAL} FROM signals WHERE workflow_instance_id = %s "
+            "AND name = %s AND consumed_at IS NULL ORDER BY signal_id LIMIT 1",
+            (instance_id, name),
         )
 
-    def pending_signals(self, instance_id: str) -> list[Row]:
-        return self._all(
-            "SELECT name, received_at FROM signals WHERE workflow_instance_id = %s "
+    def pending_signals(self, instance_id: str) -> list[Signal]:
+        return self._records(
+            Signal, f"SELECT {_SIGNAL} FROM signals WHERE workflow_instance_id = %s "
             "AND consumed_at IS NULL ORDER BY signal_id", (instance_id,),
         )
 
@@ -701,10 +739,10 @@ class SQLTx:
                                                        signal_id),
         )
 
-    def consumed_signal(self, run_id: str, step_index: int) -> Row | None:
-        return self._one(
-            "SELECT * FROM signals WHERE consumed_run_id = %s AND consumed_step_index = %s "
-            "ORDER BY signal_id DESC LIMIT 1", (run_id, step_index),
+    def consumed_signal(self, run_id: str, step_index: int) -> Signal | None:
+        return self._record(
+            Signal, f"SELECT {_SIGNAL} FROM signals WHERE consumed_run_id = %s "
+            "AND consumed_step_index = %s ORDER BY signal_id DESC LIMIT 1", (run_id, step_index),
         )
 
     # children
@@ -712,22 +750,24 @@ class SQLTx:
     def insert_child(self, row: Row) -> None:
         self._insert("children", row)
 
-    def child_link(self, child_instance_id: str) -> Row | None:
-        return self._one(
-            "SELECT * FROM children WHERE child_instance_id = %s", (child_instance_id,)
+    def child_link(self, child_instance_id: str) -> Child | None:
+        return self._record(
+            Child, f"SELECT {_CHILD} FROM children c JOIN instances i "
+            "ON i.workflow_instance_id = c.child_instance_id WHERE c.child_instance_id = %s",
+            (child_instance_id,),
         )
 
-    def step_children(self, run_id: str, step_index: int) -> list[Row]:
-        return self._all(
-            "SELECT c.*, i.status FROM children c JOIN instances i "
+    def step_children(self, run_id: str, step_index: int) -> list[Child]:
+        return self._records(
+            Child, f"SELECT {_CHILD} FROM children c JOIN instances i "
             "ON i.workflow_instance_id = c.child_instance_id "
             "WHERE c.parent_run_id = %s AND c.step_index = %s AND c.superseded = 0 "
             "ORDER BY c.branch_index", (run_id, step_index),
         )
 
-    def run_children(self, run_id: str) -> list[Row]:
-        return self._all(
-            "SELECT c.*, i.status, i.closed_at FROM children c JOIN instances i "
+    def run_children(self, run_id: str) -> list[Child]:
+        return self._records(
+            Child, f"SELECT {_CHILD} FROM children c JOIN instances i "
             "ON i.workflow_instance_id = c.child_instance_id WHERE c.parent_run_id = %s "
             "ORDER BY c.created_at, c.rowid", (run_id,),
         )
@@ -748,13 +788,14 @@ class SQLTx:
     def insert_failure(self, row: Row) -> int:
         return self._insert("failures", row, "failure_id")
 
-    def get_failure(self, failure_id: int) -> Row | None:
-        return self._one("SELECT * FROM failures WHERE failure_id = %s", (failure_id,))
+    def get_failure(self, failure_id: int) -> Failure | None:
+        return self._record(Failure, f"SELECT {_FAILURE} FROM failures WHERE failure_id = %s",
+                            (failure_id,))
 
-    def activity_failure(self, activity_id: str) -> Row | None:
-        return self._one(
-            "SELECT * FROM failures WHERE activity_id = %s ORDER BY failure_id DESC LIMIT 1",
-            (activity_id,),
+    def activity_failure(self, activity_id: str) -> Failure | None:
+        return self._record(
+            Failure, f"SELECT {_FAILURE} FROM failures WHERE activity_id = %s "
+            "ORDER BY failure_id DESC LIMIT 1", (activity_id,),
         )
 
     # deadlines (must complete within)
@@ -942,11 +983,13 @@ class SQLTx:
             (self._at(now), worker_id),
         )
 
-    def live_workers(self) -> list[Row]:
-        return self._all("SELECT * FROM workers WHERE stopped_at IS NULL")
+    def live_workers(self) -> list[RegisteredWorker]:
+        return self._records(RegisteredWorker,
+                             f"SELECT {_WORKER} FROM workers WHERE stopped_at IS NULL")
 
-    def get_worker(self, worker_id: str) -> Row | None:
-        return self._one("SELECT * FROM workers WHERE worker_id = %s", (worker_id,))
+    def get_worker(self, worker_id: str) -> RegisteredWorker | None:
+        return self._record(RegisteredWorker,
+                            f"SELECT {_WORKER} FROM workers WHERE worker_id = %s", (worker_id,))
 
     # metrics (SPEC §10): each read is a count kept as rows change, an index range or an
     # index's minimum

@@ -26,7 +26,7 @@ from wfctl.errors import (
     StoreUnavailable,
     TransientConflict,
 )
-from wfctl.store import columns
+from wfctl.store import columns, records
 from wfctl.store.queries import PENDING_ACTIVITY_SQL, WAITING_DEADLINES_HOLD, SQLTx
 from wfctl.store.schema import MIGRATION_SET, MIGRATIONS_TABLE, migrations
 from wfctl.vocabulary import OPEN_ACTIVITY
@@ -593,8 +593,9 @@ class SQLiteTx(SQLTx):
     _IN_ORDER = ""
     _at = staticmethod(text)
     _instant = staticmethod(instant)
-    # A row's values as the file stores them.
+    # A row's values as the file stores them, and records made from them.
     _stored = columns.Writer(text).values
+    _readers = records.Readers(instant)
 
     def __init__(self, conn: sqlite3.Connection | _Translating, *, writing: bool = False) -> None:
         super().__init__(writing=writing)
@@ -619,6 +620,12 @@ class SQLiteTx(SQLTx):
     def _rows(self, sql: str, params: Sequence[Any]) -> list[Row]:
         return self.conn.execute((_STATEMENTS.get(sql) or _statement(sql))[0],
                                  params).fetchall()
+
+    def _tuples(self, sql: str, params: Sequence[Any] | Row = ()) -> list[Sequence[Any]]:
+        cursor = self._execute(sql, params)
+        # The values as stored: each record reads them by its fields' declared kinds.
+        cursor.row_factory = None
+        return cursor.fetchall()
 
     @staticmethod
     def _typed(entry: list[Any], rows: list[Row]) -> list[Row]:

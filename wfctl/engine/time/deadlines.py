@@ -12,6 +12,7 @@ from wfctl.engine.core import Ctx, EngineCore, cancel_open_work, operation, publ
 from wfctl.engine.time.claims import DeadlineClaim
 from wfctl.engine.time.workers import worker_alive
 from wfctl.store import Row
+from wfctl.store.records import RegisteredWorker
 from wfctl.vocabulary import CLOSED_RUN
 
 DEADLINE_MESSAGE = "Deadline exceeded"
@@ -42,7 +43,7 @@ def hand_over_deadline(c: Ctx, run: Row, worker_id: str) -> None:
 
 @operation
 def claim_expired_deadlines(engine: EngineCore, worker_id: str, now: datetime,
-                            is_alive: Callable[[Row | None, datetime], bool],
+                            is_alive: Callable[[RegisteredWorker | None, datetime], bool],
                             limit: int = 100) -> list[DeadlineClaim]:
     """Claim running runs past their deadline; take up claims handed over and left behind.
 

@@ -20,6 +20,7 @@ from wfctl.engine.time.timeouts import (
     time_out_workflow_task,
 )
 from wfctl.store import Row
+from wfctl.store.records import Timer
 from wfctl.vocabulary import RETRY_TIMER, RETRY_WAIT
 
 
@@ -62,7 +63,7 @@ class _Due:
 
     activities: list[str] = field(default_factory=list)
     workflow_tasks: list[int] = field(default_factory=list)
-    timers: list[Row] = field(default_factory=list)
+    timers: list[Timer] = field(default_factory=list)
     runs: list[str] = field(default_factory=list)
 
 
@@ -94,13 +95,13 @@ def expire(engine: EngineCore, now: datetime, limit: int,
         with engine.store.read() as tx:
             page = tx.due_timers(now, limit, after)
         for timer in page:
-            due.setdefault(timer["workflow_instance_id"], _Due()).timers.append(timer)
+            due.setdefault(timer.workflow_instance_id, _Due()).timers.append(timer)
         for instance_due in due.values():
             _add(done, _expire_instance(engine, _at(now, clock_now), instance_due))
         due.clear()
         if len(page) < limit or done.timers_fired:
             break
-        after = (page[-1]["fire_at"], page[-1]["timer_id"])
+        after = (page[-1].fire_at, page[-1].timer_id)
     # Runs are woken last: a timer due after its run's timeout is the timeout's to cancel,
     # and fires no more once the run has a workflow task.
     with engine.store.read() as tx:
@@ -142,7 +143,7 @@ def _expire_instance(engine: EngineCore, now: datetime, due: _Due) -> Expired:
                 done.workflow_tasks_timed_out += 1
         for timer in due.timers:
             # Firing is a conditional update: a timer fired or cancelled meanwhile is not.
-            if timer["kind"] == RETRY_TIMER:
+            if timer.kind == RETRY_TIMER:
                 done.timers_fired += fire_retry(c, timer)
             elif fire_timer(c, timer):
                 done.timers_fired += 1
@@ -158,18 +159,18 @@ def _expire_instance(engine: EngineCore, now: datetime, due: _Due) -> Expired:
     return done
 
 
-def fire_timer(c: Ctx, timer: Row) -> bool:
+def fire_timer(c: Ctx, timer: Timer) -> bool:
     """Fire a due timer (TimerFired, and a workflow task to act on it); False when it was not
     fired here: already fired or cancelled, or due after its run's own timeout."""
-    run = c.run(timer["workflow_run_id"])
-    if _times_out_first(c, run, timer["fire_at"]):
+    run = c.run(timer.workflow_run_id)
+    if _times_out_first(c, run, timer.fire_at):
         return False
-    if not c.tx.update_timer(timer["timer_id"], expect_status="scheduled", status="fired",
+    if not c.tx.update_timer(timer.timer_id, expect_status="scheduled", status="fired",
                              closed_at=c.now):
         return False
-    c.event(run, "TimerFired", timer_id=timer["timer_id"], step=timer["step"],
-            kind=timer["kind"], fire_at=timer["fire_at"],
-            scheduled_event_id=timer["scheduled_event_id"])
+    c.event(run, "TimerFired", timer_id=timer.timer_id, step=timer.step,
+            kind=timer.kind, fire_at=timer.fire_at,
+            scheduled_event_id=timer.scheduled_event_id)
     schedule_workflow_task(c, run, "timer_fired")
     return True
 
@@ -182,22 +183,22 @@ def _times_out_first(c: Ctx, run: Row, fire_at: datetime) -> bool:
             and c.tx.open_workflow_task(run["workflow_run_id"]) is None)
 
 
-def fire_retry(c: Ctx, timer: Row) -> bool:
+def fire_retry(c: Ctx, timer: Timer) -> bool:
     """A retry's backoff timer is due: do what `wfctl retry` does, then WorkflowRetried.
 
     False when there is nothing to retry: the timer was taken by another watchdog, or the run's
     passed deadline was claimed meanwhile (a worker that was down past it), whose failure closes
     the run; the timer is spent either way.
     """
-    if not c.tx.update_timer(timer["timer_id"], expect_status="scheduled", status="fired",
+    if not c.tx.update_timer(timer.timer_id, expect_status="scheduled", status="fired",
                              closed_at=c.now):
         return False
-    run = c.run(timer["workflow_run_id"])
+    run = c.run(timer.workflow_run_id)
     if run is None or run["closed_at"] is not None or run["wait_kind"] != RETRY_WAIT \
             or run["deadline_claimed_at"] is not None:
         return False
-    scheduled = c.tx.event(run["workflow_instance_id"], timer["scheduled_event_id"])["attributes"]
+    scheduled = c.tx.event(run["workflow_instance_id"], timer.scheduled_event_id)["attributes"]
     retry_run(c, c.instance(run["workflow_instance_id"]), run,
               previous_status=scheduled["closed_status"], attempt=scheduled["attempt"],
-              scheduled_event_id=timer["scheduled_event_id"])
+              scheduled_event_id=timer.scheduled_event_id)
     return True

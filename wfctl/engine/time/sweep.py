@@ -44,11 +44,11 @@ def sweep(engine: EngineCore, now: datetime, *, alive: Collection[str] = (),
     report = SweepReport()
     with engine.store.read() as tx:
         lost = [w for w in tx.live_workers()
-                if w["worker_id"] not in alive
+                if w.worker_id not in alive
                 and not worker_alive(w, now, leases_tell=leases_tell)]
         due = tx.next_due(now)
     if lost:
-        ids = [w["worker_id"] for w in lost]
+        ids = [w.worker_id for w in lost]
         lose_workers(engine, ids, now)
         report.workers_lost.extend(ids)
     if due is not None and due <= now:

@@ -14,6 +14,7 @@ from typing import TypeVar
 
 from wfctl import log
 from wfctl.store import Row, Store
+from wfctl.store.records import RegisteredWorker
 
 T = TypeVar("T")
 
@@ -61,37 +62,37 @@ def host_id() -> str:
     return f"{machine}:{HOSTNAME}" if machine else HOSTNAME
 
 
-def same_host(worker: Row) -> bool:
+def same_host(worker: RegisteredWorker) -> bool:
     """Whether a worker runs on this host, so that its process can be looked at; a worker
     registered before hosts were recorded is known by its hostname."""
-    recorded = worker.get("host_id")
-    if recorded is None:
-        return worker["hostname"] == HOSTNAME
-    return recorded == host_id()
+    if worker.host_id is None:
+        return worker.hostname == HOSTNAME
+    return worker.host_id == host_id()
 
 
-def worker_alive(worker: Row | None, at: datetime, *, leases_tell: bool = True) -> bool:
+def worker_alive(worker: RegisteredWorker | None, at: datetime, *,
+                 leases_tell: bool = True) -> bool:
     """A worker on this host is alive while its process runs, whatever its lease says: a lease
     lapses too while the database refuses every writer (another process holding SQLite's write
     lock longer than the lease), which is no evidence of death. A worker on another host is
     judged by its lease only, and taken for alive while leases tell nothing (`leases_tell`
     false: the judge's own lease could not be renewed lately)."""
-    if worker is None or worker["stopped_at"] is not None:
+    if worker is None or worker.stopped_at is not None:
         return False
     if not same_host(worker):
-        return worker["lease_expires_at"] > at or not leases_tell
+        return worker.lease_expires_at > at or not leases_tell
     try:
-        os.kill(worker["pid"], 0)
+        os.kill(worker.pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    fields = _stat(worker["pid"])
+    fields = _stat(worker.pid)
     if fields is None:
         return True
     # A process that ended and was not yet waited for by its parent is no worker.
-    return fields[0] not in ("Z", "X") and (worker["pid_started"] is None
-                                            or fields[19] == worker["pid_started"])
+    return fields[0] not in ("Z", "X") and (worker.pid_started is None
+                                            or fields[19] == worker.pid_started)
 
 
 

@@ -1,0 +1,196 @@
+"""The typed records rows cross the store's seam as, one per entity, each field's kind declared.
+
+A record is a dataclass with `slots=True`, made positionally from a statement's tuple of stored
+values. It builds as fast as a named tuple (about 0.35 µs for a dozen fields; a frozen dataclass
+takes 2.6 µs) and reads as fast, and unlike a tuple it is neither indexable, iterable nor a
+container: a leftover `row["fire_at"]` or `"timer_id" in row` fails loudly instead of reading
+a wrong value. Its fields are its columns, in the order `select` lists them.
+
+A field's annotation declares what its column holds, the same on every backend:
+
+- `datetime` (or `datetime | None`): an instant, an aware UTC datetime here (SQLite stores ISO
+  text, which its `instant` reads; PostgreSQL's driver gives `timestamptz` as datetimes);
+- `bool`: a flag, 0 or 1 in the table;
+- `Json`: JSON text in the table, its value here (NULL, and a stored JSON `null`, as None);
+- anything else: the stored value as it is.
+
+Converted so far: definitions, timers, signals, children, failures and workers. Instances, runs,
+workflow tasks, activities and events still cross as dicts whose columns' kinds
+store/columns.py guesses from their names; they follow.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Annotated, Any, TypeVar
+
+INSTANT, FLAG, JSON = "instant", "flag", "json"
+
+# A column of JSON text, whose value crosses the seam.
+Json = Annotated[Any, JSON]
+
+R = TypeVar("R")
+
+
+@dataclass(slots=True)
+class StoredDefinitions:
+    """The text of a definitions file an instance started with, kept by its digest."""
+
+    digest: str
+    path: str
+    source: str
+    created_at: datetime
+
+
+@dataclass(slots=True)
+class Timer:
+    """A durable timer: a delay step's, a signal wait's timeout, or a retry policy's backoff."""
+
+    timer_id: str
+    workflow_run_id: str
+    workflow_instance_id: str
+    step_index: int
+    step: str
+    kind: str
+    fire_at: datetime
+    status: str
+    scheduled_event_id: int
+    superseded: bool
+    closed_at: datetime | None
+
+
+@dataclass(slots=True)
+class Signal:
+    """A signal delivered to an instance, and the step that consumed it (if one did)."""
+
+    signal_id: int
+    workflow_instance_id: str
+    name: str
+    data: Json
+    received_at: datetime
+    received_event_id: int
+    consumed_run_id: str | None
+    consumed_step_index: int | None
+    consumed_at: datetime | None
+
+
+@dataclass(slots=True)
+class Child:
+    """A child workflow a parent's step started, with its instance's status and when it closed."""
+
+    child_instance_id: str
+    parent_instance_id: str
+    parent_run_id: str
+    step_index: int
+    branch_index: int
+    step: str
+    workflow_type: str
+    started_event_id: int
+    superseded: bool
+    created_at: datetime
+    # Of the child's instance (`column`: what the query selects for a field of another table).
+    status: str = field(metadata={"column": "i.status"})
+    closed_at: datetime | None = field(metadata={"column": "i.closed_at"})
+
+
+@dataclass(slots=True)
+class Failure:
+    """Why a run (or an activity's attempt) failed, as recorded when it did."""
+
+    failure_id: int
+    workflow_instance_id: str
+    workflow_run_id: str
+    activity_id: str | None
+    failure_category: str
+    propagation_kind: str | None
+    timeout_kind: str | None
+    exception_class: str | None
+    message: str
+    deadline_at: datetime | None
+    details: Json
+    created_at: datetime
+
+
+@dataclass(slots=True)
+class RegisteredWorker:
+    """A `wfctl work` process (or another that holds leases) as registered, with its lease."""
+
+    worker_id: str
+    kind: str
+    hostname: str
+    pid: int
+    pid_started: str | None
+    # The queues it serves, comma-separated.
+    queues: str
+    started_at: datetime
+    heartbeat_at: datetime
+    lease_expires_at: datetime
+    stopped_at: datetime | None
+    # None for a worker registered before hosts were recorded.
+    host_id: str | None
+
+
+def kind(hint: Any) -> str | None:
+    """The kind of column a field's type declares (INSTANT, FLAG, JSON), None for a plain one."""
+    if typing.get_origin(hint) is Annotated:
+        return hint.__metadata__[0]
+    parts = set(typing.get_args(hint)) if isinstance(hint, types.UnionType) else {hint}
+    parts.discard(type(None))
+    if parts == {datetime}:
+        return INSTANT
+    if parts == {bool}:
+        return FLAG
+    return None
+
+
+def kinds(record: type) -> tuple[str | None, ...]:
+    """The kind of each of a record's fields, in order."""
+    hints = typing.get_type_hints(record, include_extras=True)
+    return tuple(kind(hints[f.name]) for f in dataclasses.fields(record))
+
+
+def select(record: type, alias: str = "") -> str:
+    """A record's columns as a SELECT list, in its fields' order (`alias` qualifies them)."""
+    prefix = f"{alias}." if alias else ""
+    return ", ".join(f.metadata.get("column", prefix + f.name) for f in dataclasses.fields(record))
+
+
+class Readers:
+    """How one backend makes each record from a row of its stored values: the conversion of
+    each field whose stored value is not its value, worked out once per record type. `instant`
+    reads a stored instant (None where the driver gives datetimes)."""
+
+    def __init__(self, instant: Callable[[Any], datetime | None] | None) -> None:
+        self._convert: dict[str, Callable[[Any], Any] | None] = {
+            INSTANT: instant, FLAG: bool, JSON: json.loads}
+        self._readers: dict[type, Callable[[Sequence[Any]], Any]] = {}
+
+    def __getitem__(self, record: type[R]) -> Callable[[Sequence[Any]], R]:
+        found = self._readers.get(record)
+        if found is None:
+            found = self._readers[record] = self._reader(record)
+        return found
+
+    def _reader(self, record: type[R]) -> Callable[[Sequence[Any]], R]:
+        plan = tuple((index, convert) for index, convert in
+                     enumerate(self._convert.get(k) if k else None for k in kinds(record))
+                     if convert is not None)
+
+        def read(values: Sequence[Any]) -> R:
+            values = list(values)
+            for index, convert in plan:
+                value = values[index]
+                if value is not None:
+                    values[index] = convert(value)
+            return record(*values)
+
+        def read_as_stored(values: Sequence[Any]) -> R:
+            return record(*values)
+
+        return read if plan else read_as_stored
