@@ -1,16 +1,18 @@
 """`describe --json`, `history --json` and `list --json` print, byte for byte, what they printed
-at commit 7be3ed6, on both backends.
+when history's instants crossed the store as ISO text: the read models now carry aware UTC
+datetimes, and only the JSON edge makes them text.
 
-tests/data/documents/ holds what wfctl printed of five representative instances at 7be3ed6, on
-SQLite, with their random ids named by order of appearance
-(`normalised`): an activity that misses its heartbeat and is retried, a timer, a signal wait, a
-signal taken and one buffered, a child that runs into its deadline and fails its parent, two runs
-timed out (one retried, one in its backoff).
+tests/data/documents/ holds what wfctl printed of five representative instances at commit
+7be3ed6, on SQLite, their random ids named by order of appearance (`normalised`): an activity
+that misses its heartbeat and is retried, a timer, a signal wait, a signal taken and one
+buffered, a child that runs into its deadline and fails its parent, two runs timed out (one
+retried, one in its backoff).
 """
 
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -137,3 +139,37 @@ def test_the_json_documents_are_printed_as_before_byte_for_byte(printed):
     for name, text in printed.items():
         assert text == (DOCUMENTS / name).read_text(), name
 
+
+def instants(document: Any, path: str = "") -> list[tuple[str, Any]]:
+    """Every value of the document under a key that names an instant (`*_at`, `at`), by path."""
+    found = []
+    if isinstance(document, dict):
+        for key, value in document.items():
+            where = f"{path}.{key}" if path else key
+            if key.endswith("_at") or key == "at":
+                found.append((where, value))
+            elif key not in ("state", "input", "result", "data", "details"):
+                found += instants(value, where)
+    elif isinstance(document, list):
+        for index, item in enumerate(document):
+            found += instants(item, f"{path}[{index}]")
+    return found
+
+
+def test_the_read_models_carry_every_instant_as_an_aware_utc_datetime(make_env):
+    env = make_env(DEFINITIONS)
+    ids = drive(env)
+    documents = [env.client.list()]
+    for instance_id in ids:
+        documents += [env.describe(instance_id), env.history(instance_id, all_runs=True)]
+    found = [pair for document in documents for pair in instants(document)]
+
+    wrong = [(path, value) for path, value in found
+             if value is not None and not (isinstance(value, datetime) and value.tzinfo is UTC)]
+    assert wrong == []
+    # History's attributes among them, a failure's nested instant too.
+    paths = {re.sub(r"\[\d+\]", "[]", path) for path, value in found if value is not None}
+    assert {"[].attributes.timeout_at", "[].attributes.heartbeat_deadline_at",
+            "[].attributes.retry_available_at", "[].attributes.next_attempt_at",
+            "[].attributes.claimed_at", "[].attributes.failure.deadline_at",
+            "failure.deadline_at", "[].nearest_deadline.at"} <= paths
