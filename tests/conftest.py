@@ -3,6 +3,7 @@ hand-driven clock."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import textwrap
@@ -14,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from wfctl import Client
+from wfctl import Client, jsonvalue
 from wfctl.engine import Engine
 from wfctl.engine.activities import ActivityTask
 from wfctl.engine.time.sweep import SweepReport, sweep
@@ -67,6 +68,12 @@ def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 10.0) 
         if time.monotonic() > end:
             raise AssertionError(f"timed out after {timeout}s waiting for: {what}")
         time.sleep(0.02)
+
+
+def printed(document: Any) -> Any:
+    """A read model (a Client's document) as `--json` prints it, read back: its instants are
+    ISO text there."""
+    return json.loads(jsonvalue.text(document, indent=None))
 
 
 def at(seconds: float) -> datetime:

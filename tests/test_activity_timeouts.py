@@ -8,16 +8,11 @@ import sys
 import pytest
 from conftest import at, wait_until
 
-from wfctl import clock
 from wfctl.engine.time.workers import HOSTNAME
 from wfctl.worker import Worker, WorkerOptions
 
 # The engine on both backends: PostgreSQL gives the same outcomes and histories as SQLite.
 pytestmark = pytest.mark.both_backends
-
-
-def iso(seconds: float) -> str:
-    return clock.iso(at(seconds))
 
 
 def one_step(**options: object) -> str:
@@ -68,10 +63,10 @@ def test_schedule_to_start_expiry_with_attempts_left_schedules_a_retry(make_env)
     retry = env.events("a1", "ActivityRetryScheduled")[0]["attributes"]
     scheduled = env.events("a1", "ActivityScheduled")[0]
     assert retry["timeout_kind"] == "schedule_to_start"
-    assert retry["deadline_at"] == iso(10)
+    assert retry["deadline_at"] == at(10)
     assert retry["attempt"] == 1
     assert retry["next_attempt"] == 2
-    assert retry["retry_available_at"] == iso(15)
+    assert retry["retry_available_at"] == at(15)
     assert retry["backoff_seconds"] == 5
     assert retry["max_attempts"] == 2
     assert retry["reason"] == "timeout"
@@ -88,12 +83,12 @@ def test_schedule_to_start_is_recomputed_from_the_retrys_available_time(make_env
     env.decide(0)
     env.sweep(10)
 
-    assert activity(env)["schedule_deadline_at"] == iso(25)
+    assert activity(env)["schedule_deadline_at"] == at(25)
     assert env.sweep(24.999).activities_timed_out == 0
     assert env.sweep(25).activities_timed_out == 1
     timed_out = env.events("a1", "ActivityTimedOut")[0]["attributes"]
     assert (timed_out["timeout_kind"], timed_out["attempt"]) == ("schedule_to_start", 2)
-    assert timed_out["deadline_at"] == iso(25)
+    assert timed_out["deadline_at"] == at(25)
     assert timed_out["started_event_id"] is None
 
 
@@ -109,8 +104,8 @@ def test_schedule_to_start_is_set_again_for_a_retry_of_a_started_attempt(make_en
 
     row = activity(env)
     assert row["status"] == "retry_scheduled"
-    assert row["available_at"] == iso(27)
-    assert row["schedule_deadline_at"] == iso(37)
+    assert row["available_at"] == at(27)
+    assert row["schedule_deadline_at"] == at(37)
     assert env.sweep(36.999).activities_timed_out == 0
     env.sweep(37)
     timed_out = env.events("a1", "ActivityTimedOut")[0]["attributes"]
@@ -169,7 +164,7 @@ def test_schedule_to_start_expiry_without_attempts_left_fails_the_workflow(make_
     assert doc["failure"]["failure_category"] == "timeout"
     assert doc["failure"]["propagation_kind"] == "timeout"
     assert doc["failure"]["timeout_kind"] == "schedule_to_start"
-    assert doc["failure"]["deadline_at"] == iso(10)
+    assert doc["failure"]["deadline_at"] == at(10)
 
 
 # start_to_close
@@ -181,7 +176,7 @@ def test_start_to_close_holds_just_before_its_deadline(make_env):
     env.decide(0)
     env.claim(1)
 
-    assert activity(env)["close_deadline_at"] == iso(11)
+    assert activity(env)["close_deadline_at"] == at(11)
     assert env.sweep(10.999).activities_timed_out == 0
     assert activity(env)["status"] == "started"
 
@@ -197,9 +192,9 @@ def test_start_to_close_expiry_retries_and_the_next_attempt_gets_its_own_clock(m
     retry = env.events("a1", "ActivityRetryScheduled")[0]["attributes"]
     started = env.events("a1", "ActivityStarted")[0]
     assert retry["timeout_kind"] == "start_to_close"
-    assert retry["deadline_at"] == iso(11)
+    assert retry["deadline_at"] == at(11)
     assert (retry["attempt"], retry["max_attempts"]) == (first.attempt, 2)
-    assert retry["retry_available_at"] == iso(12)
+    assert retry["retry_available_at"] == at(12)
     assert retry["backoff_seconds"] == 1
     assert retry["started_event_id"] == started["seq"]
     row = activity(env)
@@ -229,10 +224,10 @@ def test_a_terminal_timeout_records_every_deadline_and_fails_the_workflow(make_e
     assert timed_out == {
         "activity_id": task.activity_id, "step": "fetch", "attempt": 1,
         "scheduled_event_id": scheduled["seq"], "started_event_id": started["seq"],
-        "timeout_kind": "start_to_close", "deadline_at": iso(12),
-        "schedule_deadline_at": None, "close_deadline_at": iso(12),
-        "schedule_to_close_deadline_at": iso(3600), "heartbeat_deadline_at": iso(13),
-        "last_heartbeat_at": iso(5), "last_heartbeat_details": {"processed": 7},
+        "timeout_kind": "start_to_close", "deadline_at": at(12),
+        "schedule_deadline_at": None, "close_deadline_at": at(12),
+        "schedule_to_close_deadline_at": at(3600), "heartbeat_deadline_at": at(13),
+        "last_heartbeat_at": at(5), "last_heartbeat_details": {"processed": 7},
     }
     assert "ActivityRetryScheduled" not in env.event_types("a1")
 
@@ -245,7 +240,7 @@ def test_a_terminal_timeout_records_every_deadline_and_fails_the_workflow(make_e
     assert doc["failure"]["propagation_kind"] == "timeout"
     assert doc["failure"]["timeout_kind"] == "start_to_close"
     assert doc["failure"]["exception_class"] == "ActivityTimeoutException"
-    assert doc["failure"]["deadline_at"] == iso(12)
+    assert doc["failure"]["deadline_at"] == at(12)
     assert doc["failure"]["activity_id"] == task.activity_id
     failed = env.events("a1", "WorkflowFailed")[0]["attributes"]
     assert (failed["failure_category"], failed["timeout_kind"]) == ("timeout", "start_to_close")
@@ -265,7 +260,7 @@ def test_schedule_to_close_is_terminal_with_attempts_left(make_env):
 
     timed_out = env.events("a1", "ActivityTimedOut")[0]["attributes"]
     assert (timed_out["timeout_kind"], timed_out["attempt"]) == ("schedule_to_close", 1)
-    assert timed_out["deadline_at"] == iso(30)
+    assert timed_out["deadline_at"] == at(30)
     assert "ActivityRetryScheduled" not in env.event_types("a1")
     env.decide(30)
     doc = env.describe("a1")
@@ -315,11 +310,11 @@ def test_heartbeat_timeout_runs_from_the_claim(make_env):
     env.decide(0)
     env.claim(2)
 
-    assert activity(env)["heartbeat_deadline_at"] == iso(12)
+    assert activity(env)["heartbeat_deadline_at"] == at(12)
     assert env.sweep(11.999).activities_timed_out == 0
     env.sweep(12)
     retry = env.events("a1", "ActivityRetryScheduled")[0]["attributes"]
-    assert (retry["timeout_kind"], retry["deadline_at"]) == ("heartbeat", iso(12))
+    assert (retry["timeout_kind"], retry["deadline_at"]) == ("heartbeat", at(12))
 
 
 def test_each_heartbeat_moves_the_deadline_to_now_plus_the_timeout(make_env):
@@ -329,15 +324,15 @@ def test_each_heartbeat_moves_the_deadline_to_now_plus_the_timeout(make_env):
     task = env.claim(0)
 
     assert env.engine.record_heartbeat(task, {"n": 1}, at(8)) is True
-    assert activity(env)["heartbeat_deadline_at"] == iso(18)
+    assert activity(env)["heartbeat_deadline_at"] == at(18)
     assert env.sweep(17.999).activities_timed_out == 0
     assert env.engine.record_heartbeat(task, {"n": 2}, at(17)) is True
-    assert activity(env)["heartbeat_deadline_at"] == iso(27)
+    assert activity(env)["heartbeat_deadline_at"] == at(27)
     assert env.sweep(26.999).activities_timed_out == 0
     env.sweep(27)
 
     retry = env.events("a1", "ActivityRetryScheduled")[0]["attributes"]
-    assert (retry["timeout_kind"], retry["deadline_at"]) == ("heartbeat", iso(27))
+    assert (retry["timeout_kind"], retry["deadline_at"]) == ("heartbeat", at(27))
     assert activity(env)["last_heartbeat_details"] == {"n": 2}
 
 
@@ -396,7 +391,7 @@ def test_heartbeat_wins_over_start_to_close(make_env):
     env.sweep(60)
 
     timed_out = env.events("a1", "ActivityTimedOut")[0]["attributes"]
-    assert (timed_out["timeout_kind"], timed_out["deadline_at"]) == ("heartbeat", iso(5))
+    assert (timed_out["timeout_kind"], timed_out["deadline_at"]) == ("heartbeat", at(5))
 
 
 def test_start_to_close_is_reported_when_only_it_expired(make_env):
@@ -409,7 +404,7 @@ def test_start_to_close_is_reported_when_only_it_expired(make_env):
     env.sweep(10)
 
     timed_out = env.events("a1", "ActivityTimedOut")[0]["attributes"]
-    assert (timed_out["timeout_kind"], timed_out["deadline_at"]) == ("start_to_close", iso(10))
+    assert (timed_out["timeout_kind"], timed_out["deadline_at"]) == ("start_to_close", at(10))
 
 
 # late and stale results
@@ -439,7 +434,7 @@ def test_a_completion_after_the_deadline_but_before_the_sweep_is_rejected(make_e
     assert rejected == "attempt 1 passed its start_to_close deadline"
     assert new_events(env, "a1", before) == ["ActivityRetryScheduled"]
     retry = env.events("a1", "ActivityRetryScheduled")[0]["attributes"]
-    assert (retry["timeout_kind"], retry["deadline_at"]) == ("start_to_close", iso(10))
+    assert (retry["timeout_kind"], retry["deadline_at"]) == ("start_to_close", at(10))
     doc = env.describe("a1")
     assert doc["state"] == {}
     assert (doc["activities"][0]["status"], doc["activities"][0]["attempt"]) == \
@@ -601,7 +596,7 @@ def test_a_worker_on_another_host_whose_lease_lapsed_loses_its_attempts_to_a_ret
     retry = env.events("a1", "ActivityRetryScheduled")[0]["attributes"]
     assert retry["reason"] == "worker_lost"
     assert retry["attempt"] == 1
-    assert retry["retry_available_at"] == iso(32)
+    assert retry["retry_available_at"] == at(32)
     assert retry["failure"] == {
         "exception_class": "WorkerLost",
         "message": f"worker {worker.worker_id} stopped renewing its liveness",

@@ -269,8 +269,8 @@ def test_list_shows_the_nearest_deadline_of_each_open_instance(cli):
 
 def test_list_nearest_deadline_is_coloured_by_closeness():
     rows = [{"workflow_instance_id": "x", "workflow_type": "etl", "status": "running",
-             "run_number": 1, "created_at": "2026-04-12T12:00:00.000+00:00", "closed_at": None,
-             "nearest_deadline": {"kind": "run_timeout", "at": "2026-04-12T12:00:30.000+00:00"}}]
+             "run_number": 1, "created_at": T0, "closed_at": None,
+             "nearest_deadline": {"kind": "run_timeout", "at": at(30)}}]
     out = Console(file=io.StringIO(), force_terminal=True, width=120, color_system="standard")
 
     render.instances(out, rows, at(0))
@@ -287,8 +287,7 @@ def test_list_watch_prints_the_list_again_at_each_refresh():
             raise KeyboardInterrupt
         return [{"workflow_instance_id": f"i{len(calls)}", "workflow_type": "etl",
                  "status": "running", "run_number": 1,
-                 "created_at": "2026-04-12T12:00:00.000+00:00", "closed_at": None,
-                 "nearest_deadline": None}]
+                 "created_at": T0, "closed_at": None, "nearest_deadline": None}]
 
     out = Console(file=io.StringIO(), width=200)
     with pytest.raises(KeyboardInterrupt):

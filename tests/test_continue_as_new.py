@@ -7,8 +7,10 @@ import json
 from typing import Any
 
 import pytest
+from conftest import at, printed
 from typer.testing import CliRunner, Result
 
+from wfctl import clock
 from wfctl.cli import app
 from wfctl.errors import NotFound
 
@@ -59,18 +61,18 @@ def test_continue_as_new_keeps_the_execution_deadline_and_recomputes_the_run_dea
     assert [run["status"] for run in runs] == ["continued_as_new", "continued_as_new", "completed"]
     assert [run["closed_reason"] for run in runs] == ["continued_as_new", "continued_as_new",
                                                      "completed"]
-    assert [run["started_at"] for run in runs] == ["2026-04-12T12:00:00.000+00:00",
-                                                   "2026-04-12T12:00:10.000+00:00",
-                                                   "2026-04-12T12:00:20.000+00:00"]
-    assert {run["execution_deadline_at"] for run in runs} == {"2026-04-12T13:00:00.000+00:00"}
-    assert [run["run_deadline_at"] for run in runs] == ["2026-04-12T12:05:00.000+00:00",
-                                                        "2026-04-12T12:05:10.000+00:00",
-                                                        "2026-04-12T12:05:20.000+00:00"]
+    assert [run["started_at"] for run in runs] == [at(0),
+                                                   at(10),
+                                                   at(20)]
+    assert {run["execution_deadline_at"] for run in runs} == {at(3600)}
+    assert [run["run_deadline_at"] for run in runs] == [at(300),
+                                                        at(310),
+                                                        at(320)]
     assert {run["run_timeout_seconds"] for run in runs} == {300}
     assert [run["continued_to_run_id"] for run in runs] == \
         [runs[1]["workflow_run_id"], runs[2]["workflow_run_id"], None]
     assert {env.describe("l1", run=n)["deadline_at"] for n in (1, 2, 3)} == \
-        {"2026-04-13T12:00:00.000+00:00"}
+        {at(86400)}
     assert env.describe("l1", run=1)["state"] == {"until": 3, "i": 1, "more": True}
 
 
@@ -88,16 +90,16 @@ def test_each_run_records_how_it_continued_and_how_the_next_began(make_env):
         [runs[1]["workflow_run_id"], runs[2]["workflow_run_id"]]
     assert [e["attributes"]["new_run_number"] for e in continued] == [2, 3]
     assert continued[1]["attributes"]["execution_deadline_at"] == \
-        "2026-04-12T13:00:00.000+00:00"
-    assert continued[1]["attributes"]["run_deadline_at"] == "2026-04-12T12:05:20.000+00:00"
+        at(3600)
+    assert continued[1]["attributes"]["run_deadline_at"] == at(320)
     started = [e for e in history if e["event_type"] == "WorkflowStarted"]
     assert [e["run_number"] for e in started] == [1, 2, 3]
     second = started[1]["attributes"]
     assert second["input"] == {"until": 3, "i": 1, "more": True}
     assert second["continued_from_run_id"] == runs[0]["workflow_run_id"]
-    assert second["execution_deadline_at"] == "2026-04-12T13:00:00.000+00:00"
-    assert second["run_deadline_at"] == "2026-04-12T12:05:10.000+00:00"
-    assert second["deadline_at"] == "2026-04-13T12:00:00.000+00:00"
+    assert second["execution_deadline_at"] == at(3600)
+    assert second["run_deadline_at"] == at(310)
+    assert second["deadline_at"] == at(86400)
     assert started[1]["seq"] == continued[0]["seq"] + 1
     assert history[-1]["event_type"] == "WorkflowCompleted"
     assert {e["run_number"] for e in env.history("l1", run=2)} == {2}
@@ -112,12 +114,12 @@ def test_describe_run_and_history_all_runs_on_the_command_line(make_env):
     assert described.exit_code == 0
     doc = json.loads(described.stdout)
     assert (doc["run"]["run_number"], doc["run"]["status"]) == (2, "continued_as_new")
-    assert doc["run"]["run_deadline_at"] == "2026-04-12T12:05:10.000+00:00"
+    assert doc["run"]["run_deadline_at"] == clock.iso(at(310))
     history = cli(env, "history", "l1", "--all-runs", "--json")
     assert history.exit_code == 0
     events = json.loads(history.stdout)
     assert [e["run_number"] for e in events if e["event_type"] == "WorkflowStarted"] == [1, 2, 3]
-    assert events == env.history("l1", all_runs=True)
+    assert events == printed(env.history("l1", all_runs=True))
     table = cli(env, "history", "l1", "--all-runs")
     assert table.exit_code == 0
     assert "WorkflowContinuedAsNew" in table.stdout
@@ -160,11 +162,11 @@ def test_the_execution_timeout_spans_every_run(make_env):
     doc = env.describe("l1")
     assert doc["status"] == "timed_out"
     assert (doc["run"]["run_number"], doc["run"]["status"]) == (3, "timed_out")
-    assert doc["run"]["run_deadline_at"] == "2026-04-12T12:00:35.000+00:00"
+    assert doc["run"]["run_deadline_at"] == at(35)
     timed_out = env.events("l1", "WorkflowTimedOut")[0]
     assert timed_out["run_number"] == 3
     assert timed_out["attributes"]["timeout_kind"] == "execution_timeout"
-    assert timed_out["attributes"]["execution_deadline_at"] == "2026-04-12T12:00:25.000+00:00"
+    assert timed_out["attributes"]["execution_deadline_at"] == at(25)
     assert doc["failure"]["message"] == \
         "Workflow execution deadline expired at 2026-04-12T12:00:25.000+00:00"
     assert env.describe("l1", run=2)["run"]["status"] == "continued_as_new"

@@ -63,10 +63,6 @@ workflows:
 AT_90 = "2026-04-12T12:01:30.000+00:00"
 
 
-def iso(seconds: float) -> str:
-    return at(seconds).isoformat(timespec="milliseconds")
-
-
 @pytest.fixture(autouse=True)
 def _clear_calls() -> Iterator[None]:
     yield
@@ -87,7 +83,6 @@ def failed_by_deadline(env, instance_id: str = "g1") -> None:
     assert env.describe(instance_id)["status"] == "failed"
 
 
-
 # retry and the deadline
 
 
@@ -99,7 +94,7 @@ def test_retry_keeps_a_passed_deadline_warns_and_the_next_check_fails_it_again(m
     result = env.client.retry("g1")
 
     assert result["deadline_change"] == "kept"
-    assert result["deadline_at"] == AT_90
+    assert result["deadline_at"] == at(90)
     assert result["step"] == "delay 1h"
     assert result["warnings"] == [
         f"its deadline already passed at {AT_90}: the next deadline check will fail it again; "
@@ -108,9 +103,9 @@ def test_retry_keeps_a_passed_deadline_warns_and_the_next_check_fails_it_again(m
     retried = env.events("g1", "WorkflowRetried")[0]["attributes"]
     assert retried["step"] == "delay 1h"
     assert retried["previous_status"] == "failed"
-    assert (retried["deadline_change"], retried["deadline_at"]) == ("kept", AT_90)
+    assert (retried["deadline_change"], retried["deadline_at"]) == ("kept", at(90))
     doc = env.describe("g1")
-    assert (doc["status"], doc["deadline_at"], doc["deadline_seconds"]) == ("running", AT_90, 90)
+    assert (doc["status"], doc["deadline_at"], doc["deadline_seconds"]) == ("running", at(90), 90)
 
     assert [f["workflow_instance_id"] for f in check(env, 100)] == ["g1"]
     assert env.event_types("g1").count("WorkflowDeadlineExceeded") == 2
@@ -124,14 +119,14 @@ def test_retry_extend_deadline_sets_now_plus_the_duration(make_env):
 
     result = env.client.retry("g1", extend_deadline="5m")
 
-    assert (result["deadline_change"], result["deadline_at"]) == ("extended", iso(400))
+    assert (result["deadline_change"], result["deadline_at"]) == ("extended", at(400))
     assert result["warnings"] == []
     retried = env.events("g1", "WorkflowRetried")[0]["attributes"]
     assert retried["deadline_change"] == "extended"
-    assert retried["deadline_at"] == iso(400)
-    assert retried["previous_deadline_at"] == AT_90
+    assert retried["deadline_at"] == at(400)
+    assert retried["previous_deadline_at"] == at(90)
     doc = env.describe("g1")
-    assert (doc["deadline_at"], doc["deadline_seconds"]) == (iso(400), 300)
+    assert (doc["deadline_at"], doc["deadline_seconds"]) == (at(400), 300)
     env.run(100)
     assert check(env, 399.999) == []
     assert env.describe("g1")["status"] == "running"
@@ -148,7 +143,7 @@ def test_retry_clear_deadline_removes_it_and_the_workflow_runs_to_the_end(make_e
     assert (result["deadline_change"], result["deadline_at"]) == ("cleared", None)
     retried = env.events("g1", "WorkflowRetried")[0]["attributes"]
     assert (retried["deadline_change"], retried["deadline_at"]) == ("cleared", None)
-    assert retried["previous_deadline_at"] == AT_90
+    assert retried["previous_deadline_at"] == at(90)
     doc = env.describe("g1")
     assert (doc["deadline_at"], doc["deadline_seconds"]) == (None, None)
     env.run(100)
@@ -167,7 +162,7 @@ def test_retry_runs_again_from_the_failed_step_keeping_a_future_deadline(make_en
     result = env.client.retry("f1")
 
     assert (result["step"], result["deadline_change"]) == ("flaky", "kept")
-    assert result["deadline_at"] == iso(3600)
+    assert result["deadline_at"] == at(3600)
     assert result["warnings"] == []
     env.run(10)
     doc = env.describe("f1")
@@ -192,7 +187,7 @@ def test_retry_of_a_timed_out_instance_starts_its_run_timeout_afresh(make_env):
     assert result["warnings"] == []
     doc = env.describe("b1")
     assert doc["status"] == "running"
-    assert doc["run"]["run_deadline_at"] == iso(160)
+    assert doc["run"]["run_deadline_at"] == at(160)
     assert env.events("b1", "WorkflowRetried")[0]["attributes"]["previous_status"] == "timed_out"
 
 
@@ -309,9 +304,9 @@ def test_resume_starts_the_next_step(make_env):
     doc = env.describe("g1")
     assert doc["status"] == "running"
     assert doc["run"]["wait_kind"] == "timer"
-    assert doc["timers"][0]["fire_at"] == iso(3610)
+    assert doc["timers"][0]["fire_at"] == at(3610)
     resumed = env.events("g1", "WorkflowResumed")[0]
-    assert (resumed["at"], resumed["attributes"]["status"]) == (iso(10), "running")
+    assert (resumed["at"], resumed["attributes"]["status"]) == (at(10), "running")
     types = env.event_types("g1")
     assert types.index("WorkflowResumed") < types.index("TimerScheduled")
 
@@ -455,7 +450,7 @@ def test_terminate_closes_the_run_at_once(make_env):
 
     doc = env.describe("s1")
     assert doc["status"] == "terminated"
-    assert doc["closed_at"] == iso(5)
+    assert doc["closed_at"] == at(5)
     assert doc["activities"][0]["status"] == "cancelled"
     assert env.event_types("s1")[-2:] == ["ActivityCancelled", "WorkflowTerminated"]
     assert env.events("s1", "WorkflowTerminated")[0]["attributes"]["reason"] == "runaway"
@@ -596,7 +591,7 @@ def test_a_signal_wait_opens_and_the_signal_is_received(make_env):
     env.run(0)
     opened = env.events("a1", "SignalWaitOpened")[0]["attributes"]
     assert opened["signal"] == "approved"
-    assert (opened["timeout_seconds"], opened["timeout_at"]) == (3600, iso(3600))
+    assert (opened["timeout_seconds"], opened["timeout_at"]) == (3600, at(3600))
     env.clock.set(100)
 
     assert env.client.signal("a1", "approved", {"by": "ops"}) == {
@@ -604,7 +599,7 @@ def test_a_signal_wait_opens_and_the_signal_is_received(make_env):
     env.run(100)
 
     received = env.events("a1", "SignalReceived")[0]
-    assert received["at"] == iso(100)
+    assert received["at"] == at(100)
     assert received["attributes"]["data"] == {"by": "ops"}
     doc = env.describe("a1")
     assert doc["status"] == "completed"
@@ -627,7 +622,7 @@ def test_a_signal_wait_that_times_out_fails_the_step_with_timeout_kind_signal_wa
     assert doc["status"] == "failed"
     assert doc["failure"]["failure_category"] == "timeout"
     assert doc["failure"]["timeout_kind"] == "signal_wait"
-    assert doc["failure"]["deadline_at"] == iso(3600)
+    assert doc["failure"]["deadline_at"] == at(3600)
     fired = env.events("a1", "TimerFired")[0]["attributes"]
     assert fired["kind"] == "signal_timeout"
     failed = env.events("a1", "WorkflowFailed")[0]["attributes"]

@@ -8,15 +8,11 @@ import pytest
 import wfh_activities
 from conftest import at
 
-from wfctl import ActivityCancelled, ActivityContext, clock
+from wfctl import ActivityCancelled, ActivityContext
 from wfctl.context import HeartbeatBuffer
 
 # The engine on both backends: PostgreSQL gives the same outcomes and histories as SQLite.
 pytestmark = pytest.mark.both_backends
-
-
-def iso(seconds: float) -> str:
-    return clock.iso(at(seconds))
 
 
 class FakeMonotonic:
@@ -159,16 +155,16 @@ def test_heartbeat_events_are_throttled_to_one_per_interval_while_every_call_mov
 
     events = env.events("a1", "ActivityHeartbeatRecorded")
     assert [(e["at"], e["attributes"]["details"]) for e in events] == [
-        (iso(0), {"n": 0}), (iso(10), {"n": 10}), (iso(20), {"n": 20}),
+        (at(0), {"n": 0}), (at(10), {"n": 10}), (at(20), {"n": 20}),
     ]
     first = events[0]["attributes"]
     assert first["attempt"] == 1
-    assert first["heartbeat_deadline_at"] == iso(10)
+    assert first["heartbeat_deadline_at"] == at(10)
     assert first["scheduled_event_id"] == env.events("a1", "ActivityScheduled")[0]["seq"]
     assert first["started_event_id"] == env.events("a1", "ActivityStarted")[0]["seq"]
     activity = env.describe("a1")["activities"][0]
-    assert activity["heartbeat_deadline_at"] == iso(35)
-    assert activity["last_heartbeat_at"] == iso(25)
+    assert activity["heartbeat_deadline_at"] == at(35)
+    assert activity["last_heartbeat_at"] == at(25)
     assert activity["last_heartbeat_details"] == {"n": 25}
 
 
@@ -266,7 +262,7 @@ def test_a_released_attempt_passes_its_unwritten_details_to_the_next(make_env):
                                 heartbeat_details={"processed": 9})
 
     retry = env.events("a1", "ActivityRetryScheduled")[0]["attributes"]
-    assert (retry["reason"], retry["retry_available_at"]) == ("worker_shutdown", iso(2))
+    assert (retry["reason"], retry["retry_available_at"]) == ("worker_shutdown", at(2))
     assert env.claim(2).last_heartbeat_details == {"processed": 9}
 
 
@@ -301,7 +297,7 @@ def test_heartbeat_of_a_current_attempt_is_accepted(make_env):
     assert ctx.cancelled is False
     activity = env.describe("a1")["activities"][0]
     assert activity["last_heartbeat_details"] == {"processed": 3}
-    assert activity["heartbeat_deadline_at"] == iso(15)
+    assert activity["heartbeat_deadline_at"] == at(15)
 
 
 def test_heartbeat_raises_activity_cancelled_once_the_attempt_timed_out(make_env):

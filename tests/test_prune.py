@@ -69,10 +69,6 @@ OWNED = {
 KEYS: dict[tuple[object, str], int] = {}
 
 
-def iso(seconds: float) -> str:
-    return at(seconds).isoformat(timespec="milliseconds")
-
-
 @pytest.fixture(autouse=True)
 def _forget_calls() -> Iterator[None]:
     wfh.calls.clear()
@@ -251,8 +247,8 @@ def test_a_pruned_id_can_be_started_again_with_a_history_of_its_own(env):
     doc = env.describe("q1")
     assert (doc["status"], doc["run_count"], doc["run"]["run_number"]) == ("completed", 1, 1)
     history = env.history("q1")
-    assert history[0]["seq"] == 1 and history[0]["at"] == iso(4000)
-    assert all(event["at"] >= iso(4000) for event in history)
+    assert history[0]["seq"] == 1 and history[0]["at"] == at(4000)
+    assert all(event["at"] >= at(4000) for event in history)
 
 
 def test_an_instance_reopened_by_retry_or_started_again_is_no_longer_due(env):

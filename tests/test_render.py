@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import wfh
-from conftest import at
+from conftest import T0, at, printed
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -167,7 +167,7 @@ def test_describe_counts_down_to_every_deadline_while_running(make_env, local_zo
     (-5, "expired 5s ago", "bold red"),
 ])
 def test_a_relative_time_is_coloured_by_how_close_it_is(offset, words, style):
-    text = render.relative("2026-04-12T12:00:00.000+00:00", at(-offset))
+    text = render.relative(T0, at(-offset))
     assert (text.plain, str(text.style)) == (words, style)
 
 
@@ -181,6 +181,7 @@ def test_describe_piped_is_plain_text_with_everything_json_has(make_env):
     text = out.file.getvalue()
     assert "\x1b[" not in text and "╭" not in text
     assert all(line == line.rstrip() for line in text.splitlines())
+    doc = printed(doc)
     activity = doc["activities"][0]
     for value in (doc["run"]["workflow_run_id"], activity["activity_id"], activity["handler"],
                   activity["queue"], activity["scheduled_at"], activity["close_deadline_at"],
@@ -449,7 +450,7 @@ def test_history_follow_json_streams_one_event_per_line_and_ends_with_the_closin
     lines += out.splitlines()
     events = [json.loads(line) for line in lines]
     assert follower.returncode == 0, err
-    assert events == client.history("g3")
+    assert events == printed(client.history("g3"))
     assert events[-1]["event_type"] == "WorkflowCompleted"
     assert [event["seq"] for event in events] == list(range(1, len(events) + 1))
 
@@ -464,7 +465,7 @@ def test_history_json_without_follow_stays_one_document(worker_thread):
                                       "history", "g4", "--json"])
 
     assert result.exit_code == 0
-    assert json.loads(result.stdout) == client.history("g4")
+    assert json.loads(result.stdout) == printed(client.history("g4"))
     assert len(result.stdout.splitlines()) > len(client.history("g4"))
 
 

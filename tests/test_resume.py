@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 from conftest import at
 
+from wfctl import clock
+
 pytestmark = pytest.mark.both_backends
 
 DEFINITIONS = """
@@ -44,11 +46,6 @@ workflows:
 """
 
 
-def iso(seconds: float) -> str:
-    return at(seconds).isoformat(timespec="milliseconds")
-
-
-
 def test_a_terminated_delay_waits_its_whole_duration_again(make_env):
     env = make_env(DEFINITIONS)
     env.start("delayed", "d1")
@@ -67,7 +64,7 @@ def test_a_terminated_delay_waits_its_whole_duration_again(make_env):
     env.decide(6)
     timers = env.describe("d1")["timers"]
     assert [(t["status"], t["fire_at"]) for t in timers] == [
-        ("cancelled", iso(3600)), ("scheduled", iso(6 + 3600))]
+        ("cancelled", at(3600)), ("scheduled", at(6 + 3600))]
     assert env.events("d1", "ActivityScheduled")[-1]["attributes"]["step"] == "first"
 
 
@@ -83,8 +80,8 @@ def test_the_cli_resumes_a_terminated_instance_keeping_its_passed_deadline_with_
 
     # The CLI's clock is the wall clock's: the deadline (T0 + 10s) passed long ago.
     assert code == 0
-    assert out == f"Retrying d1 from step cool_off; deadline kept: {iso(10)}\n"
-    assert err.startswith(f"Warning: its deadline already passed at {iso(10)}")
+    assert out == f"Retrying d1 from step cool_off; deadline kept: {clock.iso(at(10))}\n"
+    assert err.startswith(f"Warning: its deadline already passed at {clock.iso(at(10))}")
     [retried] = env.events("d1", "WorkflowRetried")
     assert retried["attributes"]["previous_status"] == "terminated"
     assert env.describe("d1")["status"] == "running"
@@ -109,7 +106,7 @@ def test_a_cancelled_signal_wait_opens_again_and_takes_a_signal_at_once(make_env
     env.decide(2)
     assert env.describe("g1")["status"] == "waiting"
     [_, reopened] = env.events("g1", "SignalWaitOpened")
-    assert reopened["attributes"]["timeout_at"] == iso(2 + 3600)
+    assert reopened["attributes"]["timeout_at"] == at(2 + 3600)
 
     env.clock.set(3)
     env.client.signal("g1", "approved", {"by": "ops"})

@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from wfctl import clock
 from wfctl.errors import InvalidInput
 
 pytestmark = pytest.mark.both_backends
@@ -82,12 +83,12 @@ def test_force_delivers_it_and_describe_shows_it_pending(env, wfctl):
     assert received["attributes"]["signal"] == "shiped"
     code, out, _ = wfctl(env, "describe", "o-2", "--json")
     assert json.loads(out)["pending_signals"] == [
-        {"name": "shiped", "received_at": received["at"]}]
+        {"name": "shiped", "received_at": clock.iso(received["at"])}]
     code, out, _ = wfctl(env, "describe", "o-2")
     assert code == 0
     section = out[out.index("\nSignals"):out.index("\nState")]
     assert "received, not yet consumed" in section
-    assert re.search(rf"shiped\s+{re.escape(received['at'])}\s+", section)
+    assert re.search(rf"shiped\s+{re.escape(clock.iso(received['at']))}\s+", section)
 
 
 def test_a_consumed_signal_is_no_longer_pending(env, wfctl):

@@ -238,9 +238,9 @@ def test_a_write_lock_held_35_seconds_holds_work_up_without_losing_any_or_stoppi
 
     blocker = sqlite3.connect(project.db, isolation_level=None, timeout=10)
     blocker.execute("BEGIN IMMEDIATE")
-    locked_at = clock.iso(clock.now())
+    locked_at = clock.now()
     time.sleep(35)
-    released_at = clock.iso(clock.now())
+    released_at = clock.now()
     blocker.execute("COMMIT")
     blocker.close()
 
@@ -387,7 +387,7 @@ def test_a_slow_on_deadline_handler_delays_no_other_workflows_deadline(project):
     wait_until(lambda: project.status("quick") == "failed", "the quick deadline fired")
 
     [exceeded] = project.events("quick", "WorkflowDeadlineExceeded")
-    gap = (clock.parse(exceeded["at"]) - clock.parse(started["deadline_at"])).total_seconds()
+    gap = (exceeded["at"] - started["deadline_at"]).total_seconds()
     assert 0 <= gap < 1.0, f"{gap:.3f} s after its deadline"
     slow = project.client.describe("slow")
     assert slow["status"] == "running" and slow["run"]["deadline_claimed_at"] is not None, \

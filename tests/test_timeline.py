@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 import pytest
-from conftest import T0, at
+from conftest import T0, at, printed
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -358,7 +358,7 @@ def words(lines: list[str]) -> list[str]:
 @pytest.mark.parametrize("width", [60, 120])
 def test_no_word_or_timestamp_is_split_at_any_width(env, width):
     retried_then_ran_into_its_run_deadline(env)
-    doc = env.describe("n1")
+    doc = printed(env.describe("n1"))
     instants = {doc["run"]["run_deadline_at"], doc["run"]["execution_deadline_at"],
                 doc["deadline_at"], doc["run"]["started_at"], "2026-04-12T12:02:08.000+00:00"}
 

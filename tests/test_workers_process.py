@@ -122,8 +122,8 @@ class Project:
 
 
 
-def seconds_between(earlier: str, later: str) -> float:
-    return (datetime.fromisoformat(later) - datetime.fromisoformat(earlier)).total_seconds()
+def seconds_between(earlier: datetime, later: datetime) -> float:
+    return (later - earlier).total_seconds()
 
 
 def stop(process: subprocess.Popen, timeout: float = 10.0) -> int:

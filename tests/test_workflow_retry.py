@@ -11,7 +11,7 @@ import pytest
 import wfh
 from conftest import at
 
-from wfctl import handlers
+from wfctl import clock, handlers
 from wfctl.engine.time.deadlines import sweep_deadlines
 from wfctl.errors import Conflict
 
@@ -89,10 +89,6 @@ limits:
 """
 
 
-def iso(seconds: float) -> str:
-    return at(seconds).isoformat(timespec="milliseconds")
-
-
 @pytest.fixture(autouse=True)
 def _forget_calls() -> Iterator[None]:
     wfh.calls.clear()
@@ -118,14 +114,14 @@ def test_a_failed_step_runs_again_after_the_backoff_and_the_workflow_completes(e
     doc = env.describe("f1")
     assert (doc["status"], doc["run"]["status"], doc["run"]["wait_kind"]) == \
         ("running", "running", "retry")
-    assert doc["workflow_retry"] == {"attempt": 2, "max_attempts": 3, "next_attempt_at": iso(60)}
+    assert doc["workflow_retry"] == {"attempt": 2, "max_attempts": 3, "next_attempt_at": at(60)}
     assert doc["run"]["current_step"] == "flaky"
     assert doc["failure"]["message"] == "Activity flaky failed: call 1 failed"
     assert doc["timers"] == []
     assert env.event_types("f1")[-2:] == ["WorkflowFailed", "WorkflowRetryScheduled"]
     assert scheduled(env, "f1") == [{
         "attempt": 2, "max_attempts": 3, "delay_seconds": 60, "cause": "activity",
-        "next_attempt_at": iso(60), "step": "flaky", "closed_status": "failed",
+        "next_attempt_at": at(60), "step": "flaky", "closed_status": "failed",
         "execution_deadline_at": None, "deadline_at": None}]
 
     env.run(59.999)
@@ -139,7 +135,7 @@ def test_a_failed_step_runs_again_after_the_backoff_and_the_workflow_completes(e
                             "ran_last": 1}
     assert wfh.calls == [("first", 1), ("last", 1)]
     retried = env.events("f1", "WorkflowRetried")[0]
-    assert retried["at"] == iso(60)
+    assert retried["at"] == at(60)
     assert {key: retried["attributes"][key] for key in (
         "step", "previous_status", "retried_by", "attempt", "max_attempts", "deadline_change",
         "run_deadline_at", "scheduled_event_id")} == {
@@ -152,7 +148,7 @@ def test_each_retry_waits_its_backoff_and_the_last_failure_stands(env):
     env.start("flaky", "f1", now=0, input={"fail_times": 5})
     env.run(0)
     env.run(60)
-    assert env.describe("f1")["workflow_retry"]["next_attempt_at"] == iso(180)
+    assert env.describe("f1")["workflow_retry"]["next_attempt_at"] == at(180)
     env.run(179.999)
     assert env.describe("f1")["workflow_retry"]["attempt"] == 3
 
@@ -162,7 +158,7 @@ def test_each_retry_waits_its_backoff_and_the_last_failure_stands(env):
     assert (doc["status"], doc["run"]["wait_kind"]) == ("failed", None)
     assert doc["workflow_retry"] == {"attempt": 3, "max_attempts": 3, "next_attempt_at": None}
     assert [(a["attempt"], a["delay_seconds"], a["next_attempt_at"]) for a in scheduled(env, "f1")] \
-        == [(2, 60, iso(60)), (3, 120, iso(180))]
+        == [(2, 60, at(60)), (3, 120, at(180))]
     assert env.event_types("f1")[-1] == "WorkflowFailed"
     assert wfh.failing_calls == {"f1": 3}
 
@@ -209,7 +205,7 @@ def test_a_run_is_retried_only_for_a_cause_its_policy_lists(make_env, cause, lis
     if listed:
         assert (doc["status"], doc["run"]["wait_kind"]) == ("running", "retry")
         assert [(a["cause"], a["next_attempt_at"]) for a in scheduled(env, "w1")] == \
-            [(cause, iso(ends_at + 10))]
+            [(cause, at(ends_at + 10))]
     else:
         assert doc["status"] in ("failed", "timed_out")
         assert scheduled(env, "w1") == []
@@ -223,7 +219,7 @@ def test_a_run_timeout_retry_gets_a_fresh_run_timeout(env):
 
     env.run(40)
     doc = env.describe("s1")
-    assert (doc["status"], doc["run"]["run_deadline_at"]) == ("running", iso(70))
+    assert (doc["status"], doc["run"]["run_deadline_at"]) == ("running", at(70))
     assert env.events("s1", "WorkflowRetried")[0]["attributes"]["previous_status"] == "timed_out"
 
     env.run(70)
@@ -327,7 +323,7 @@ def test_cancel_or_terminate_during_the_backoff_closes_the_instance_and_its_retr
     assert (doc["status"], doc["run"]["stop_reason"]) == (status, "not today")
     assert doc["workflow_retry"]["next_attempt_at"] is None
     cancelled = env.events("f1", "TimerCancelled")
-    assert [(t["attributes"]["kind"], t["at"]) for t in cancelled] == [("workflow_retry", iso(30))]
+    assert [(t["attributes"]["kind"], t["at"]) for t in cancelled] == [("workflow_retry", at(30))]
     assert "WorkflowRetried" not in env.event_types("f1")
     assert wfh.failing_calls == {"f1": 1}
 
@@ -372,7 +368,7 @@ def test_retry_by_hand_is_refused_during_the_backoff(env):
     with pytest.raises(Conflict) as caught:
         env.client.retry("f1")
     assert str(caught.value) == (
-        f"cannot retry f1: it is running, waiting to retry at {iso(60)} (its retry policy's "
+        f"cannot retry f1: it is running, waiting to retry at {clock.iso(at(60))} (its retry policy's "
         "attempt 2) (only failed, timed_out, cancelled or terminated instances can be retried)")
 
 
@@ -392,7 +388,7 @@ def test_retry_by_hand_after_the_policy_gave_up_starts_a_new_series(env):
 
     doc = env.describe("f1")
     assert doc["status"] == "running"
-    assert doc["workflow_retry"] == {"attempt": 2, "max_attempts": 3, "next_attempt_at": iso(260)}
+    assert doc["workflow_retry"] == {"attempt": 2, "max_attempts": 3, "next_attempt_at": at(260)}
     env.run(260)
     assert env.describe("f1")["status"] == "completed"
 
@@ -430,7 +426,7 @@ def test_a_deadline_claimed_while_a_late_retry_was_due_fails_the_run_without_a_r
 
     env.start("due", "d1", now=0)
     env.run(59.999)
-    assert scheduled(env, "d1")[0]["next_attempt_at"] == iso(119.999)
+    assert scheduled(env, "d1")[0]["next_attempt_at"] == at(119.999)
 
     # A worker back at +200s: its deadline loop claims the passed deadline, then its watchdog
     # finds the retry's timer due.

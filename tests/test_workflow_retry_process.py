@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from wfctl import Client, clock
+from wfctl import Client
 from wfctl.errors import NotFound
 
 pytestmark = pytest.mark.both_backends
@@ -107,7 +107,7 @@ def test_a_retry_due_while_its_worker_was_killed_runs_on_time_in_the_next(folder
             client.start("flaky", "f1", input={"marker": str(folder / "failed-once")})
             assert wait_for(lambda: (client.describe("f1")["workflow_retry"] or {})
                             .get("next_attempt_at") is not None, 5), "no retry was scheduled"
-            due = clock.parse(client.describe("f1")["workflow_retry"]["next_attempt_at"])
+            due = client.describe("f1")["workflow_retry"]["next_attempt_at"]
 
             first.send_signal(signal.SIGKILL)
             first.wait(timeout=5)
@@ -115,7 +115,7 @@ def test_a_retry_due_while_its_worker_was_killed_runs_on_time_in_the_next(folder
 
             assert wait_for(lambda: client.describe("f1")["status"] == "completed", 8)
             retried = client.history("f1", event_types=("WorkflowRetried",))[0]
-            late = (clock.parse(retried["at"]) - due).total_seconds()
+            late = (retried["at"] - due).total_seconds()
             assert 0 <= late < 1.0, f"retried {late:.3f}s after it was due"
             assert client.describe("f1")["state"]["recovered"] is True
             assert [e["event_type"] for e in client.history("f1")].count("WorkflowFailed") == 1

@@ -66,11 +66,11 @@ def test_a_workflow_timeout_holds_just_before_its_deadline_and_expires_at_it(
     assert doc["status"] == "timed_out"
     assert doc["run"]["status"] == "timed_out"
     assert doc["run"]["closed_reason"] == kind
-    assert doc["run"]["closed_at"] == "2026-04-12T12:10:00.000+00:00"
+    assert doc["run"]["closed_at"] == at(600)
     timed_out = env.events("s1", "WorkflowTimedOut")[0]
-    assert timed_out["at"] == "2026-04-12T12:10:00.000+00:00"
+    assert timed_out["at"] == at(600)
     assert timed_out["attributes"]["timeout_kind"] == kind
-    assert timed_out["attributes"]["deadline_at"] == "2026-04-12T12:10:00.000+00:00"
+    assert timed_out["attributes"]["deadline_at"] == at(600)
     assert doc["failure"]["message"] == \
         f"Workflow {scope} deadline expired at 2026-04-12T12:10:00.000+00:00"
     assert env.event_types("s1")[-1] == "WorkflowTimedOut"
@@ -92,8 +92,8 @@ def test_execution_timeout_wins_when_both_expired(make_env, execution, run, chec
     assert len(timed_out) == 1
     attributes = timed_out[0]["attributes"]
     assert attributes["timeout_kind"] == "execution_timeout"
-    assert attributes["deadline_at"] == "2026-04-12T12:10:00.000+00:00"
-    assert attributes["execution_deadline_at"] == "2026-04-12T12:10:00.000+00:00"
+    assert attributes["deadline_at"] == at(600)
+    assert attributes["execution_deadline_at"] == at(600)
     assert attributes["run_deadline_at"] == env.describe("s1")["run"]["run_deadline_at"]
     failure = env.describe("s1")["failure"]
     assert failure["timeout_kind"] == "execution_timeout"
@@ -106,7 +106,7 @@ def test_a_run_whose_only_pending_work_is_a_long_timer_times_out_on_time(make_en
     env.start("sleepy", "s1")
     env.run(0)
     timer = env.describe("s1")["timers"][0]
-    assert (timer["fire_at"], timer["status"]) == ("2026-04-12T12:30:00.000+00:00", "scheduled")
+    assert (timer["fire_at"], timer["status"]) == (at(1800), "scheduled")
 
     assert env.sweep(599.999).runs_woken == 0
     assert env.events("s1", "WorkflowTaskScheduled")[-1]["attributes"]["reason"] == "started"
@@ -115,7 +115,7 @@ def test_a_run_whose_only_pending_work_is_a_long_timer_times_out_on_time(make_en
     assert report.runs_woken == 1
     scheduled = env.events("s1", "WorkflowTaskScheduled")[-1]
     assert scheduled["attributes"]["reason"] == "deadline_expired"
-    assert scheduled["at"] == "2026-04-12T12:10:00.000+00:00"
+    assert scheduled["at"] == at(600)
     assert env.describe("s1")["status"] == "running"
     assert env.sweep(600).runs_woken == 0, "one open workflow task is enough"
 
@@ -125,7 +125,7 @@ def test_a_run_whose_only_pending_work_is_a_long_timer_times_out_on_time(make_en
     assert doc["timers"][0]["status"] == "cancelled"
     cancelled = env.events("s1", "TimerCancelled")[0]["attributes"]
     assert cancelled["timer_id"] == timer["timer_id"]
-    assert cancelled["fire_at"] == "2026-04-12T12:30:00.000+00:00"
+    assert cancelled["fire_at"] == at(1800)
     assert cancelled["reason"] == "run_timeout"
     assert env.event_types("s1")[-5:] == ["WorkflowTaskScheduled", "WorkflowTaskStarted",
                                           "WorkflowTaskCompleted", "TimerCancelled",
@@ -145,7 +145,7 @@ def test_a_watchdog_catching_up_late_cancels_a_timer_due_after_the_deadline(make
 
     doc = env.describe("s1")
     assert doc["status"] == "timed_out"
-    assert doc["failure"]["deadline_at"] == "2026-04-12T12:20:00.000+00:00"
+    assert doc["failure"]["deadline_at"] == at(1200)
     assert doc["timers"][0]["status"] == "cancelled"
     assert "TimerFired" not in env.event_types("s1")
     assert env.events("s1", "WorkflowTaskScheduled")[-1]["attributes"]["reason"] == \
@@ -190,8 +190,8 @@ def test_a_run_past_its_deadline_with_a_task_held_elsewhere_waits_for_that_tasks
     env.decide(10)
     doc = env.describe("h1")
     assert doc["status"] == "timed_out"
-    assert doc["run"]["closed_at"] == "2026-04-12T12:00:10.000+00:00"
-    assert doc["failure"]["deadline_at"] == "2026-04-12T12:00:05.000+00:00"
+    assert doc["run"]["closed_at"] == at(10)
+    assert doc["failure"]["deadline_at"] == at(5)
     assert env.engine.complete_workflow_task(task, at(11)) is False
     assert doc["activities"] == []
 
@@ -343,7 +343,7 @@ def test_the_timeout_procedure_cancels_open_work_and_records_the_failure_in_one_
         "timeout_kind": "run_timeout",
         "message": "Workflow run deadline expired at 2026-04-12T12:01:00.000+00:00",
         "exception_class": "WorkflowTimeoutException",
-        "deadline_at": "2026-04-12T12:01:00.000+00:00",
+        "deadline_at": at(60),
         "propagation_kind": None,
         "activity_id": None,
     }
@@ -357,7 +357,7 @@ def test_the_timeout_procedure_cancels_open_work_and_records_the_failure_in_one_
     attributes = env.events("f1", "WorkflowTimedOut")[0]["attributes"]
     assert attributes["timeout_kind"] == "run_timeout"
     assert attributes["execution_deadline_at"] is None
-    assert attributes["run_deadline_at"] == "2026-04-12T12:01:00.000+00:00"
+    assert attributes["run_deadline_at"] == at(60)
     assert env.client.list()[0]["status"] == "timed_out"
 
 
@@ -434,7 +434,7 @@ def test_a_workflow_task_not_completed_in_time_times_out_and_is_rescheduled(make
     assert timed_out["attributes"]["timeout_kind"] == "start_to_close"
     assert timed_out["attributes"]["scheduled_event_id"] == scheduled["seq"]
     assert timed_out["attributes"]["started_event_id"] == started["seq"]
-    assert timed_out["attributes"]["deadline_at"] == "2026-04-12T12:00:10.000+00:00"
+    assert timed_out["attributes"]["deadline_at"] == at(10)
     rescheduled = env.events("d1", "WorkflowTaskScheduled")[1]
     assert rescheduled["seq"] == timed_out["seq"] + 1
     assert rescheduled["attributes"]["reason"] == "workflow_task_timed_out"
@@ -528,7 +528,7 @@ def test_a_timed_out_instance_still_answers_reads_and_can_be_retried(make_env):
     assert result["retried"] is True
     retried = env.events("t1", "WorkflowRetried")[0]["attributes"]
     assert retried["previous_status"] == "timed_out"
-    assert retried["run_deadline_at"] == "2026-04-12T12:02:40.000+00:00"
+    assert retried["run_deadline_at"] == at(160)
     env.run(100)
     doc = env.describe("t1")
     assert doc["status"] == "completed"

@@ -23,13 +23,6 @@ def iso(instant: datetime | None) -> str | None:
     return instant.isoformat(timespec="milliseconds")
 
 
-def parse(text: str | None) -> datetime | None:
-    """Read an instant written by `iso`."""
-    if text is None:
-        return None
-    return datetime.fromisoformat(text)
-
-
 def after(instant: datetime, seconds: float | None) -> datetime | None:
     """`instant + seconds`, or None when there is no duration."""
     if seconds is None:

@@ -13,7 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from wfctl import clock, render, timeline
+from wfctl import render, timeline
 from wfctl.client import Client
 from wfctl.errors import InvalidInput
 from wfctl.worker import WorkerOptions
@@ -93,7 +93,7 @@ def _run_worker(client: Client) -> None:
 def _story(out: Console, client: Client, instance_id: str) -> None:
     doc = client.describe(instance_id)
     run = doc["run"]
-    took = (clock.parse(run["closed_at"]) - clock.parse(run["started_at"])).total_seconds()
+    took = (run["closed_at"] - run["started_at"]).total_seconds()
     out.print()
     render.emit(out, Text.assemble((instance_id, "bold"), " ", render.status_text(doc["status"]),
                                    f" after {render.span(took)}: ", _outcome(doc)))

@@ -1,7 +1,8 @@
 """Strict JSON values: what wfctl accepts as input, signal data, results and state.
 
 JSON out is always strict — no NaN or Infinity, object keys are strings, nesting is bounded — so
-that every document wfctl prints or stores reads back in any JSON parser.
+that every document wfctl prints or stores reads back in any JSON parser. A document printed
+(`text`) may hold instants, aware datetimes: they are printed as wfctl's ISO text (clock.iso).
 """
 
 from __future__ import annotations
@@ -9,7 +10,10 @@ from __future__ import annotations
 import json
 import math
 import sys
+from datetime import datetime
 from typing import Any
+
+from wfctl import clock
 
 # Deeper than any real payload, and far below where the interpreter's recursion would fail.
 MAX_DEPTH = 200
@@ -19,14 +23,17 @@ class JSONValueError(ValueError):
     """A value that is not strict JSON; the message says where (`key path`) and why."""
 
 
-def check(value: Any, what: str = "value") -> None:
+def check(value: Any, what: str = "value", *, instants: bool = False) -> None:
     """Raise JSONValueError unless `value` is a strict JSON value (dicts with str keys, lists,
-    str, finite numbers, bool, None), nested at most MAX_DEPTH deep."""
+    str, finite numbers, bool, None), nested at most MAX_DEPTH deep; with `instants`, datetimes
+    too (a document `text` prints)."""
     stack: list[tuple[Any, str, int]] = [(value, "", 0)]
     while stack:
         item, path, depth = stack.pop()
         if depth > MAX_DEPTH:
             raise JSONValueError(f"{what} is nested more than {MAX_DEPTH} levels deep")
+        if instants and isinstance(item, datetime):
+            continue
         if isinstance(item, str):
             if not item.isascii() and not _encodable(item):
                 raise JSONValueError(
@@ -138,10 +145,19 @@ def dumps(value: Any) -> str:
 
 
 def text(document: Any, *, indent: int | None) -> str:
-    """`document` as strict JSON (`indent` None: on one line); what JSON cannot carry raises
-    JSONValueError, naming where it is."""
+    """`document` as strict JSON (`indent` None: on one line), its instants as ISO text; what
+    JSON cannot carry raises JSONValueError, naming where it is."""
     try:
-        return json.dumps(document, indent=indent, ensure_ascii=False, allow_nan=False)
+        return json.dumps(document, indent=indent, ensure_ascii=False, allow_nan=False,
+                          default=instant_text)
     except ValueError:
-        check(document, "the document")
+        check(document, "the document", instants=True)
         raise
+
+
+def instant_text(value: Any) -> Any:
+    """json.dumps's `default` for a document that holds instants: an aware datetime as wfctl's
+    ISO text; any other value JSON cannot carry is a TypeError, as without it."""
+    if isinstance(value, datetime):
+        return clock.iso(value)
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")

@@ -21,7 +21,7 @@ POLL = 0.2
 
 
 def follow_history(client: Client, instance_id: str, out: Console, *, after_seq: int,
-                   start_at: str | None, all_runs: bool, show_run: bool,
+                   start_at: datetime | None, all_runs: bool, show_run: bool,
                    event_types: tuple[str, ...] = ()) -> None:
     """Print new events as they are recorded, until the instance closes."""
     for events in new_events(client, instance_id, after_seq=after_seq, all_runs=all_runs,
@@ -94,16 +94,18 @@ def live_view(doc: dict[str, Any], recent: list[dict[str, Any]], now: datetime) 
     for label, at in (("execution timeout", run["execution_deadline_at"]),
                       ("run timeout", run["run_deadline_at"]), ("deadline", doc["deadline_at"])):
         if at:
-            countdowns.add_row(label, at, render.relative(at, now) if run["closed_at"] is None
+            countdowns.add_row(label, render.instant(at), render.relative(at, now)
+                               if run["closed_at"] is None
                                else render.at_close(at, run["closed_at"]))
     for timer in doc["timers"]:
         if timer["status"] == "scheduled":
-            countdowns.add_row(f"timer {timer['step']}", timer["fire_at"],
+            countdowns.add_row(f"timer {timer['step']}", render.instant(timer["fire_at"]),
                                render.relative(timer["fire_at"], now))
     retry = doc.get("workflow_retry") or {}
     if retry.get("next_attempt_at"):
         countdowns.add_row(f"retry attempt {retry['attempt']} of {retry['max_attempts']}",
-                           retry["next_attempt_at"], render.relative(retry["next_attempt_at"], now))
+                           render.instant(retry["next_attempt_at"]),
+                           render.relative(retry["next_attempt_at"], now))
     activities = Table.grid(padding=(0, 2))
     for activity in doc["activities"][-5:]:
         nearest = _nearest(activity)
@@ -131,7 +133,7 @@ def live_view(doc: dict[str, Any], recent: list[dict[str, Any]], now: datetime) 
     return Group(*parts)
 
 
-def _nearest(activity: dict[str, Any]) -> tuple[str, str] | None:
+def _nearest(activity: dict[str, Any]) -> tuple[str, datetime] | None:
     """The open attempt's deadline that comes first, with its kind."""
     if activity["status"] not in OPEN_ACTIVITY:
         return None

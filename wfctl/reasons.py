@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from wfctl.clock import iso
 from wfctl.store import Row, Tx
 from wfctl.store.records import Failure
 
@@ -19,7 +18,7 @@ def failure_view(failure: Failure | None) -> dict[str, Any] | None:
         "timeout_kind": failure.timeout_kind,
         "message": failure.message,
         "exception_class": failure.exception_class,
-        "deadline_at": iso(failure.deadline_at),
+        "deadline_at": failure.deadline_at,
         "propagation_kind": failure.propagation_kind,
         "activity_id": failure.activity_id,
     }

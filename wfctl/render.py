@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 import os
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
-from wfctl import clock, durations
+from wfctl import clock, durations, jsonvalue
 from wfctl.layout import KEY, KEY_IF_ROOM, Column, Fitted, Flow, Titled
 from wfctl.vocabulary import ACTIVITY_TIMEOUTS_SHOWN, OPEN_ACTIVITY, RETRY_TIMER, WORKFLOW_TIMEOUTS
 
@@ -81,44 +81,49 @@ def span(seconds: float) -> str:
     return durations.format(seconds, precision=2, separator=" ")
 
 
-def relative(at: str | None, now: datetime) -> Text:
+def instant(at: datetime | None) -> str:
+    """An instant as the exact ISO text `--json` prints (`-` for none)."""
+    return clock.iso(at) or "-"
+
+
+def relative(at: datetime | None, now: datetime) -> Text:
     """'in 23m 10s' / 'expired 5s ago', coloured by how close the instant is."""
     if at is None:
         return styled(None)
-    seconds = (clock.parse(at) - now).total_seconds()
+    seconds = (at - now).total_seconds()
     if seconds <= 0:
         return Text(f"expired {span(-seconds)} ago", style="bold red")
     style = "red" if seconds < 60 else "yellow" if seconds < 600 else "green"
     return Text(f"in {span(seconds)}", style=style)
 
 
-def at_close(at: str, closed_at: str) -> Text:
+def at_close(at: datetime, closed_at: datetime) -> Text:
     """Where a deadline stood when its run closed: passed, or how far it still was."""
-    seconds = (clock.parse(at) - clock.parse(closed_at)).total_seconds()
+    seconds = (at - closed_at).total_seconds()
     if seconds <= 0:
         return Text(f"passed {span(-seconds)} before the run closed", style="bold red")
     return Text(f"not reached: closed {span(seconds)} before", style="dim")
 
 
-def held(at: str, status: str, now: datetime) -> Text:
+def held(at: datetime, status: str, now: datetime) -> Text:
     """A deadline that cannot fire while the instance is `status` (waiting or paused): where it
     stands, and that it waits for the instance to run again."""
-    seconds = (clock.parse(at) - now).total_seconds()
+    seconds = (at - now).total_seconds()
     where = f"in {span(seconds)}" if seconds > 0 else f"passed {span(-seconds)} ago"
     return Text(f"held while {status} ({where})", style="yellow")
 
 
-def ago(at: str | None, now: datetime) -> str:
+def ago(at: datetime | None, now: datetime) -> str:
     if at is None:
         return "-"
-    seconds = (now - clock.parse(at)).total_seconds()
+    seconds = (now - at).total_seconds()
     return f"{span(seconds)} ago" if seconds >= 0 else f"in {span(-seconds)}"
 
 
-def local(at: str | None) -> str:
+def local(at: datetime | None) -> str:
     if at is None:
         return "-"
-    return clock.parse(at).astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
+    return at.astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
 def seconds_text(value: float | None) -> str:
@@ -128,11 +133,13 @@ def seconds_text(value: float | None) -> str:
 def _json(value: Any, limit: int | None = None) -> str:
     """`value` as JSON; past `limit` characters a list or mapping shows its first items whole
     and counts the rest ('… 3 more'): no value is cut in the middle (`--json` has it all)."""
-    shown = json.dumps(value, ensure_ascii=False)
+    shown = json.dumps(value, ensure_ascii=False, default=jsonvalue.instant_text)
     if limit is None or len(shown) <= limit or not isinstance(value, list | dict) or not value:
         return shown
-    items = [json.dumps(item, ensure_ascii=False) for item in value] if isinstance(value, list) \
-        else [f"{json.dumps(key, ensure_ascii=False)}: {json.dumps(item, ensure_ascii=False)}"
+    items = [json.dumps(item, ensure_ascii=False, default=jsonvalue.instant_text)
+             for item in value] if isinstance(value, list) \
+        else [f"{json.dumps(key, ensure_ascii=False)}: "
+              f"{json.dumps(item, ensure_ascii=False, default=jsonvalue.instant_text)}"
               for key, item in value.items()]
     opening, closing = ("[", "]") if isinstance(value, list) else ("{", "}")
     kept: list[str] = []
@@ -220,7 +227,7 @@ def describe(out: Console, doc: dict[str, Any], now: datetime, *, full_state: bo
                        Column("fires at (UTC)", no_wrap=True), "when",
                        Column("status", card=KEY))
         for timer in doc["timers"]:
-            timers.add_row(timer["timer_id"], timer["step"], timer["kind"], timer["fire_at"],
+            timers.add_row(timer["timer_id"], timer["step"], timer["kind"], instant(timer["fire_at"]),
                            relative(timer["fire_at"], now) if timer["status"] == "scheduled"
                            else styled("-"), status_text(timer["status"]))
         parts.append(_titled(out, "Timers", timers))
@@ -230,18 +237,18 @@ def describe(out: Console, doc: dict[str, Any], now: datetime, *, full_state: bo
         for child in doc["children"]:
             children.add_row(child["workflow_instance_id"], child["workflow_type"],
                              child["step"], status_text(child["status"]),
-                             child.get("closed_at") or "-")
+                             instant(child.get("closed_at")))
         parts.append(_titled(out, "Children", children))
     if doc.get("pending_signals"):
         signals = table(out, Column("signal", card=KEY), Column("received (UTC)", no_wrap=True),
                         "when")
         for signal in doc["pending_signals"]:
-            signals.add_row(signal["name"], signal["received_at"],
+            signals.add_row(signal["name"], instant(signal["received_at"]),
                             ago(signal["received_at"], now))
         parts.append(_titled(out, "Signals", signals, note="received, not yet consumed"))
     if doc["failure"]:
         retry = doc.get("workflow_retry") or {}
-        heading = f"Failure (attempt {retry['attempt']} runs at {retry['next_attempt_at']})" \
+        heading = f"Failure (attempt {retry['attempt']} runs at {instant(retry['next_attempt_at'])})" \
             if retry.get("next_attempt_at") else "Failure"
         parts.append(_failure(out, doc["failure"], heading))
     parts.append(_titled(out, "State", state_text(doc["state"], full=full_state)))
@@ -258,7 +265,7 @@ def _summary(out: Console, doc: dict[str, Any], now: datetime) -> Fitted:
         step = f"{run['current_step']} (step {run['step_index'] + 1})"
     closed = None
     if run["closed_at"]:
-        took = (clock.parse(run["closed_at"]) - clock.parse(run["started_at"])).total_seconds()
+        took = (run["closed_at"] - run["started_at"]).total_seconds()
         closed = _instant_and(run["closed_at"],
                               f"after {span(max(0.0, took))}, {ago(run['closed_at'], now)}")
     rows: list[tuple[str, str | Text | Flow | None]] = [
@@ -273,9 +280,9 @@ def _summary(out: Console, doc: dict[str, Any], now: datetime) -> Fitted:
          if doc.get("created_at") else None),
         ("run started", _instant_and(run["started_at"], ago(run["started_at"], now))),
         ("run closed", closed),
-        ("instance closed", doc.get("closed_at")
+        ("instance closed", instant(doc.get("closed_at"))
          if doc.get("closed_at") not in (None, run["closed_at"]) else None),
-        ("deadline claimed", run["deadline_claimed_at"]),
+        ("deadline claimed", clock.iso(run["deadline_claimed_at"])),
         ("on deadline", doc["on_deadline"]),
         ("child policy", doc["child_policy"]),
         ("retry policy", chips_text(out, workflow_retry_chips(doc["retry_policy"]))
@@ -291,9 +298,9 @@ def _summary(out: Console, doc: dict[str, Any], now: datetime) -> Fitted:
     return summary
 
 
-def _instant_and(at: str, note: str) -> Flow:
+def _instant_and(at: datetime, note: str) -> Flow:
     """An instant and a note on it in brackets; on a narrow terminal the note goes under it."""
-    return Flow([Text(at), Text(f"({note})")], "  ")
+    return Flow([Text(instant(at)), Text(f"({note})")], "  ")
 
 
 def _titled(out: Console, title: str, body: RenderableType,
@@ -330,7 +337,7 @@ def _time_panel(out: Console, doc: dict[str, Any], now: datetime) -> RenderableT
             when = held(at, doc["deadline_held_while"], now)
         else:
             when = relative(at, now)
-        instants = [_utc_and_local(at)] if short else [at or "-", local(at)]
+        instants = [_utc_and_local(at)] if short else [instant(at), local(at)]
         grid.add_row(name, seconds_text(seconds), *instants, when)
     task_timeout = seconds_text(run["workflow_task_timeout_seconds"])
     grid.add_row("workflow task timeout", task_timeout, *(["-"] * (1 if short else 2)),
@@ -338,7 +345,7 @@ def _time_panel(out: Console, doc: dict[str, Any], now: datetime) -> RenderableT
     retry = doc.get("workflow_retry")
     if retry:
         at = retry["next_attempt_at"]
-        instants = [_utc_and_local(at)] if short else [at or "-", local(at)]
+        instants = [_utc_and_local(at)] if short else [instant(at), local(at)]
         when = Text("next attempt ").append_text(relative(at, now)) if at else styled("-")
         grid.add_row("retry attempt", f"{retry['attempt']} of {retry['max_attempts']}",
                      *instants, when)
@@ -346,10 +353,10 @@ def _time_panel(out: Console, doc: dict[str, Any], now: datetime) -> RenderableT
     return _titled(out, "Time", grid, note=f"now {clock.iso(now)}, local zone {local_zone}")
 
 
-def _utc_and_local(at: str | None) -> str:
+def _utc_and_local(at: datetime | None) -> str:
     if at is None:
         return "-"
-    utc = clock.parse(at).strftime("%Y-%m-%d %H:%M:%S UTC")
+    utc = at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     here = local(at)
     return utc if here[:19] == utc[:19] else f"{utc}\n{here}"
 
@@ -433,7 +440,7 @@ def _activity_times(out: Console, activities: list[dict[str, Any]]) -> Renderabl
             value = activity.get(key)
             if value is not None and not (key == "available_at"
                                           and value == activity.get("scheduled_at")):
-                times.append(f"{label} {value}")
+                times.append(f"{label} {instant(value)}")
         grid.add_row(activity["activity_id"], activity["step"], activity["handler"],
                      activity.get("queue") or "-", ("; " if plain(out) else "\n").join(times))
     return _titled(out, "Activity times", grid)
@@ -448,7 +455,7 @@ def _failure(out: Console, failure: dict[str, Any], title: str = "Failure") -> R
     for key, value in failure.items():
         if key in ("failure_category", "timeout_kind", "message", "traceback") or value is None:
             continue
-        shown = value if isinstance(value, str) else _json(value)
+        shown = _shown(value, None)
         grid.add_row(key.replace("_", " "), Text(shown))
     if failure.get("traceback"):
         grid.add_row("traceback", Text(traceback_tail(failure["traceback"]),
@@ -496,11 +503,11 @@ def event_line(event: dict[str, Any]) -> str:
         line = f"Activity {step} timed out: {a['timeout_kind']}"
         if a["timeout_kind"] == "heartbeat":
             if a.get("last_heartbeat_at"):
-                gap = (clock.parse(event["at"]) - clock.parse(a["last_heartbeat_at"]))
+                gap = event["at"] - a["last_heartbeat_at"]
                 line += f" (last heartbeat {span(gap.total_seconds())} ago)"
             else:
                 line += " (no heartbeat recorded)"
-        line += f"; attempt {a['attempt']}, deadline {a['deadline_at']}"
+        line += f"; attempt {a['attempt']}, deadline {clock.iso(a['deadline_at'])}"
         if a.get("last_heartbeat_details") is not None:
             line += f", last details {_json(a['last_heartbeat_details'], 60)}"
         return line
@@ -509,7 +516,7 @@ def event_line(event: dict[str, Any]) -> str:
         why = f"timed out: {a['timeout_kind']}" if a.get("timeout_kind") else \
             f"{a['reason']}: {failure.get('exception_class')}" + _at(failure.get("traceback"))
         return (f"Activity {step} attempt {a['attempt']} {why}; attempt {a['next_attempt']} of "
-                f"{a['max_attempts']} at {a['retry_available_at']} "
+                f"{a['max_attempts']} at {clock.iso(a['retry_available_at'])} "
                 f"(backoff {durations.format(a['backoff_seconds'])})")
     if kind == "ActivityFailed":
         return f"Activity {step} failed: {a['exception_class']}: {a['message']}" + \
@@ -525,7 +532,7 @@ def event_line(event: dict[str, Any]) -> str:
     if kind == "ActivityCancelled":
         return f"Activity {step} attempt {a['attempt']} cancelled: {a.get('reason')}"
     if kind == "WorkflowStarted":
-        limits = [f"{label} {durations.format(a[seconds])} (until {a[at]})"
+        limits = [f"{label} {durations.format(a[seconds])} (until {clock.iso(a[at])})"
                   for label, seconds, at in (
                       ("execution timeout", "execution_timeout_seconds", "execution_deadline_at"),
                       ("run timeout", "run_timeout_seconds", "run_deadline_at"),
@@ -534,15 +541,16 @@ def event_line(event: dict[str, Any]) -> str:
         return (f"{a.get('workflow_type')} run {a.get('run_number')} started"
                 + (f"; {', '.join(limits)}" if limits else "; no workflow timeouts"))
     if kind == "WorkflowTimedOut":
-        return f"Workflow timed out: {a['timeout_kind']} (deadline {a['deadline_at']})"
+        return f"Workflow timed out: {a['timeout_kind']} (deadline {clock.iso(a['deadline_at'])})"
     if kind == "WorkflowTaskTimedOut":
-        return (f"Workflow task timed out: {a['timeout_kind']} (deadline {a.get('deadline_at')}, "
+        return (f"Workflow task timed out: {a['timeout_kind']} "
+                f"(deadline {clock.iso(a.get('deadline_at'))}, "
                 f"scheduled #{a['scheduled_event_id']}, started #{a['started_event_id']})")
     if kind == "WorkflowDeadlineExceeded":
         error = a.get("handler_error")
         handler = f"; {a['handler']} raised {error['exception_class']}: {error['message']}" \
             if error else (f"; {a['handler']} ran" if a.get("handler") else "")
-        return f"Deadline exceeded (deadline {a['deadline_at']}){handler}"
+        return f"Deadline exceeded (deadline {clock.iso(a['deadline_at'])}){handler}"
     if kind == "WorkflowFailed":
         timeout = f" [{a['timeout_kind']}]" if a.get("timeout_kind") else ""
         return f"Workflow failed ({a['failure_category']}{timeout}): {a['message']}"
@@ -553,7 +561,7 @@ def event_line(event: dict[str, Any]) -> str:
         return _STOPS[kind] + (f": {reason}" if reason else " (no reason given)")
     if kind == "WorkflowRetryScheduled":
         return (f"Retry policy: attempt {a['attempt']} of {a['max_attempts']} at "
-                f"{a['next_attempt_at']} (backoff {durations.format(a['delay_seconds'])}), "
+                f"{clock.iso(a['next_attempt_at'])} (backoff {durations.format(a['delay_seconds'])}), "
                 f"after {_RETRY_CAUSES.get(a['cause'], a['cause']).format(step=step)}")
     if kind == "WorkflowRetried":
         by = "by its retry policy" if a.get("retried_by") == "retry_policy" else "by wfctl retry"
@@ -561,14 +569,16 @@ def event_line(event: dict[str, Any]) -> str:
         if a.get("retried_by") == "command" and a.get("attempt"):
             attempt += " (a new series)"
         return (f"Retried {by} from step {step}{attempt}; deadline {a.get('deadline_change')}"
-                + (f" ({a['deadline_at']})" if a.get("deadline_at") else "")
-                + (f"; run deadline {a['run_deadline_at']}" if a.get("run_deadline_at") else "")
+                + (f" ({clock.iso(a['deadline_at'])})" if a.get("deadline_at") else "")
+                + (f"; run deadline {clock.iso(a['run_deadline_at'])}" if a.get("run_deadline_at")
+                   else "")
                 + (f"; reason: {a['reason']}" if a.get("reason") else ""))
     if kind == "TimerCancelled" and a.get("kind") == RETRY_TIMER:
-        return f"Retry backoff cancelled ({a.get('reason')}): the attempt due at {a['fire_at']} " \
+        return f"Retry backoff cancelled ({a.get('reason')}): the attempt due at " \
+               f"{clock.iso(a['fire_at'])} " \
                "will not run"
     if kind == "TimerScheduled":
-        return f"Timer {step} ({a['kind']}) fires at {a['fire_at']}"
+        return f"Timer {step} ({a['kind']}) fires at {clock.iso(a['fire_at'])}"
     if kind == "TimerFired":
         return f"Timer {step} ({a['kind']}) fired"
     return _generic(a)
@@ -585,7 +595,7 @@ def _at(traceback: str | None) -> str:
 
 
 def _deadlines(attributes: dict[str, Any]) -> str:
-    shown = [f"{t.label} until {attributes[t.column]}" for t in ACTIVITY_TIMEOUTS_SHOWN
+    shown = [f"{t.label} until {clock.iso(attributes[t.column])}" for t in ACTIVITY_TIMEOUTS_SHOWN
              if attributes.get(t.column)]
     return f"; {', '.join(shown)}" if shown else ""
 
@@ -596,8 +606,7 @@ def _generic(attributes: dict[str, Any]) -> str:
     for key, value in attributes.items():
         if key in skip or value is None or value == {} or value == []:
             continue
-        shown = value if isinstance(value, str) else _json(value, 60)
-        parts.append(f"{key}={shown}")
+        parts.append(f"{key}={_shown(value, 60)}")
     refs = [f"#{attributes[k]}" for k in ("scheduled_event_id", "started_event_id")
             if attributes.get(k) is not None]
     if refs:
@@ -605,12 +614,21 @@ def _generic(attributes: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
+def _shown(value: Any, limit: int | None) -> str:
+    """A value of a record for a line: text and instants as they are, anything else as JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, datetime):
+        return instant(value)
+    return _json(value, limit)
+
+
 def is_alarm(event_type: str) -> bool:
     """Timeouts, deadlines, failures and retries: the events an operator looks for first."""
     return event_type.endswith((*ALARM_EVENTS, "RetryScheduled"))
 
 
-def history(out: Console, events: list[dict[str, Any]], *, start_at: str | None,
+def history(out: Console, events: list[dict[str, Any]], *, start_at: datetime | None,
             show_run: bool = False, header: bool = True) -> None:
     """seq, time since start, time, event, details; batches printed by --follow line up."""
     # Batches printed by --follow come one under the other, without blank lines between them,
@@ -631,14 +649,12 @@ def history(out: Console, events: list[dict[str, Any]], *, start_at: str | None,
             style = "green"
         offset = "-"
         if start_at:
-            offset = "+" + span(
-                max(0.0, (clock.parse(event["at"]) - clock.parse(start_at)).total_seconds())
-            )
+            offset = "+" + span(max(0.0, (event["at"] - start_at).total_seconds()))
         details = Text(event_line(event), style="yellow" if alarm else "")
         kind = event["attributes"].get("timeout_kind")
         if kind and not plain(out):
             details.highlight_words([kind], style="bold reverse")
-        row: list[str | Text] = [str(event["seq"]), offset, event["at"],
+        row: list[str | Text] = [str(event["seq"]), offset, instant(event["at"]),
                                  styled(event["event_type"], style), details]
         if show_run:
             row.insert(1, str(event["run_number"]))
@@ -696,6 +712,7 @@ def started(out: Console, result: dict[str, Any], now: datetime) -> None:
     for label, key in (*((t.label, t.column) for t in WORKFLOW_TIMEOUTS),
                        ("deadline", "deadline_at")):
         if result[key]:
-            lines.append(Text.assemble(f"  {label}: {result[key]} (", relative(result[key], now),
+            lines.append(Text.assemble(f"  {label}: {instant(result[key])} (",
+                                       relative(result[key], now),
                                        ")"))
     emit(out, *lines)

@@ -1,7 +1,8 @@
 """A run drawn for the terminal: a lane per step, attempts as bars, deadlines as markers on a time axis.
 
-Built only from what `describe --json` and `history --json` print, and given `now` and a width,
-so that it draws the same picture whatever store is behind those documents.
+Built only from the documents `describe --json` and `history --json` print (as wfctl.views gives
+them, instants as datetimes), and given `now` and a width, so that it draws the same picture
+whatever store is behind those documents.
 """
 
 from __future__ import annotations
@@ -183,18 +184,13 @@ def read_run(number: int, events: list[dict[str, Any]], now: datetime,
     """The lanes and markers of one run, from its events in order; what is open runs to now."""
     reader = _Reader(number)
     for event in events:
-        at, event_type = clock.parse(event["at"]), event["event_type"]
+        at, event_type = event["at"], event["event_type"]
         handler = getattr(reader, f"on_{event_type}", None)
         if handler is not None:
             handler(at, event["attributes"])
         elif event_type in CLOSING:
             reader.close(at, CLOSING[event_type])
-    last_at = clock.parse(events[-1]["at"])
-    return reader.finish(max(now, last_at), {a["activity_id"]: a for a in activities})
-
-
-def _at(text: str | None) -> datetime | None:
-    return clock.parse(text) if text else None
+    return reader.finish(max(now, events[-1]["at"]), {a["activity_id"]: a for a in activities})
 
 
 @dataclass
@@ -283,7 +279,7 @@ class _Reader:
         self.started_at = self.active_since = at
         for letter, (label, key, _) in RUN_DEADLINES.items():
             if a.get(key):
-                self.markers[letter] = Marker(letter, label, clock.parse(a[key]))
+                self.markers[letter] = Marker(letter, label, a[key])
 
     def on_WorkflowPaused(self, at: datetime, a: dict[str, Any]) -> None:
         if self.active_since is not None:
@@ -310,7 +306,7 @@ class _Reader:
     def on_WorkflowRetryScheduled(self, at: datetime, a: dict[str, Any]) -> None:
         # The run closed a moment ago and is open again, waiting out its retry policy's backoff.
         self.status, self.closed_at, self.backoff_since = "running", None, at
-        self.backoff_until = _at(a.get("next_attempt_at")) or at
+        self.backoff_until = a.get("next_attempt_at") or at
 
     def _end_backoff(self, at: datetime) -> None:
         """The backoff, and the wait for a worker after it when the retry came late."""
@@ -331,7 +327,7 @@ class _Reader:
                 previous.label += " before the retry"
                 self.superseded.append(previous)
             if a.get(key):
-                self.markers[letter] = Marker(letter, label, clock.parse(a[key]))
+                self.markers[letter] = Marker(letter, label, a[key])
         self.status, self.closed_at, self.active_since = "running", None, at
 
     def close(self, at: datetime, status: str) -> None:
@@ -357,7 +353,7 @@ class _Reader:
         activity = _Activity(self.lane(a["step"]), a["step"], a.get("retry_policy") or {}, at)
         self.activities[a["activity_id"]] = activity
         for kind in ("schedule_to_start", "schedule_to_close"):
-            activity.expect(kind, _at(a.get(TIMEOUTS[kind].column)))
+            activity.expect(kind, a.get(TIMEOUTS[kind].column))
 
     def on_ActivityStarted(self, at: datetime, a: dict[str, Any]) -> None:
         activity = self.activities.get(a["activity_id"])
@@ -366,15 +362,15 @@ class _Reader:
         self._end_phase(activity, at, ENDED)
         activity.since, activity.attempt, activity.started = at, a["attempt"], True
         for kind in ("start_to_close", "heartbeat"):
-            activity.expect(kind, _at(a.get(TIMEOUTS[kind].column)))
+            activity.expect(kind, a.get(TIMEOUTS[kind].column))
 
     def on_ActivityHeartbeatRecorded(self, at: datetime, a: dict[str, Any]) -> None:
         activity = self.activities.get(a["activity_id"])
         if activity is not None:
-            activity.expect("heartbeat", _at(a.get(TIMEOUTS["heartbeat"].column)))
+            activity.expect("heartbeat", a.get(TIMEOUTS["heartbeat"].column))
 
     def _end_phase(self, activity: _Activity, at: datetime, outcome: Glyph,
-                   timeout_kind: str | None = None, deadline_at: str | None = None) -> None:
+                   timeout_kind: str | None = None, deadline_at: datetime | None = None) -> None:
         """Close the attempt (or the wait for a worker) the activity is in."""
         lane = activity.lane
         if activity.started:
@@ -389,7 +385,7 @@ class _Reader:
             kinds = ("schedule_to_start",)
         if timeout_kind in LANE_DEADLINES:
             activity.pending.pop(timeout_kind, None)
-            hit = activity.expect(timeout_kind, _at(deadline_at), hit=True)
+            hit = activity.expect(timeout_kind, deadline_at, hit=True)
             if hit is not None:
                 lane.marks.append(hit)
         activity.settle(kinds)
@@ -420,7 +416,7 @@ class _Reader:
         if activity is None:
             return
         self._end_phase(activity, at, ENDED, a.get("timeout_kind"), a.get("deadline_at"))
-        available = _at(a.get("retry_available_at")) or at
+        available = a.get("retry_available_at") or at
         if available > at:
             activity.lane.segments.append(Segment(at, available, BACKOFF))
         activity.since, activity.attempt = available, a["next_attempt"]
@@ -456,7 +452,7 @@ class _Reader:
     def on_SignalWaitOpened(self, at: datetime, a: dict[str, Any]) -> None:
         signal = a.get("signal") or ""
         step = a.get("step") or signal
-        timeout_at = _at(a.get("timeout_at"))
+        timeout_at = a.get("timeout_at")
         mark = Mark(timeout_at, "signal_wait", f"{step} {LANE_DEADLINES['signal_wait'][1]}") \
             if timeout_at else None
         wait = _Wait(self.lane(step), step, signal, at, mark)
@@ -520,7 +516,7 @@ class _Reader:
             self._end_backoff(end)
             self.run_lane.segments += self.unsettled
         for activity_id, activity in self.activities.items():
-            live_deadline = _at((live.get(activity_id) or {}).get(TIMEOUTS["heartbeat"].column))
+            live_deadline = (live.get(activity_id) or {}).get(TIMEOUTS["heartbeat"].column)
             if activity.started and live_deadline is not None:
                 # describe has the heartbeat deadline exactly; history records it now and then.
                 activity.expect("heartbeat", live_deadline)

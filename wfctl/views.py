@@ -1,4 +1,5 @@
-"""Read models: `describe`, `history` and `list` as the plain dicts `--json` prints.
+"""Read models: `describe`, `history` and `list` as the plain dicts `--json` prints, their instants
+as aware UTC datetimes (the JSON edge, `jsonvalue.text`, makes them ISO text).
 
 They read through the store alone: no engine, no worker, and the definitions (YAML) only to name
 the current step of a run that has not completed.
@@ -10,7 +11,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from wfctl import durations
-from wfctl.clock import iso
 from wfctl.errors import NotFound
 from wfctl.reasons import failure_view, stop_reason
 from wfctl.store import Row, Store, Tx
@@ -51,15 +51,15 @@ def describe(store: Store, instance_id: str, run_number: int | None = None) -> d
             "execution_timeout_seconds": durations.whole_seconds(
                 instance["execution_timeout_seconds"]),
             "deadline_seconds": durations.whole_seconds(instance["deadline_seconds"]),
-            "deadline_at": iso(run["deadline_at"]),
+            "deadline_at": run["deadline_at"],
             "deadline_held_while": deadline_held_while(instance["status"], run["deadline_at"],
                                                        run["closed_at"] is not None),
             "on_deadline": instance["on_deadline"],
             "child_policy": instance["child_policy"],
             "retry_policy": retry_policy,
             "parent_workflow_instance_id": instance["parent_instance_id"],
-            "created_at": iso(instance["created_at"]),
-            "closed_at": iso(instance["closed_at"]),
+            "created_at": instance["created_at"],
+            "closed_at": instance["closed_at"],
             "run_count": instance["run_count"],
             "run": {
                 "workflow_run_id": run["workflow_run_id"],
@@ -67,18 +67,18 @@ def describe(store: Store, instance_id: str, run_number: int | None = None) -> d
                 "status": run["status"],
                 "closed_reason": run["closed_reason"],
                 "run_timeout_seconds": durations.whole_seconds(run["run_timeout_seconds"]),
-                "execution_deadline_at": iso(run["execution_deadline_at"]),
-                "run_deadline_at": iso(run["run_deadline_at"]),
+                "execution_deadline_at": run["execution_deadline_at"],
+                "run_deadline_at": run["run_deadline_at"],
                 "workflow_task_timeout_seconds": durations.whole_seconds(
                     run["workflow_task_timeout_seconds"]),
-                "started_at": iso(run["started_at"]),
-                "closed_at": iso(run["closed_at"]),
+                "started_at": run["started_at"],
+                "closed_at": run["closed_at"],
                 "current_step": _current_step(tx, instance, run),
                 "step_index": step_index,
                 "wait_kind": run["wait_kind"],
                 "cancel_requested": run["cancel_requested"],
                 "stop_reason": stop_reason(tx, run),
-                "deadline_claimed_at": iso(run["deadline_claimed_at"]),
+                "deadline_claimed_at": run["deadline_claimed_at"],
                 "continued_to_run_id": _continued_to(tx, run),
             },
             "workflow_retry": _workflow_retry(retry_policy, run, timers),
@@ -86,7 +86,7 @@ def describe(store: Store, instance_id: str, run_number: int | None = None) -> d
             # A step's timers; a retry policy's backoff shows under workflow_retry instead.
             "timers": [_timer(t) for t in timers if t.kind != RETRY_TIMER],
             "children": [_child(ch) for ch in tx.run_children(run["workflow_run_id"])],
-            "pending_signals": [{"name": signal.name, "received_at": iso(signal.received_at)}
+            "pending_signals": [{"name": signal.name, "received_at": signal.received_at}
                                 for signal in tx.pending_signals(instance_id)],
             "failure": failure_view(tx.get_failure(run["failure_id"]))
             if run["failure_id"] else None,
@@ -113,7 +113,7 @@ def _workflow_retry(policy: dict[str, Any] | None, run: Row,
     return {
         "attempt": run["retry_attempt"],
         "max_attempts": policy["max_attempts"],
-        "next_attempt_at": iso(pending[0]) if pending else None,
+        "next_attempt_at": pending[0] if pending else None,
     }
 
 
@@ -166,15 +166,15 @@ def _activity(row: Row) -> dict[str, Any]:
         "attempt": row["attempt"],
         "max_attempts": row["max_attempts"],
         "retry_policy": row["retry_policy"],
-        "scheduled_at": iso(row["scheduled_at"]),
-        "available_at": iso(row["available_at"]),
-        "started_at": iso(row["started_at"]),
-        "closed_at": iso(row["closed_at"]),
-        "schedule_deadline_at": iso(row["schedule_deadline_at"]),
-        "close_deadline_at": iso(row["close_deadline_at"]),
-        "schedule_to_close_deadline_at": iso(row["schedule_to_close_deadline_at"]),
-        "heartbeat_deadline_at": iso(row["heartbeat_deadline_at"]),
-        "last_heartbeat_at": iso(row["last_heartbeat_at"]),
+        "scheduled_at": row["scheduled_at"],
+        "available_at": row["available_at"],
+        "started_at": row["started_at"],
+        "closed_at": row["closed_at"],
+        "schedule_deadline_at": row["schedule_deadline_at"],
+        "close_deadline_at": row["close_deadline_at"],
+        "schedule_to_close_deadline_at": row["schedule_to_close_deadline_at"],
+        "heartbeat_deadline_at": row["heartbeat_deadline_at"],
+        "last_heartbeat_at": row["last_heartbeat_at"],
         "last_heartbeat_details": row["last_heartbeat_details"],
         "last_error": row["last_error"],
         "superseded": row["superseded"],
@@ -186,7 +186,7 @@ def _timer(timer: Timer) -> dict[str, Any]:
         "timer_id": timer.timer_id,
         "step": timer.step,
         "kind": timer.kind,
-        "fire_at": iso(timer.fire_at),
+        "fire_at": timer.fire_at,
         "status": timer.status,
     }
 
@@ -197,7 +197,7 @@ def _child(child: Child) -> dict[str, Any]:
         "workflow_type": child.workflow_type,
         "step": child.step,
         "status": child.status,
-        "closed_at": iso(child.closed_at),
+        "closed_at": child.closed_at,
     }
 
 
@@ -218,7 +218,7 @@ def history(store: Store, instance_id: str, *, run_number: int | None = None,
             {
                 "seq": row["seq"],
                 "event_type": row["event_type"],
-                "at": iso(row["at"]),
+                "at": row["at"],
                 "run_number": row["run_number"],
                 "attributes": row["attributes"],
             }
@@ -258,9 +258,9 @@ def list_instances(store: Store, *, status: str | None = None,
             "workflow_type": row["workflow_type"],
             "status": row["status"],
             "run_number": row["run_number"],
-            "created_at": iso(row["created_at"]),
-            "closed_at": iso(row["closed_at"]),
-            "nearest_deadline": {"kind": nearest[1], "at": iso(nearest[0])} if nearest else None,
+            "created_at": row["created_at"],
+            "closed_at": row["closed_at"],
+            "nearest_deadline": {"kind": nearest[1], "at": nearest[0]} if nearest else None,
         })
     return result
 

@@ -1,20 +1,24 @@
-"""History's stored form gives back exactly the attributes it was given, in the same key order."""
+"""History's stored form gives back exactly the attributes it was given, in the same key order,
+its instants as aware UTC datetimes."""
 
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+import re
+from datetime import UTC, datetime, timedelta
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from wfctl import clock
 from wfctl.store import codec
 from wfctl.vocabulary import EVENT_TYPES
 
 # Fixed examples, no time limits: the suite runs on a busy two-core machine too.
 FIXED = settings(derandomize=True, database=None, deadline=None, max_examples=200,
                  suppress_health_check=[HealthCheck.too_slow])
-AT = codec.micros(datetime(2026, 4, 12, 12, 0, 0, 123000, tzinfo=UTC))
+AT_INSTANT = datetime(2026, 4, 12, 12, 0, 0, 123000, tzinfo=UTC)
+AT = codec.micros(AT_INSTANT)
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(max_size=8)
@@ -28,17 +32,26 @@ instants = st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2100,
     lambda d: d.replace(microsecond=d.microsecond // 1000 * 1000).isoformat(
         timespec="milliseconds"))
 names = st.sampled_from([*codec.ATTRIBUTE_CODES, "unknown", "other_at", "x"])
+ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", re.ASCII)
 
 
 def round_trip(attributes: dict) -> dict:
     return codec.decode_attributes(codec.encode_attributes(attributes, AT), AT)
 
 
+def read_back(attributes: dict) -> dict:
+    """The attributes as history gives them back: an instant attribute's ISO text in wfctl's
+    form as the datetime it names, everything else as it was."""
+    return {key: datetime.fromisoformat(value)
+            if key in codec.INSTANT_ATTRIBUTES and isinstance(value, str) and ISO.fullmatch(value)
+            else value for key, value in attributes.items()}
+
+
 @FIXED
 @given(st.dictionaries(names, json_values | instants, max_size=12))
 def test_any_attributes_come_back_equal_and_in_order(attributes):
     back = round_trip(attributes)
-    assert back == attributes
+    assert back == read_back(attributes)
     assert list(back) == list(attributes)
 
 
@@ -48,16 +61,46 @@ def test_attributes_of_a_known_shape_leave_their_names_out(shape, data):
     attributes = {key: data.draw(json_values | instants) for key in shape}
     stored = json.loads(codec.encode_attributes(attributes, AT))
     assert stored[0] == -(codec.SHAPES.index(shape) + 1) and len(stored) == len(shape) + 1
-    assert round_trip(attributes) == attributes
+    assert round_trip(attributes) == read_back(attributes)
 
 
-def test_instants_are_offsets_from_the_event_and_come_back_as_written():
-    deadline = (datetime(2026, 4, 12, 12, 5, 0, 123000, tzinfo=UTC)).isoformat(
-        timespec="milliseconds")
-    attributes = {"activity_id": "a", "close_deadline_at": deadline, "note_at": "soon"}
+def test_instants_are_offsets_from_the_event_and_come_back_as_aware_utc_datetimes():
+    deadline = datetime(2026, 4, 12, 12, 5, 0, 123000, tzinfo=UTC)
+    attributes = {"activity_id": "a", "close_deadline_at": deadline, "reason": "soon"}
     stored = codec.encode_attributes(attributes, AT)
-    assert "[300000000]" in stored and deadline not in stored and '"soon"' in stored
+    assert "[300000000]" in stored and clock.iso(deadline) not in stored and '"soon"' in stored
+    back = round_trip(attributes)
+    assert back == attributes and back["close_deadline_at"].tzinfo is UTC
+    # Given as ISO text in wfctl's form (as 0.1 wrote them), stored and read the same way.
+    assert codec.encode_attributes({**attributes, "close_deadline_at": clock.iso(deadline)},
+                                   AT) == stored
+
+
+def test_an_instant_keeps_its_microseconds():
+    fire_at = datetime(2026, 4, 12, 12, 5, 0, 123456, tzinfo=UTC)
+    assert round_trip({"timer_id": "t", "fire_at": fire_at}) == {"timer_id": "t", "fire_at": fire_at}
+
+
+def test_only_the_declared_attributes_are_instants_whatever_their_names_end_with():
+    text = "2026-04-12T12:05:00.123+00:00"
+    attributes = {"noted_at": text, "reason": text}
+    assert json.loads(codec.encode_attributes(attributes, AT))[1::2] == [text, text]
     assert round_trip(attributes) == attributes
+    # Every instant attribute the code tables name is declared.
+    named = {name for name in codec.ATTRIBUTE_CODES if name.endswith("_at")} | \
+            {name for shape in codec.SHAPES for name in shape if name.endswith("_at")}
+    assert named <= codec.INSTANT_ATTRIBUTES
+
+
+def test_a_failures_instant_is_stored_as_iso_text_and_read_as_a_datetime():
+    deadline = AT_INSTANT + timedelta(minutes=5)
+    failure = {"failure_category": "deadline", "deadline_at": deadline, "message": "m"}
+    stored = codec.encode_attributes({"child_instance_id": "c", "failure": failure}, AT)
+    assert clock.iso(deadline) in stored
+    assert round_trip({"failure": failure}) == {"failure": failure}
+    assert round_trip({"failure": {**failure, "deadline_at": clock.iso(deadline)}}) == \
+        {"failure": failure}
+    assert round_trip({"failure": {"message": "no instant"}}) == {"failure": {"message": "no instant"}}
 
 
 def test_a_retry_policy_is_stored_as_its_values():
@@ -70,6 +113,9 @@ def test_a_retry_policy_is_stored_as_its_values():
 
 def test_rows_written_before_the_compact_form_read_as_they_are():
     assert codec.decode_attributes('{"reason": "started"}', AT) == {"reason": "started"}
+    assert codec.decode_attributes('{"fire_at": "2026-04-12T12:00:00.123+00:00", '
+                                   '"note": "2026-04-12T12:00:00.123+00:00"}', AT) == \
+        {"fire_at": AT_INSTANT, "note": "2026-04-12T12:00:00.123+00:00"}
     assert codec.decode_policy('{"max_attempts": 1}') == {"max_attempts": 1}
 
 
@@ -105,4 +151,5 @@ def test_text_that_only_looks_like_an_instant_comes_back_as_written(chars, where
         base[where] = text[0]
         text = "".join(base)
     attributes = {"deadline_at": text}
-    assert codec.decode_attributes(codec.encode_attributes(attributes, 0), 0) == attributes
+    assert codec.decode_attributes(codec.encode_attributes(attributes, 0), 0) == \
+        read_back(attributes)

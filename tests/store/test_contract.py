@@ -266,7 +266,7 @@ def test_a_deadline_claim_is_won_once(store):
 def test_event_instants_and_attributes_round_trip(store):
     at = datetime(2026, 4, 12, 12, 0, 1, 234000, tzinfo=UTC)
     attributes = {"activity_id": "a", "result": {"ünïcode": "✓", "n": [1, 2.5, None, True]},
-                  "close_deadline_at": clock.iso(at.replace(minute=5)), "extra": None}
+                  "close_deadline_at": at.replace(minute=5), "extra": None}
     with store.write() as tx:
         add_instance(tx, "i1")
         seq = tx.append_event(tx.get_run("i1-r1"), "ActivityCompleted", at, attributes)
@@ -278,15 +278,25 @@ def test_event_instants_and_attributes_round_trip(store):
     assert event["attributes"] == attributes and list(event["attributes"]) == list(attributes)
 
 
-def test_an_event_instant_given_as_a_datetime_reads_back_as_iso_text(store):
+def test_history_instants_read_back_as_aware_utc_datetimes_however_they_were_given(store):
     at = datetime(2026, 4, 12, 12, 0, 1, 234000, tzinfo=UTC)
+    later = at + timedelta(minutes=5)
     with store.write() as tx:
         add_instance(tx, "i1")
-        tx.append_event(tx.get_run("i1-r1"), "TimerScheduled", at,
-                        {"timer_id": "t", "fire_at": at + timedelta(minutes=5)})
+        run = tx.get_run("i1-r1")
+        tx.append_event(run, "TimerScheduled", at, {"timer_id": "t", "fire_at": later})
+        tx.append_event(run, "TimerScheduled", at,
+                        {"timer_id": "u", "fire_at": "2026-04-12T12:05:01.234+00:00"})
+        tx.append_event(run, "ChildWorkflowFailed", at,
+                        {"child_instance_id": "c", "failure": {"message": "m", "deadline_at": later}})
     with store.read() as tx:
-        (event,) = tx.events("i1")
-    assert event["attributes"] == {"timer_id": "t", "fire_at": "2026-04-12T12:05:01.234+00:00"}
+        timer, text, child = tx.events("i1")
+    assert timer["attributes"] == {"timer_id": "t", "fire_at": later}
+    assert text["attributes"] == {"timer_id": "u", "fire_at": later}
+    assert child["attributes"]["failure"] == {"message": "m", "deadline_at": later}
+    instants = [timer["attributes"]["fire_at"], text["attributes"]["fire_at"],
+                child["attributes"]["failure"]["deadline_at"]]
+    assert all(instant.tzinfo is UTC for instant in instants)
 
 
 @covers("update_run", "insert_signal", "first_pending_signal")

@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from wfctl import __version__, durations, jsonvalue
+from wfctl import __version__, clock, durations, jsonvalue
 from wfctl.cli import reads
 from wfctl.cli.reads import fail as _fail
 from wfctl.cli.reads import print_json as _print_json
@@ -621,7 +621,7 @@ def retry(
     else:
         step = f" from step {result['step']}" if result["step"] else ""
         sys.stdout.write(f"Retrying {instance_id}{step}; deadline "
-                         f"{result['deadline_change']}: {result['deadline_at'] or 'none'}\n")
+                         f"{result['deadline_change']}: {clock.iso(result['deadline_at']) or 'none'}\n")
     for warning in result["warnings"]:
         sys.stderr.write(f"Warning: {warning}\n")
 
@@ -694,7 +694,7 @@ def deadlines_check(ctx: typer.Context,
         error = item["handler_error"]
         note = f"; {item['on_deadline']} raised {error['exception_class']}: {error['message']}" \
             if error else ""
-        sys.stdout.write(f"{item['workflow_instance_id']}: deadline {item['deadline_at']} "
+        sys.stdout.write(f"{item['workflow_instance_id']}: deadline {clock.iso(item['deadline_at'])} "
                          f"exceeded, failed{note}\n")
     sys.stdout.write(f"{len(failed)} workflow{'s' if len(failed) != 1 else ''} failed "
                      "by deadline\n")

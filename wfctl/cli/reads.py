@@ -197,7 +197,7 @@ def follow_json(client: Client, instance_id: str, events: list[dict[str, Any]], 
         emit(batch)
 
 
-def start_at(client: Client, instance_id: str) -> str | None:
+def start_at(client: Client, instance_id: str) -> datetime | None:
     """When the instance was created: where a history's relative times count from."""
     return client.describe(instance_id)["created_at"]
 

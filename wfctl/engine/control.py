@@ -263,7 +263,7 @@ def retry_run(c: Ctx, instance: Row, run: Row, *, previous_status: str,
         "workflow_instance_id": instance_id,
         "workflow_run_id": run_id,
         "step": step,
-        "deadline_at": clock.iso(deadline_at),
+        "deadline_at": deadline_at,
         "deadline_change": change,
         "warnings": warnings,
     }

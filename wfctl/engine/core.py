@@ -100,8 +100,9 @@ class Ctx:
             self.woke = True
 
     def event(self, run: Row, event_type: str, **attributes: Any) -> int:
-        """Append an event to the run's history. Its attributes are JSON values, but for the
-        instants of `*_at` keys, which may be datetimes: history reads them back as ISO text."""
+        """Append an event to the run's history. Its attributes are JSON values, but for its
+        instants (store/codec.py names them), which may be datetimes: history reads them back as
+        datetimes."""
         seq = self.tx.append_event(run, event_type, self.now, attributes)
         self.appended.append({
             "workflow_instance_id": run["workflow_instance_id"],

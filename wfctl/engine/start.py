@@ -71,9 +71,9 @@ def _result(instance: Row, run: Row, started: bool, outcome: str) -> dict[str, A
         "workflow_instance_id": instance["workflow_instance_id"],
         "workflow_run_id": run["workflow_run_id"],
         "workflow_type": instance["workflow_type"],
-        "execution_deadline_at": clock.iso(run["execution_deadline_at"]),
-        "run_deadline_at": clock.iso(run["run_deadline_at"]),
-        "deadline_at": clock.iso(instance["deadline_at"]),
+        "execution_deadline_at": run["execution_deadline_at"],
+        "run_deadline_at": run["run_deadline_at"],
+        "deadline_at": instance["deadline_at"],
     }
 
 

@@ -71,8 +71,8 @@ class Tx(Protocol):
     def last_seq(self, instance_id: str) -> int: ...
     def append_event(self, run: Row, event_type: str, at: datetime, attributes: Row) -> int:
         """Append one event to the instance's history; returns its seq (the event id). The
-        attributes are JSON values, but for instants under `*_at` keys, which may be datetimes
-        (they read back as ISO text)."""
+        attributes are JSON values, but for the instants of `codec.INSTANT_ATTRIBUTES` and a
+        failure's `deadline_at`, which may be datetimes (or wfctl's ISO text)."""
     def flush(self) -> None:
         """Write the events appended so far (one statement for all of them)."""
     def history_count(self, run: Row) -> int:
@@ -80,7 +80,7 @@ class Tx(Protocol):
     def events(self, instance_id: str, *, run_number: int | None = None, after_seq: int = 0,
                until_seq: int | None = None, event_types: Sequence[str] = ()) -> list[Row]:
         """An instance's events in seq order, each `at` a datetime, attributes as dicts (whose
-        values are the event's JSON, instants included as SPEC's ISO text)."""
+        values are the event's JSON, but for its instants: aware UTC datetimes)."""
     def event(self, instance_id: str, seq: int) -> Row | None:
         """One event of an instance's history, as `events` gives it."""
 

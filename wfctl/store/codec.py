@@ -5,11 +5,11 @@ event's bytes were its attribute names, its ISO instants and the retry policy re
 ActivityScheduled. Here an event's attributes are a JSON array of alternating names and values
 (`[name, value, name, value, …]`): a known name is its small integer code, an unknown one stays
 a string; attributes with one of the usual key sequences (`SHAPES`) are `[-shape number,
-value, value, …]`, their names implied. A top-level `*_at` instant (a datetime, or ISO text
-in wfctl's form) is `[microseconds after the event's own instant]` (a deadline five minutes on
-is `[300000000]`), read back as ISO text; a retry policy with the standard keys is the list of
-its values. Decoding gives back the very same dict, keys in the same order, so `history --json`
-does not change.
+value, value, …]`, their names implied. An instant of `INSTANT_ATTRIBUTES` (a datetime, or ISO
+text in wfctl's form) is `[microseconds after the event's own instant]` (a deadline five minutes
+on is `[300000000]`), read back as an aware UTC datetime, as is the instant of a failure (its
+`deadline_at`, stored as ISO text); a retry policy with the standard keys is the list of its
+values. Decoding gives back the same dict, keys in the same order, its instants as datetimes.
 
 The code tables are append-only: a code, once written to a database, means that name forever.
 """
@@ -103,6 +103,15 @@ SHAPES: tuple[tuple[str, ...], ...] = tuple(tuple(shape.split()) for shape in (
     "timeout_kind scheduled_event_id started_event_id deadline_at worker_id",
     "child_instance_id child_run_id step status initiated_event_id failure timeout_kind deadline_at",
 ))
+# The attributes that hold an instant (declared, not guessed from the name): every instant wfctl
+# records at the top level of an event's attributes. Append only: a name stored as an offset is
+# read as one forever.
+INSTANT_ATTRIBUTES = frozenset({
+    "schedule_deadline_at", "schedule_to_close_deadline_at", "close_deadline_at",
+    "heartbeat_deadline_at", "last_heartbeat_at", "timeout_at", "fire_at", "retry_available_at",
+    "execution_deadline_at", "run_deadline_at", "deadline_at", "previous_deadline_at",
+    "claimed_at", "next_attempt_at",
+})
 # The keys of a retry policy, in the order wfctl writes them.
 POLICY_KEYS = (
     "max_attempts", "backoff_seconds", "schedule_to_start_timeout", "start_to_close_timeout",
@@ -153,11 +162,12 @@ def iso_of_micros(stored: int) -> str:
     return instant(stored).isoformat(timespec="milliseconds")
 
 
-_PLAIN, _INSTANT, _POLICY = 0, 1, 2
+_PLAIN, _INSTANT, _POLICY, _FAILURE = 0, 1, 2, 3
 
 
 def _value_kind(key: str) -> int:
-    return _INSTANT if key.endswith("_at") else _POLICY if key == "retry_policy" else _PLAIN
+    return _INSTANT if key in INSTANT_ATTRIBUTES else _POLICY if key == "retry_policy" \
+        else _FAILURE if key == "failure" else _PLAIN
 
 
 # For each known key sequence: its stored head and how each value is stored.
@@ -188,15 +198,20 @@ def _stored(kind: int, value: Any, at: int) -> Any:
         return _encode_instant(value, at)
     if kind == _POLICY:
         return encode_policy_value(value)
+    if kind == _FAILURE:
+        return _encode_failure(value)
     return value
 
 
 def decode_attributes(text: str, at: int) -> dict[str, Any]:
-    """The attributes dict `encode_attributes` was given (with the same `at`); a JSON object is
-    returned as it is."""
+    """The attributes dict `encode_attributes` was given (with the same `at`), its instants as
+    aware UTC datetimes; a JSON object (the form before this one) is returned with its instants
+    read the same way."""
     items = json.loads(text)
     if isinstance(items, dict):
-        return items
+        return {key: _instant_of_text(value) if key in INSTANT_ATTRIBUTES
+                else _decode_failure(value) if key == "failure" else value
+                for key, value in items.items()}
     if items and isinstance(items[0], int) and items[0] < 0:
         pairs: Any = zip(SHAPES[-items[0] - 1], items[1:], strict=True)
     else:
@@ -206,16 +221,18 @@ def decode_attributes(text: str, at: int) -> dict[str, Any]:
     for key, value in pairs:
         if key == "retry_policy":
             value = decode_policy_value(value)
-        elif key.endswith("_at") and isinstance(value, list):
+        elif key in INSTANT_ATTRIBUTES:
             value = _decode_instant(value, at)
+        elif key == "failure":
+            value = _decode_failure(value)
         attributes[key] = value
     return attributes
 
 
 def _encode_instant(value: Any, at: int) -> Any:
-    """An `*_at` value: an instant (a datetime, or ISO text in wfctl's form) becomes `[offset]`,
-    read back as ISO text; any other list is wrapped as `[list]`, so that it is never taken for
-    one; everything else stays as it is."""
+    """An instant attribute's value: an instant (a datetime, or ISO text in wfctl's form) becomes
+    `[offset]`, read back as a datetime; any other list is wrapped as `[list]`, so that it is
+    never taken for one; everything else stays as it is."""
     if isinstance(value, datetime):
         return [micros(value) - at]
     if isinstance(value, str):
@@ -226,11 +243,34 @@ def _encode_instant(value: Any, at: int) -> Any:
     return value
 
 
-def _decode_instant(stored: list[Any], at: int) -> Any:
-    (inner,) = stored
-    if type(inner) is int:
-        return iso_of_micros(at + inner)
-    return inner
+def _decode_instant(stored: Any, at: int) -> Any:
+    if isinstance(stored, list):
+        (inner,) = stored
+        return instant(at + inner) if type(inner) is int else inner
+    return stored
+
+
+def _instant_of_text(value: Any) -> Any:
+    """ISO text in wfctl's form as a datetime; anything else (text in another form, which
+    wfctl never wrote for an instant) as it is."""
+    if isinstance(value, str):
+        stored = micros_of_iso(value)
+        if stored is not None:
+            return instant(stored)
+    return value
+
+
+def _encode_failure(failure: Any) -> Any:
+    """A failure (`reasons.failure_view`): its instant as ISO text in wfctl's form."""
+    if isinstance(failure, dict) and isinstance(failure.get("deadline_at"), datetime):
+        return {**failure, "deadline_at": iso_of_micros(micros(failure["deadline_at"]))}
+    return failure
+
+
+def _decode_failure(stored: Any) -> Any:
+    if isinstance(stored, dict) and "deadline_at" in stored:
+        return {**stored, "deadline_at": _instant_of_text(stored["deadline_at"])}
+    return stored
 
 
 def encode_policy_value(policy: Any) -> Any:

@@ -8,6 +8,7 @@ import json
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
@@ -37,6 +38,11 @@ ACTIONS = ("signal", "pause", "resume", "cancel", "terminate", "retry")
 # What a cancel or terminate from here records as its reason, so that history tells it apart.
 VIA = "from the web view"
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+
+
+def _shown(value: Any) -> Any:
+    """What a template prints of a value: an instant as the ISO text `--json` has."""
+    return clock.iso(value) if isinstance(value, datetime) else value
 
 
 @dataclass
@@ -91,12 +97,13 @@ class App:
         self.templates = Environment(
             loader=FileSystemLoader(str(self.root / "templates")),
             autoescape=select_autoescape(default=True, default_for_string=True),
-            trim_blocks=True, lstrip_blocks=True)
+            trim_blocks=True, lstrip_blocks=True, finalize=_shown)
         self.templates.filters["id_url"] = lambda value: quote(str(value), safe="")
+        self.templates.tests["instant"] = lambda value: isinstance(value, datetime)
         self.templates.filters["seconds"] = render.seconds_text
         self.templates.globals.update(
             local=pages.local, relative=pages.relative, json=pages.pretty_json,
-            urgency=pages.urgency, ago=render.ago, now_iso=clock.iso,
+            urgency=pages.urgency, ago=render.ago,
             actions_allowed=allow_actions, csrf=self.csrf, database=database, query=urlencode)
 
     def warm(self) -> None:

@@ -36,7 +36,7 @@ DONE = {
 CLOSED = ("completed", "failed", "timed_out", "cancelled", "terminated")
 
 
-def local(at: str | None) -> str:
+def local(at: datetime | None) -> str:
     """The instant in this server's zone, as describe shows it (pages show the browser's too)."""
     return render.local(at)
 
@@ -47,26 +47,26 @@ def span(seconds: float) -> str:
     return durations.format(seconds, precision=3, separator=" ")
 
 
-def relative(at: str | None, now: datetime) -> str:
+def relative(at: datetime | None, now: datetime) -> str:
     """'in 23m 10s' / 'expired 5s ago': the terminal's words."""
     if at is None:
         return "-"
-    seconds = (clock.parse(at) - now).total_seconds()
+    seconds = (at - now).total_seconds()
     return f"expired {span(-seconds)} ago" if seconds <= 0 else f"in {span(seconds)}"
 
 
-def urgency(at: str | None, now: datetime) -> str:
+def urgency(at: datetime | None, now: datetime) -> str:
     """The class a countdown starts with (the page's script moves it on): as the terminal
     colours it."""
     if at is None:
         return ""
-    seconds = (clock.parse(at) - now).total_seconds()
+    seconds = (at - now).total_seconds()
     return "expired" if seconds <= 0 else "red" if seconds < 60 else \
         "yellow" if seconds < 600 else "green"
 
 
 def pretty_json(value: Any) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False)
+    return json.dumps(value, indent=2, ensure_ascii=False, default=jsonvalue.instant_text)
 
 
 def event_types(given: Iterable[str] | None) -> tuple[str, ...]:
@@ -114,7 +114,7 @@ class ListFilters:
 
     def after(self, row: dict[str, Any]) -> dict[str, Any]:
         """The query string of the page that goes on after `row`."""
-        return self.query(before=f"{row['created_at']},{row['workflow_instance_id']}")
+        return self.query(before=f"{clock.iso(row['created_at'])},{row['workflow_instance_id']}")
 
 
 def cursor(text: str | None) -> tuple[str, str] | None:
@@ -158,7 +158,7 @@ class Deadline:
 
     name: str
     configured: str
-    at: str | None
+    at: datetime | None
     state: str          # "open": counting down; "closed": where it stood at the close; "held"
     note: str = ""
 
@@ -275,14 +275,13 @@ def timeline_svg(doc: dict[str, Any], events: list[dict[str, Any]], now: datetim
 # history
 
 
-def history_rows(events: list[dict[str, Any]], start_at: str | None) -> list[dict[str, Any]]:
+def history_rows(events: list[dict[str, Any]], start: datetime | None) -> list[dict[str, Any]]:
     """Each event with its line (the terminal's), its offset from the start, and whether it is
     a timeout, a failure or a completion."""
-    start = clock.parse(start_at) if start_at else None
     rows = []
     for event in events:
         kind = event["event_type"]
-        offset = "+" + render.span(max(0.0, (clock.parse(event["at"]) - start).total_seconds())) \
+        offset = "+" + render.span(max(0.0, (event["at"] - start).total_seconds())) \
             if start else "-"
         alarm = render.is_alarm(kind)
         flag = "timeout" if "TimedOut" in kind or kind == "WorkflowDeadlineExceeded" or \

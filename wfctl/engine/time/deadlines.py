@@ -6,7 +6,6 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from wfctl import clock
 from wfctl.engine.closing import close_run
 from wfctl.engine.core import Ctx, EngineCore, cancel_open_work, operation, public_state, record_failure
 from wfctl.engine.time.claims import DeadlineClaim
@@ -227,7 +226,7 @@ def record_deadline(engine: EngineCore, claim: DeadlineClaim, handler_error: Han
     return {
         "workflow_instance_id": claim.workflow_instance_id,
         "workflow_run_id": claim.workflow_run_id,
-        "deadline_at": clock.iso(claim.deadline_at),
+        "deadline_at": claim.deadline_at,
         "on_deadline": claim.on_deadline,
         "handler_error": handler_error,
         "reclaimed": claim.reclaimed,
