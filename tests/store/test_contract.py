@@ -226,7 +226,7 @@ def test_a_scheduled_workflow_task_is_taken_once_and_never_once_started(store):
         not_scheduled = tx.take_workflow_task(started)
     with store.read() as tx:
         assert tx.get_workflow_task(scheduled) is None
-        assert tx.get_workflow_task(started)["owner"] == "w1"
+        assert tx.get_workflow_task(started).owner == "w1"
     assert (taken, twice, not_scheduled) == (True, False, False)
 
 
@@ -249,8 +249,8 @@ def test_a_run_read_in_a_write_transaction_still_sees_a_workflow_task_added_afte
         added = tx.open_workflow_task("i1-r1")
         other = tx.open_workflow_task("i2-r1")
     assert none_yet is None
-    assert added is not None and added["scheduled_event_id"] == 2
-    assert other is not None and other["scheduled_event_id"] == 1
+    assert typed(added, records.WorkflowTask) and added.scheduled_event_id == 2
+    assert typed(other, records.WorkflowTask) and other.scheduled_event_id == 1
 
 
 @covers("claim_deadline")
@@ -466,16 +466,34 @@ def test_workflow_tasks_are_claimed_timed_out_and_closed(store):
         second = add_task(tx, "i1-r1", available_at=later(5))
     with store.write() as tx:
         ready = tx.next_ready_workflow_task(T0)
-        won = tx.update_workflow_task(ready["task_id"], expect_status="scheduled",
-                                      status="started", owner="w1", timeout_at=later(10))
-        lost = tx.update_workflow_task(ready["task_id"], expect_status="scheduled", owner="w2")
+        won = tx.update_workflow_task(ready.task_id, expect_status="scheduled",
+                                      status="started", owner="w1", started_at=T0,
+                                      started_event_id=2, timeout_at=later(10))
+        lost = tx.update_workflow_task(ready.task_id, expect_status="scheduled", owner="w2")
+    assert typed(ready, records.WorkflowTask) and ready.task_id == first
+    assert (ready.status, ready.owner, ready.timeout_at) == ("scheduled", None, None)
+    assert (won, lost) == (True, False)
     with store.read() as tx:
-        assert ready["task_id"] == first and (won, lost) == (True, False)
-        assert tx.get_workflow_task(first)["owner"] == "w1"
+        started = tx.get_workflow_task(first)
+        assert typed(started, records.WorkflowTask)
+        assert (started.status, started.owner, started.started_at, started.started_event_id,
+                started.timeout_at) == ("started", "w1", T0, 2, later(10))
         assert tx.next_ready_workflow_task(T0) is None
-        assert [t["task_id"] for t in tx.workflow_tasks_owned_by(["w1", "w9"])] == [first]
+        owned = tx.workflow_tasks_owned_by(["w1", "w9"])
+        assert [t.task_id for t in owned] == [first] and typed(owned[0], records.WorkflowTask)
         assert tx.timed_out_workflow_tasks(later(9), 10) == []
-        assert [t["task_id"] for t in tx.timed_out_workflow_tasks(later(10), 10)] == [first]
+        timed_out = tx.timed_out_workflow_tasks(later(10), 10)
+        assert [t.task_id for t in timed_out] == [first]
+        assert typed(timed_out[0], records.WorkflowTask)
+    with store.write() as tx:
+        # A write transaction's reads (which lock the tasks' families) give records too.
+        assert typed(tx.get_workflow_task(first), records.WorkflowTask)
+        assert [type(t) for t in tx.timed_out_workflow_tasks(later(10), 10)] == \
+            [records.WorkflowTask]
+        assert [type(t) for t in tx.workflow_tasks_owned_by(["w1"])] == [records.WorkflowTask]
+    with store.write() as tx:
+        claimed = tx.next_ready_workflow_task(later(5))
+        assert typed(claimed, records.WorkflowTask) and claimed.task_id == second
     with store.write() as tx:
         tx.close_workflow_tasks("i1-r1", keep=second)
         assert tx.get_workflow_task(first) is None and tx.get_workflow_task(second) is not None

@@ -59,7 +59,13 @@ from wfctl.errors import (
 )
 from wfctl.store import codec, columns, records
 from wfctl.store import postgres_schema as schema
-from wfctl.store.queries import PENDING_ACTIVITY_SQL, WAITING_DEADLINES_HOLD, SQLTx
+from wfctl.store.queries import (
+    PENDING_ACTIVITY_SQL,
+    TASK_COLUMNS,
+    WAITING_DEADLINES_HOLD,
+    SQLTx,
+)
+from wfctl.store.records import WorkflowTask
 from wfctl.vocabulary import PENDING_ACTIVITY
 
 Row = dict[str, Any]
@@ -730,18 +736,25 @@ class PostgresTx(SQLTx):
                          (_NAME_LOCKS, instance_id))["locked"]:
             raise TransientConflict(f"instance {instance_id} is being started")
 
-    def _owned(self, sql: str, params: Sequence[Any]) -> Row | None:
-        """One row of a family, read after its family's lock in a write transaction."""
-        row = self._one(sql, params)
-        if row is not None and self._locking and self._lock_family(row["workflow_instance_id"]):
-            row = self._one(sql, params)
+    def _owned(self, sql: str, params: Sequence[Any], record: type | None = None) -> Any:
+        """One row of a family (a record of `record` where given), read after its family's
+        lock in a write transaction."""
+        read = self._one if record is None else functools.partial(self._record, record)
+        row = read(sql, params)
+        if row is not None and self._locking and self._lock_family(
+                row["workflow_instance_id"] if record is None else row.workflow_instance_id):
+            row = read(sql, params)
         return row
 
-    def _claimable(self, sql: str, params: dict[str, Any], key: str) -> Row | None:
+    def _claimable(self, sql: str, params: dict[str, Any], key: str,
+                   record: type | None = None) -> Any:
         """The first row the claim query finds (rows of `_passed_over` left out, as
-        %(passed)s) whose family this transaction holds or could take at once."""
+        %(passed)s) whose family this transaction holds or could take at once; a record of
+        `record` where given (the query selects its columns)."""
         if not self._locking:
-            return self._one(sql, {**params, "passed": []})
+            params = {**params, "passed": []}
+            return self._one(sql, params) if record is None else \
+                self._record(record, sql, params)
         # The family lock is tried in the same statement, for the one row found: a row the
         # claim locks is read as it is now, and the family's other rows are read after.
         sql = (f"SELECT c.*, i.family_key AS _family, pg_try_advisory_xact_lock(i.family_key) "
@@ -749,15 +762,24 @@ class PostgresTx(SQLTx):
                "ON i.workflow_instance_id = c.workflow_instance_id")
         for _ in range(_CLAIM_SKIPS):
             passed = self._passed_over.setdefault(key, [])
-            row = self._one(sql, {**params, "passed": passed})
-            if row is None:
-                return None
-            family, locked = row.pop("_family"), row.pop("_locked")
-            self._family[row["workflow_instance_id"]] = family
+            if record is None:
+                row = self._one(sql, {**params, "passed": passed})
+                if row is None:
+                    return None
+                family, locked = row.pop("_family"), row.pop("_locked")
+                instance_id, row_key = row["workflow_instance_id"], row[key]
+            else:
+                found = self._tuples(sql, {**params, "passed": passed})
+                if not found:
+                    return None
+                *values, family, locked = found[0]
+                row = self._readers[record](values)
+                instance_id, row_key = row.workflow_instance_id, getattr(row, key)
+            self._family[instance_id] = family
             if locked or family in self._created:
                 self._held.add(family)
                 return row
-            passed.append(row[key])
+            passed.append(row_key)
         return None
 
     def _scan(self, sql: str, params: Row, key: str, column: str | None = None,
@@ -858,13 +880,14 @@ class PostgresTx(SQLTx):
         else:
             self._readied.discard(row)
 
-    def next_ready_workflow_task(self, now: datetime) -> Row | None:
+    def next_ready_workflow_task(self, now: datetime) -> WorkflowTask | None:
         """The oldest ready workflow task; in a write transaction it is locked for the claim that
         follows, and one another writer has locked, or of a busy family, is passed over."""
         return self._claimable(
-            "SELECT * FROM workflow_tasks WHERE status = 'scheduled' AND available_at <= %(now)s "
-            "AND task_id <> ALL(%(passed)s::bigint[]) "
+            f"SELECT {TASK_COLUMNS} FROM workflow_tasks WHERE status = 'scheduled' "
+            "AND available_at <= %(now)s AND task_id <> ALL(%(passed)s::bigint[]) "
             f"ORDER BY available_at, task_id LIMIT 1{self._lock}", {"now": now}, "task_id",
+            WorkflowTask,
         )
 
     def close_workflow_task(self, task_id: int) -> None:

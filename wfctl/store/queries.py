@@ -26,6 +26,7 @@ from wfctl.store.records import (
     Signal,
     StoredDefinitions,
     Timer,
+    WorkflowTask,
 )
 from wfctl.vocabulary import (
     ACTIVITY_TIMEOUTS,
@@ -109,7 +110,9 @@ GET_RUN = (
     "LEFT JOIN instances i ON i.workflow_instance_id = r.workflow_instance_id "
     "WHERE r.workflow_run_id = %s"
 )
-# The columns of each record (store/records.py), as the queries that make them select them.
+# The columns of each record (store/records.py), as the queries that make them select them
+# (the backends' own claims select a workflow task's too).
+TASK_COLUMNS = records.select(WorkflowTask)
 _DEFINITIONS = records.select(StoredDefinitions)
 _TIMER = records.select(Timer)
 _SIGNAL = records.select(Signal)
@@ -287,9 +290,10 @@ class SQLTx:
         """An instant from a column store/columns.py cannot name."""
         return stored
 
-    def _owned(self, sql: str, params: Sequence[Any]) -> Row | None:
-        """One row of a workflow family (a backend that locks families reads it again after)."""
-        return self._one(sql, params)
+    def _owned(self, sql: str, params: Sequence[Any], record: type | None = None) -> Any:
+        """One row of a workflow family (a backend that locks families reads it again after);
+        a record of `record` where given."""
+        return self._one(sql, params) if record is None else self._record(record, sql, params)
 
     def _scan(self, sql: str, params: Row, key: str, column: str | None = None,
               record: type | None = None) -> list[Any]:
@@ -522,11 +526,11 @@ class SQLTx:
 
     # workflow tasks
 
-    def open_workflow_task(self, run_id: str) -> Row | None:
+    def open_workflow_task(self, run_id: str) -> WorkflowTask | None:
         if self._without_task is not None and run_id in self._without_task:
             return None
-        return self._one(
-            "SELECT * FROM workflow_tasks WHERE workflow_run_id = %s "
+        return self._record(
+            WorkflowTask, f"SELECT {TASK_COLUMNS} FROM workflow_tasks WHERE workflow_run_id = %s "
             f"AND status IN {OPEN_WORKFLOW_TASK_SQL} LIMIT 1", (run_id,),
         )
 
@@ -535,8 +539,9 @@ class SQLTx:
             self._without_task.discard(row["workflow_run_id"])
         return self._insert("workflow_tasks", row, "task_id")
 
-    def get_workflow_task(self, task_id: int) -> Row | None:
-        return self._owned("SELECT * FROM workflow_tasks WHERE task_id = %s", (task_id,))
+    def get_workflow_task(self, task_id: int) -> WorkflowTask | None:
+        return self._owned(f"SELECT {TASK_COLUMNS} FROM workflow_tasks WHERE task_id = %s", (task_id,),
+                           WorkflowTask)
 
     def update_workflow_task(self, task_id: int, *, expect_status: str | None = None,
                              **fields: Any) -> bool:
@@ -565,18 +570,19 @@ class SQLTx:
             f"{OPEN_WORKFLOW_TASK_SQL} AND task_id {self._IS_NOT} %s", (run_id, keep),
         )
 
-    def timed_out_workflow_tasks(self, now: datetime, limit: int) -> list[Row]:
+    def timed_out_workflow_tasks(self, now: datetime, limit: int) -> list[WorkflowTask]:
         return self._scan(
-            "SELECT * FROM workflow_tasks WHERE status = 'started' AND timeout_at IS NOT NULL "
-            "AND timeout_at <= %(now)s{only} ORDER BY timeout_at LIMIT %(limit)s",
-            {"now": self._at(now), "limit": limit}, "task_id",
+            f"SELECT {TASK_COLUMNS} FROM workflow_tasks WHERE status = 'started' "
+            "AND timeout_at IS NOT NULL AND timeout_at <= %(now)s{only} ORDER BY timeout_at "
+            "LIMIT %(limit)s", {"now": self._at(now), "limit": limit}, "task_id",
+            record=WorkflowTask,
         )
 
-    def workflow_tasks_owned_by(self, worker_ids: Sequence[str]) -> list[Row]:
+    def workflow_tasks_owned_by(self, worker_ids: Sequence[str]) -> list[WorkflowTask]:
         owners, params = self._any("owner", worker_ids, "ids")
         return self._scan(
-            f"SELECT * FROM workflow_tasks WHERE status = 'started' AND {owners}{{only}}",
-            params, "task_id",
+            f"SELECT {TASK_COLUMNS} FROM workflow_tasks WHERE status = 'started' AND {owners}{{only}}",
+            params, "task_id", record=WorkflowTask,
         )
 
     # activities

@@ -14,8 +14,8 @@ A field's annotation declares what its column holds, the same on every backend:
 - `Json`: JSON text in the table, its value here (NULL, and a stored JSON `null`, as None);
 - anything else: the stored value as it is.
 
-Converted so far: definitions, timers, signals, children, failures and workers. Instances, runs,
-workflow tasks, activities and events still cross as dicts whose columns' kinds
+Converted so far: definitions, workflow tasks, timers, signals, children, failures and workers.
+Instances, runs, activities and events still cross as dicts whose columns' kinds
 store/columns.py guesses from their names; they follow.
 """
 
@@ -46,6 +46,25 @@ class StoredDefinitions:
     path: str
     source: str
     created_at: datetime
+
+
+@dataclass(slots=True)
+class WorkflowTask:
+    """A workflow task: a run's turn to be decided, scheduled, then started by a worker."""
+
+    task_id: int
+    workflow_run_id: str
+    workflow_instance_id: str
+    status: str
+    # Why it was scheduled (`started`, `activity_completed`, `timer_fired`, ...).
+    reason: str
+    available_at: datetime
+    scheduled_event_id: int
+    started_event_id: int | None
+    owner: str | None
+    started_at: datetime | None
+    timeout_at: datetime | None
+    closed_at: datetime | None
 
 
 @dataclass(slots=True)

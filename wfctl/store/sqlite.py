@@ -27,7 +27,13 @@ from wfctl.errors import (
     TransientConflict,
 )
 from wfctl.store import columns, records
-from wfctl.store.queries import PENDING_ACTIVITY_SQL, WAITING_DEADLINES_HOLD, SQLTx
+from wfctl.store.queries import (
+    PENDING_ACTIVITY_SQL,
+    TASK_COLUMNS,
+    WAITING_DEADLINES_HOLD,
+    SQLTx,
+)
+from wfctl.store.records import WorkflowTask
 from wfctl.store.schema import MIGRATION_SET, MIGRATIONS_TABLE, migrations
 from wfctl.vocabulary import OPEN_ACTIVITY
 
@@ -682,10 +688,10 @@ class SQLiteTx(SQLTx):
                 [(*key, count) for key, count in counts.items()],
             )
 
-    def next_ready_workflow_task(self, now: datetime) -> Row | None:
-        return self._one(
-            "SELECT * FROM workflow_tasks WHERE status = 'scheduled' AND available_at <= %s "
-            "ORDER BY available_at LIMIT 1", (text(now),),
+    def next_ready_workflow_task(self, now: datetime) -> WorkflowTask | None:
+        return self._record(
+            WorkflowTask, f"SELECT {TASK_COLUMNS} FROM workflow_tasks WHERE status = 'scheduled' "
+            "AND available_at <= %s ORDER BY available_at LIMIT 1", (text(now),),
         )
 
     def next_ready_activity(self, queues: Sequence[str], now: datetime) -> Row | None:

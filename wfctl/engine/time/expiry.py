@@ -44,8 +44,8 @@ def lose_workers(engine: EngineCore, worker_ids: list[str], now: datetime) -> No
         for activity in c.tx.activities_owned_by(worker_ids):
             _lose_attempt(c, activity, activity["owner"])
         for task in c.tx.workflow_tasks_owned_by(worker_ids):
-            run = c.run(task["workflow_run_id"])
-            c.tx.close_workflow_task(task["task_id"])
+            run = c.run(task.workflow_run_id)
+            c.tx.close_workflow_task(task.task_id)
             schedule_workflow_task(c, run, "worker_lost")
 
 
@@ -87,8 +87,7 @@ def expire(engine: EngineCore, now: datetime, limit: int,
             due.setdefault(activity["workflow_instance_id"], _Due()).activities.append(
                 activity["activity_id"])
         for task in tx.timed_out_workflow_tasks(now, limit):
-            due.setdefault(task["workflow_instance_id"], _Due()).workflow_tasks.append(
-                task["task_id"])
+            due.setdefault(task.workflow_instance_id, _Due()).workflow_tasks.append(task.task_id)
     done = Expired()
     after: tuple[datetime, str] | None = None
     while True:
@@ -137,8 +136,8 @@ def _expire_instance(engine: EngineCore, now: datetime, due: _Due) -> Expired:
                 done.activities_timed_out += 1
         for task_id in due.workflow_tasks:
             task = c.tx.get_workflow_task(task_id)
-            if task is not None and task["status"] == "started" and \
-                    task["timeout_at"] is not None and task["timeout_at"] <= c.now:
+            if task is not None and task.status == "started" and \
+                    task.timeout_at is not None and task.timeout_at <= c.now:
                 time_out_workflow_task(c, task)
                 done.workflow_tasks_timed_out += 1
         for timer in due.timers:

@@ -13,6 +13,7 @@ from wfctl.engine.attempts import fail_attempt
 from wfctl.engine.closing import close_run
 from wfctl.engine.core import Ctx, record_failure, schedule_workflow_task
 from wfctl.store import Row
+from wfctl.store.records import WorkflowTask
 from wfctl.vocabulary import ACTIVITY_TIMEOUTS, TIMEOUTS, WORKFLOW_TIMEOUTS
 
 
@@ -34,14 +35,14 @@ def time_out_activity(c: Ctx, activity: Row, kind: str) -> None:
                  reason="timeout", timeout_kind=kind, deadline_at=activity[column])
 
 
-def time_out_workflow_task(c: Ctx, task: Row) -> None:
+def time_out_workflow_task(c: Ctx, task: WorkflowTask) -> None:
     """SWF's decision task timeout: record it and schedule a fresh workflow task."""
-    run = c.run(task["workflow_run_id"])
-    c.tx.close_workflow_task(task["task_id"])
+    run = c.run(task.workflow_run_id)
+    c.tx.close_workflow_task(task.task_id)
     c.event(run, "WorkflowTaskTimedOut", timeout_kind="start_to_close",
-            scheduled_event_id=task["scheduled_event_id"],
-            started_event_id=task["started_event_id"], deadline_at=task["timeout_at"],
-            worker_id=task["owner"])
+            scheduled_event_id=task.scheduled_event_id,
+            started_event_id=task.started_event_id, deadline_at=task.timeout_at,
+            worker_id=task.owner)
     schedule_workflow_task(c, run, "workflow_task_timed_out")
 
 
