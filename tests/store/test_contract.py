@@ -179,8 +179,13 @@ def test_a_conditional_change_says_whether_it_won(store):
                                     expect_status=("scheduled", "retry_scheduled"),
                                     status="started", owner="w2")
     with store.read() as tx:
-        assert tx.get_activity("a1")["owner"] == "w1"
+        activity = tx.get_activity("a1")
+    assert typed(activity, records.Activity)
+    assert (activity.status, activity.owner) == ("started", "w1")
     assert (first, second) == (True, False)
+    with store.write() as tx:
+        # A write transaction's read (which locks the activity's family) gives a record too.
+        assert typed(tx.get_activity("a1"), records.Activity)
 
 
 @covers("close_current_attempt")
@@ -201,15 +206,15 @@ def test_an_attempt_closes_in_one_statement_only_while_current_and_within_its_de
         in_time = tx.close_current_attempt("a2", 1, "w1", later(29), status="completed")
         heartbeat_passed = tx.close_current_attempt("a3", 1, "w1", later(5), status="completed")
     assert (other_worker, other_attempt, again, heartbeat_passed) == (None, None, None, None)
-    assert closed == {"activity_id": "a1", "workflow_run_id": "i1-r1", "step_index": 0,
-                      "branch_index": 0, "superseded": False, "step": "s", "attempt": 1,
-                      "scheduled_event_id": 1, "started_event_id": 2}
-    assert in_time is not None and in_time["started_event_id"] is None
+    assert typed(closed, records.ClosedAttempt)
+    assert closed == records.ClosedAttempt(
+        activity_id="a1", workflow_run_id="i1-r1", step_index=0, branch_index=0,
+        superseded=False, step="s", attempt=1, scheduled_event_id=1, started_event_id=2)
+    assert typed(in_time, records.ClosedAttempt) and in_time.started_event_id is None
     with store.read() as tx:
         first = tx.get_activity("a1")
-        assert (first["status"], first["owner"], first["closed_at"]) == \
-            ("completed", None, later(1))
-        assert tx.get_activity("a3")["status"] == "started"
+        assert (first.status, first.owner, first.closed_at) == ("completed", None, later(1))
+        assert tx.get_activity("a3").status == "started"
 
 
 @covers("take_workflow_task")
@@ -306,10 +311,11 @@ def test_json_values_round_trip(store):
         run, activity = tx.get_run("i1-r1"), tx.get_activity("a1")
         instance, signal = tx.get_instance("i1"), tx.first_pending_signal("i1", "go")
     assert run["state"] == state and list(run["state"]) == list(state)
-    assert activity["retry_policy"] == POLICY and list(activity["retry_policy"]) == list(POLICY)
+    assert typed(activity, records.Activity)
+    assert activity.retry_policy == POLICY and list(activity.retry_policy) == list(POLICY)
     assert instance["retry_policy"] == other_policy
-    assert activity["last_error"] == {"exception_class": "E", "message": "m"}
-    assert activity["last_heartbeat_details"] == [1, "two"]
+    assert activity.last_error == {"exception_class": "E", "message": "m"}
+    assert activity.last_heartbeat_details == [1, "two"]
     assert typed(signal, records.Signal) and signal.data is None
 
 
@@ -350,7 +356,7 @@ def test_flags_come_back_as_bools(store):
     with store.read() as tx:
         run, activity = tx.get_run("i1-r1"), tx.get_activity("a1")
     assert run["cancel_requested"] is True and run["step_started"] is False
-    assert activity["superseded"] is True
+    assert activity.superseded is True
 
 
 @covers("write", "read", "peek")
@@ -514,21 +520,34 @@ def test_activities_are_listed_claimed_and_found_past_their_deadlines(store):
         add_activity(tx, "a3", "i1-r1", status="completed")
     with store.write() as tx:
         claimed = tx.next_ready_activity(["default", "other"], later(5))
-        tx.update_activity(claimed["activity_id"], status="started", owner="w1",
+        tx.update_activity(claimed.activity_id, status="started", owner="w1",
                            close_deadline_at=later(10))
+    assert typed(claimed, records.Activity) and claimed.activity_id == "a1"
     with store.read() as tx:
-        assert claimed["activity_id"] == "a1"
-        assert sorted(a["activity_id"] for a in tx.step_activities("i1-r1", 0)) == ["a1", "a3"]
-        assert [a["activity_id"] for a in tx.run_activities("i1-r1")] == ["a1", "a2", "a3"]
-        assert sorted(a["activity_id"] for a in tx.open_activities("i1-r1")) == ["a1", "a2"]
+        step = tx.step_activities("i1-r1", 0)
+        assert sorted(a.activity_id for a in step) == ["a1", "a3"]
+        run = tx.run_activities("i1-r1")
+        assert [a.activity_id for a in run] == ["a1", "a2", "a3"]
+        opened = tx.open_activities("i1-r1")
+        assert sorted(a.activity_id for a in opened) == ["a1", "a2"]
+        assert all(typed(a, records.Activity) for a in (*step, *run, *opened))
         assert tx.count_open_activities("i1-r1") == 2
         assert tx.next_ready_activity(["other"], later(2)) is None
+        ready = tx.next_ready_activity(["default", "other"], later(10))
+        assert typed(ready, records.Activity) and ready.activity_id == "a2"
         assert tx.next_ready_activity(["other"], later(20)) is None
         assert tx.next_activity_available_at(["default", "other"]) == later(3)
-        assert [a["activity_id"] for a in tx.activities_owned_by(["w1"])] == ["a1"]
+        owned = tx.activities_owned_by(["w1"])
+        assert [a.activity_id for a in owned] == ["a1"] and typed(owned[0], records.Activity)
         assert tx.expired_activities(later(9), 10) == []
-        assert sorted(a["activity_id"] for a in tx.expired_activities(later(20), 10)) \
-            == ["a1", "a2"]
+        expired = tx.expired_activities(later(20), 10)
+        assert sorted(a.activity_id for a in expired) == ["a1", "a2"]
+        assert all(typed(a, records.Activity) for a in expired)
+    with store.write() as tx:
+        # A write transaction's scans (which lock the activities' families) give records too.
+        assert [type(a) for a in tx.activities_owned_by(["w1"])] == [records.Activity]
+        assert sorted((type(a), a.activity_id) for a in tx.expired_activities(later(20), 10)) \
+            == [(records.Activity, "a1"), (records.Activity, "a2")]
 
 
 @covers("update_timer", "step_timers", "run_timers", "open_timers")

@@ -22,7 +22,7 @@ from wfctl.engine.time.deadlines import deadline_passed, hand_over_deadline
 from wfctl.engine.time.timeouts import expired_workflow_timeout, time_out_run, time_out_workflow_task
 from wfctl.reasons import stop_reason
 from wfctl.store import Row
-from wfctl.store.records import Child, WorkflowTask
+from wfctl.store.records import Activity, Child, WorkflowTask
 from wfctl.vocabulary import (
     CLOSED_RUN,
     RETRY_WAIT,
@@ -247,7 +247,7 @@ def _begin_step(c: Ctx, run: Row, fixed: Row, wf: WorkflowType, step: Step,
     if step.kind in ("activity", "workflow", "parallel"):
         branches = step.branches or (step,)
         activities, children = ([], []) if fresh else _step_items(c, run, step)
-        existing = {a["branch_index"] for a in activities} | {ch.branch_index for ch in children}
+        existing = {a.branch_index for a in activities} | {ch.branch_index for ch in children}
         missing = [(b, branch) for b, branch in enumerate(branches) if b not in existing]
         limits = c.limits(fixed)
         wanted = sum(1 for _, branch in missing if branch.kind == "activity")
@@ -390,18 +390,18 @@ def _check_branches(c: Ctx, run: Row, step: Step) -> str:
         return DONE
     activities, children = _step_items(c, run, step)
     for activity in activities:
-        if activity["status"] in UNSUCCESSFUL_ACTIVITY:
-            failure = c.tx.activity_failure(activity["activity_id"])
-            verb = {"failed": "failed", "timed_out": "timed out"}.get(activity["status"],
+        if activity.status in UNSUCCESSFUL_ACTIVITY:
+            failure = c.tx.activity_failure(activity.activity_id)
+            verb = {"failed": "failed", "timed_out": "timed out"}.get(activity.status,
                                                                        "was cancelled")
             fail_run(
                 c, run, category=failure.failure_category if failure else "activity",
-                step=activity["step"],
+                step=activity.step,
                 # A timeout's record already reads "Activity fetch timed out: heartbeat".
-                message=failure.message if failure and activity["status"] == "timed_out"
-                else f"Activity {activity['step']} {verb}: "
-                     f"{failure.message if failure else activity['status']}",
-                activity_id=activity["activity_id"],
+                message=failure.message if failure and activity.status == "timed_out"
+                else f"Activity {activity.step} {verb}: "
+                     f"{failure.message if failure else activity.status}",
+                activity_id=activity.activity_id,
                 propagation_kind=failure.propagation_kind if failure else "activity",
                 timeout_kind=failure.timeout_kind if failure else None,
                 exception_class=failure.exception_class if failure else None,
@@ -415,12 +415,12 @@ def _check_branches(c: Ctx, run: Row, step: Step) -> str:
             _fail_for_child(c, run, child)
             return CLOSED
     branches = len(step.branches or (step,))
-    completed = sum(1 for a in activities if a["status"] == "completed")
+    completed = sum(1 for a in activities if a.status == "completed")
     completed += sum(1 for ch in children if ch.status == "completed")
     return DONE if completed == branches else OPEN
 
 
-def _step_items(c: Ctx, run: Row, step: Step) -> tuple[list[Row], list[Child]]:
+def _step_items(c: Ctx, run: Row, step: Step) -> tuple[list[Activity], list[Child]]:
     """The activities and children the current step started (not superseded by a retry)."""
     kinds = {branch.kind for branch in step.branches or (step,)}
     run_id, index = run["workflow_run_id"], run["step_index"]

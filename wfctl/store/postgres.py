@@ -37,7 +37,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 import psycopg
@@ -65,10 +65,11 @@ from wfctl.store.queries import (
     WAITING_DEADLINES_HOLD,
     SQLTx,
 )
-from wfctl.store.records import WorkflowTask
+from wfctl.store.records import Activity, WorkflowTask
 from wfctl.vocabulary import PENDING_ACTIVITY
 
 Row = dict[str, Any]
+R = TypeVar("R")
 
 # Write transactions run prepared statements on generic plans: the claims and scans of the step
 # path cost far more to plan (0.4 ms for a claim, re-planned at every call under the default
@@ -83,6 +84,8 @@ _BEGIN_WRITE = ("BEGIN ISOLATION LEVEL READ COMMITTED; "
 _NAME_LOCKS = 0x77666964    # "wfid"
 # How many ready rows of busy families a claim passes over before it reports nothing ready.
 _CLAIM_SKIPS = 16
+# The columns of an activity a claim selects, of its LATERAL row (`a`).
+_CLAIMED_ACTIVITY = records.select(Activity, "a")
 # A read transaction's snapshot is taken by its first statement: `SELECT 1` takes it at once, so
 # that it holds from the moment `read()` begins, as a caller expects.
 _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT 1"
@@ -747,39 +750,30 @@ class PostgresTx(SQLTx):
         return row
 
     def _claimable(self, sql: str, params: dict[str, Any], key: str,
-                   record: type | None = None) -> Any:
-        """The first row the claim query finds (rows of `_passed_over` left out, as
-        %(passed)s) whose family this transaction holds or could take at once; a record of
-        `record` where given (the query selects its columns)."""
+                   record: type[R]) -> R | None:
+        """The first `record` the claim query (selecting its columns) finds, rows of
+        `_passed_over` left out (as %(passed)s), whose family this transaction holds or could
+        take at once."""
         if not self._locking:
-            params = {**params, "passed": []}
-            return self._one(sql, params) if record is None else \
-                self._record(record, sql, params)
+            return self._record(record, sql, {**params, "passed": []})
         # The family lock is tried in the same statement, for the one row found: a row the
         # claim locks is read as it is now, and the family's other rows are read after.
-        sql = (f"SELECT c.*, i.family_key AS _family, pg_try_advisory_xact_lock(i.family_key) "
-               f"AS _locked FROM ({sql}) c JOIN instances i "
+        sql = (f"SELECT c.*, i.family_key, pg_try_advisory_xact_lock(i.family_key) "
+               f"FROM ({sql}) c JOIN instances i "
                "ON i.workflow_instance_id = c.workflow_instance_id")
+        read = self._readers[record]
         for _ in range(_CLAIM_SKIPS):
             passed = self._passed_over.setdefault(key, [])
-            if record is None:
-                row = self._one(sql, {**params, "passed": passed})
-                if row is None:
-                    return None
-                family, locked = row.pop("_family"), row.pop("_locked")
-                instance_id, row_key = row["workflow_instance_id"], row[key]
-            else:
-                found = self._tuples(sql, {**params, "passed": passed})
-                if not found:
-                    return None
-                *values, family, locked = found[0]
-                row = self._readers[record](values)
-                instance_id, row_key = row.workflow_instance_id, getattr(row, key)
-            self._family[instance_id] = family
+            found = self._tuples(sql, {**params, "passed": passed})
+            if not found:
+                return None
+            *values, family, locked = found[0]
+            row = read(values)
+            self._family[row.workflow_instance_id] = family
             if locked or family in self._created:
                 self._held.add(family)
                 return row
-            passed.append(row_key)
+            passed.append(getattr(row, key))
         return None
 
     def _scan(self, sql: str, params: Row, key: str, column: str | None = None,
@@ -911,19 +905,20 @@ class PostgresTx(SQLTx):
             self._ready_if(fields["status"] in PENDING_ACTIVITY, ("activity", activity_id))
         return changed
 
-    def next_ready_activity(self, queues: Sequence[str], now: datetime) -> Row | None:
+    def next_ready_activity(self, queues: Sequence[str], now: datetime) -> Activity | None:
         """The oldest activity ready on these queues whose schedule deadlines still hold; in a
         write transaction it is locked for the claim that follows, and one another writer has
         locked, or of a busy family, is passed over. Each queue is read through its own index
         range (the head of each is locked until the transaction ends)."""
         return self._claimable(
-            "SELECT a.* FROM unnest(%(queues)s::text[]) AS q(queue) CROSS JOIN LATERAL ("
+            f"SELECT {_CLAIMED_ACTIVITY} FROM unnest(%(queues)s::text[]) AS q(queue) "
+            "CROSS JOIN LATERAL ("
             "SELECT * FROM activities WHERE queue = q.queue "
             f"AND status IN {PENDING_ACTIVITY_SQL} AND available_at <= %(now)s "
             f"AND activity_id <> ALL(%(passed)s::text[]) {WAITING_DEADLINES_HOLD} "
             f"ORDER BY available_at, rowid LIMIT 1{self._lock}) a "
             "ORDER BY a.available_at, a.rowid LIMIT 1", {"queues": list(queues), "now": now},
-            "activity_id",
+            "activity_id", Activity,
         )
 
     def open_activity_counts(self) -> list[Row]:

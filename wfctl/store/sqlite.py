@@ -28,12 +28,13 @@ from wfctl.errors import (
 )
 from wfctl.store import columns, records
 from wfctl.store.queries import (
+    ACTIVITY_COLUMNS,
     PENDING_ACTIVITY_SQL,
     TASK_COLUMNS,
     WAITING_DEADLINES_HOLD,
     SQLTx,
 )
-from wfctl.store.records import WorkflowTask
+from wfctl.store.records import Activity, WorkflowTask
 from wfctl.store.schema import MIGRATION_SET, MIGRATIONS_TABLE, migrations
 from wfctl.vocabulary import OPEN_ACTIVITY
 
@@ -694,17 +695,17 @@ class SQLiteTx(SQLTx):
             "AND available_at <= %s ORDER BY available_at LIMIT 1", (text(now),),
         )
 
-    def next_ready_activity(self, queues: Sequence[str], now: datetime) -> Row | None:
+    def next_ready_activity(self, queues: Sequence[str], now: datetime) -> Activity | None:
         """The oldest activity ready on these queues whose schedule deadlines still hold."""
         best, at = None, text(now)
         for queue in queues:
-            row = self._one(
-                "SELECT * FROM activities WHERE queue = %(queue)s "
+            found = self._record(
+                Activity, f"SELECT {ACTIVITY_COLUMNS} FROM activities WHERE queue = %(queue)s "
                 f"AND status IN {PENDING_ACTIVITY_SQL} AND available_at <= %(now)s "
                 f"{WAITING_DEADLINES_HOLD} ORDER BY available_at LIMIT 1", {"queue": queue, "now": at},
             )
-            if row is not None and (best is None or row["available_at"] < best["available_at"]):
-                best = row
+            if found is not None and (best is None or found.available_at < best.available_at):
+                best = found
         return best
 
     def open_activity_counts(self) -> list[Row]:
