@@ -311,13 +311,13 @@ def test_a_claim_reads_the_oldest_ready_activity_not_every_ready_one(tmp_path, p
             client.start("etl", f"e{n:03d}")
         process_workflow_tasks(client.engine, "w1", clock())
         statements: list[tuple[str, Any]] = []
-        one = postgres.PostgresTx._one
-        monkeypatch.setattr(postgres.PostgresTx, "_one", lambda tx, sql, params=None: (
-            statements.append((sql, params)), one(tx, sql, params))[1])
+        tuples = postgres.PostgresTx._tuples
+        monkeypatch.setattr(postgres.PostgresTx, "_tuples", lambda tx, sql, params=None: (
+            statements.append((sql, params)), tuples(tx, sql, params))[1])
         with client.engine.store.write() as tx:
             first = tx.next_ready_activity(["default"], iso(clock()))
         monkeypatch.undo()
-        assert first is not None and first["workflow_instance_id"] == "e000"
+        assert first is not None and first.workflow_instance_id == "e000"
         sql, params = next((s, p) for s, p in statements if "FOR UPDATE SKIP LOCKED" in s)
         # A fresh database, no statistics yet (as the planner finds a new one).
         with psycopg.connect(pg_url) as conn:

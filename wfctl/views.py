@@ -14,7 +14,7 @@ from wfctl import durations
 from wfctl.errors import NotFound
 from wfctl.reasons import failure_view, stop_reason
 from wfctl.store import Row, Store, Tx
-from wfctl.store.records import Child, Timer
+from wfctl.store.records import Activity, Child, Timer
 from wfctl.vocabulary import RETRY_TIMER, WORKFLOW_TIMEOUTS
 
 if TYPE_CHECKING:
@@ -156,28 +156,28 @@ def _continued_to(tx: Tx, run: Row) -> str | None:
     return following["workflow_run_id"] if following else None
 
 
-def _activity(row: Row) -> dict[str, Any]:
+def _activity(activity: Activity) -> dict[str, Any]:
     return {
-        "activity_id": row["activity_id"],
-        "step": row["step"],
-        "handler": row["handler"],
-        "queue": row["queue"],
-        "status": row["status"],
-        "attempt": row["attempt"],
-        "max_attempts": row["max_attempts"],
-        "retry_policy": row["retry_policy"],
-        "scheduled_at": row["scheduled_at"],
-        "available_at": row["available_at"],
-        "started_at": row["started_at"],
-        "closed_at": row["closed_at"],
-        "schedule_deadline_at": row["schedule_deadline_at"],
-        "close_deadline_at": row["close_deadline_at"],
-        "schedule_to_close_deadline_at": row["schedule_to_close_deadline_at"],
-        "heartbeat_deadline_at": row["heartbeat_deadline_at"],
-        "last_heartbeat_at": row["last_heartbeat_at"],
-        "last_heartbeat_details": row["last_heartbeat_details"],
-        "last_error": row["last_error"],
-        "superseded": row["superseded"],
+        "activity_id": activity.activity_id,
+        "step": activity.step,
+        "handler": activity.handler,
+        "queue": activity.queue,
+        "status": activity.status,
+        "attempt": activity.attempt,
+        "max_attempts": activity.max_attempts,
+        "retry_policy": activity.retry_policy,
+        "scheduled_at": activity.scheduled_at,
+        "available_at": activity.available_at,
+        "started_at": activity.started_at,
+        "closed_at": activity.closed_at,
+        "schedule_deadline_at": activity.schedule_deadline_at,
+        "close_deadline_at": activity.close_deadline_at,
+        "schedule_to_close_deadline_at": activity.schedule_to_close_deadline_at,
+        "heartbeat_deadline_at": activity.heartbeat_deadline_at,
+        "last_heartbeat_at": activity.last_heartbeat_at,
+        "last_heartbeat_details": activity.last_heartbeat_details,
+        "last_error": activity.last_error,
+        "superseded": activity.superseded,
     }
 
 

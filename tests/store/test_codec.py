@@ -42,9 +42,19 @@ def round_trip(attributes: dict) -> dict:
 def read_back(attributes: dict) -> dict:
     """The attributes as history gives them back: an instant attribute's ISO text in wfctl's
     form as the datetime it names, everything else as it was."""
-    return {key: datetime.fromisoformat(value)
-            if key in codec.INSTANT_ATTRIBUTES and isinstance(value, str) and ISO.fullmatch(value)
-            else value for key, value in attributes.items()}
+    return {key: _instant_or_text(value) if key in codec.INSTANT_ATTRIBUTES else value
+            for key, value in attributes.items()}
+
+
+def _instant_or_text(value: object) -> object:
+    """ISO text in wfctl's form that names a real instant, as that instant; anything else (text
+    of that shape naming no date, say month 00) as it was."""
+    if not (isinstance(value, str) and ISO.fullmatch(value)):
+        return value
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return value
 
 
 @FIXED

@@ -179,8 +179,13 @@ def test_a_conditional_change_says_whether_it_won(store):
                                     expect_status=("scheduled", "retry_scheduled"),
                                     status="started", owner="w2")
     with store.read() as tx:
-        assert tx.get_activity("a1")["owner"] == "w1"
+        activity = tx.get_activity("a1")
+    assert typed(activity, records.Activity)
+    assert (activity.status, activity.owner) == ("started", "w1")
     assert (first, second) == (True, False)
+    with store.write() as tx:
+        # A write transaction's read (which locks the activity's family) gives a record too.
+        assert typed(tx.get_activity("a1"), records.Activity)
 
 
 @covers("close_current_attempt")
@@ -201,15 +206,15 @@ def test_an_attempt_closes_in_one_statement_only_while_current_and_within_its_de
         in_time = tx.close_current_attempt("a2", 1, "w1", later(29), status="completed")
         heartbeat_passed = tx.close_current_attempt("a3", 1, "w1", later(5), status="completed")
     assert (other_worker, other_attempt, again, heartbeat_passed) == (None, None, None, None)
-    assert closed == {"activity_id": "a1", "workflow_run_id": "i1-r1", "step_index": 0,
-                      "branch_index": 0, "superseded": False, "step": "s", "attempt": 1,
-                      "scheduled_event_id": 1, "started_event_id": 2}
-    assert in_time is not None and in_time["started_event_id"] is None
+    assert typed(closed, records.ClosedAttempt)
+    assert closed == records.ClosedAttempt(
+        activity_id="a1", workflow_run_id="i1-r1", step_index=0, branch_index=0,
+        superseded=False, step="s", attempt=1, scheduled_event_id=1, started_event_id=2)
+    assert typed(in_time, records.ClosedAttempt) and in_time.started_event_id is None
     with store.read() as tx:
         first = tx.get_activity("a1")
-        assert (first["status"], first["owner"], first["closed_at"]) == \
-            ("completed", None, later(1))
-        assert tx.get_activity("a3")["status"] == "started"
+        assert (first.status, first.owner, first.closed_at) == ("completed", None, later(1))
+        assert tx.get_activity("a3").status == "started"
 
 
 @covers("take_workflow_task")
@@ -226,7 +231,7 @@ def test_a_scheduled_workflow_task_is_taken_once_and_never_once_started(store):
         not_scheduled = tx.take_workflow_task(started)
     with store.read() as tx:
         assert tx.get_workflow_task(scheduled) is None
-        assert tx.get_workflow_task(started)["owner"] == "w1"
+        assert tx.get_workflow_task(started).owner == "w1"
     assert (taken, twice, not_scheduled) == (True, False, False)
 
 
@@ -249,8 +254,8 @@ def test_a_run_read_in_a_write_transaction_still_sees_a_workflow_task_added_afte
         added = tx.open_workflow_task("i1-r1")
         other = tx.open_workflow_task("i2-r1")
     assert none_yet is None
-    assert added is not None and added["scheduled_event_id"] == 2
-    assert other is not None and other["scheduled_event_id"] == 1
+    assert typed(added, records.WorkflowTask) and added.scheduled_event_id == 2
+    assert typed(other, records.WorkflowTask) and other.scheduled_event_id == 1
 
 
 @covers("claim_deadline")
@@ -316,10 +321,11 @@ def test_json_values_round_trip(store):
         run, activity = tx.get_run("i1-r1"), tx.get_activity("a1")
         instance, signal = tx.get_instance("i1"), tx.first_pending_signal("i1", "go")
     assert run["state"] == state and list(run["state"]) == list(state)
-    assert activity["retry_policy"] == POLICY and list(activity["retry_policy"]) == list(POLICY)
+    assert typed(activity, records.Activity)
+    assert activity.retry_policy == POLICY and list(activity.retry_policy) == list(POLICY)
     assert instance["retry_policy"] == other_policy
-    assert activity["last_error"] == {"exception_class": "E", "message": "m"}
-    assert activity["last_heartbeat_details"] == [1, "two"]
+    assert activity.last_error == {"exception_class": "E", "message": "m"}
+    assert activity.last_heartbeat_details == [1, "two"]
     assert typed(signal, records.Signal) and signal.data is None
 
 
@@ -360,7 +366,7 @@ def test_flags_come_back_as_bools(store):
     with store.read() as tx:
         run, activity = tx.get_run("i1-r1"), tx.get_activity("a1")
     assert run["cancel_requested"] is True and run["step_started"] is False
-    assert activity["superseded"] is True
+    assert activity.superseded is True
 
 
 @covers("write", "read", "peek")
@@ -476,16 +482,34 @@ def test_workflow_tasks_are_claimed_timed_out_and_closed(store):
         second = add_task(tx, "i1-r1", available_at=later(5))
     with store.write() as tx:
         ready = tx.next_ready_workflow_task(T0)
-        won = tx.update_workflow_task(ready["task_id"], expect_status="scheduled",
-                                      status="started", owner="w1", timeout_at=later(10))
-        lost = tx.update_workflow_task(ready["task_id"], expect_status="scheduled", owner="w2")
+        won = tx.update_workflow_task(ready.task_id, expect_status="scheduled",
+                                      status="started", owner="w1", started_at=T0,
+                                      started_event_id=2, timeout_at=later(10))
+        lost = tx.update_workflow_task(ready.task_id, expect_status="scheduled", owner="w2")
+    assert typed(ready, records.WorkflowTask) and ready.task_id == first
+    assert (ready.status, ready.owner, ready.timeout_at) == ("scheduled", None, None)
+    assert (won, lost) == (True, False)
     with store.read() as tx:
-        assert ready["task_id"] == first and (won, lost) == (True, False)
-        assert tx.get_workflow_task(first)["owner"] == "w1"
+        started = tx.get_workflow_task(first)
+        assert typed(started, records.WorkflowTask)
+        assert (started.status, started.owner, started.started_at, started.started_event_id,
+                started.timeout_at) == ("started", "w1", T0, 2, later(10))
         assert tx.next_ready_workflow_task(T0) is None
-        assert [t["task_id"] for t in tx.workflow_tasks_owned_by(["w1", "w9"])] == [first]
+        owned = tx.workflow_tasks_owned_by(["w1", "w9"])
+        assert [t.task_id for t in owned] == [first] and typed(owned[0], records.WorkflowTask)
         assert tx.timed_out_workflow_tasks(later(9), 10) == []
-        assert [t["task_id"] for t in tx.timed_out_workflow_tasks(later(10), 10)] == [first]
+        timed_out = tx.timed_out_workflow_tasks(later(10), 10)
+        assert [t.task_id for t in timed_out] == [first]
+        assert typed(timed_out[0], records.WorkflowTask)
+    with store.write() as tx:
+        # A write transaction's reads (which lock the tasks' families) give records too.
+        assert typed(tx.get_workflow_task(first), records.WorkflowTask)
+        assert [type(t) for t in tx.timed_out_workflow_tasks(later(10), 10)] == \
+            [records.WorkflowTask]
+        assert [type(t) for t in tx.workflow_tasks_owned_by(["w1"])] == [records.WorkflowTask]
+    with store.write() as tx:
+        claimed = tx.next_ready_workflow_task(later(5))
+        assert typed(claimed, records.WorkflowTask) and claimed.task_id == second
     with store.write() as tx:
         tx.close_workflow_tasks("i1-r1", keep=second)
         assert tx.get_workflow_task(first) is None and tx.get_workflow_task(second) is not None
@@ -506,21 +530,34 @@ def test_activities_are_listed_claimed_and_found_past_their_deadlines(store):
         add_activity(tx, "a3", "i1-r1", status="completed")
     with store.write() as tx:
         claimed = tx.next_ready_activity(["default", "other"], later(5))
-        tx.update_activity(claimed["activity_id"], status="started", owner="w1",
+        tx.update_activity(claimed.activity_id, status="started", owner="w1",
                            close_deadline_at=later(10))
+    assert typed(claimed, records.Activity) and claimed.activity_id == "a1"
     with store.read() as tx:
-        assert claimed["activity_id"] == "a1"
-        assert sorted(a["activity_id"] for a in tx.step_activities("i1-r1", 0)) == ["a1", "a3"]
-        assert [a["activity_id"] for a in tx.run_activities("i1-r1")] == ["a1", "a2", "a3"]
-        assert sorted(a["activity_id"] for a in tx.open_activities("i1-r1")) == ["a1", "a2"]
+        step = tx.step_activities("i1-r1", 0)
+        assert sorted(a.activity_id for a in step) == ["a1", "a3"]
+        run = tx.run_activities("i1-r1")
+        assert [a.activity_id for a in run] == ["a1", "a2", "a3"]
+        opened = tx.open_activities("i1-r1")
+        assert sorted(a.activity_id for a in opened) == ["a1", "a2"]
+        assert all(typed(a, records.Activity) for a in (*step, *run, *opened))
         assert tx.count_open_activities("i1-r1") == 2
         assert tx.next_ready_activity(["other"], later(2)) is None
+        ready = tx.next_ready_activity(["default", "other"], later(10))
+        assert typed(ready, records.Activity) and ready.activity_id == "a2"
         assert tx.next_ready_activity(["other"], later(20)) is None
         assert tx.next_activity_available_at(["default", "other"]) == later(3)
-        assert [a["activity_id"] for a in tx.activities_owned_by(["w1"])] == ["a1"]
+        owned = tx.activities_owned_by(["w1"])
+        assert [a.activity_id for a in owned] == ["a1"] and typed(owned[0], records.Activity)
         assert tx.expired_activities(later(9), 10) == []
-        assert sorted(a["activity_id"] for a in tx.expired_activities(later(20), 10)) \
-            == ["a1", "a2"]
+        expired = tx.expired_activities(later(20), 10)
+        assert sorted(a.activity_id for a in expired) == ["a1", "a2"]
+        assert all(typed(a, records.Activity) for a in expired)
+    with store.write() as tx:
+        # A write transaction's scans (which lock the activities' families) give records too.
+        assert [type(a) for a in tx.activities_owned_by(["w1"])] == [records.Activity]
+        assert sorted((type(a), a.activity_id) for a in tx.expired_activities(later(20), 10)) \
+            == [(records.Activity, "a1"), (records.Activity, "a2")]
 
 
 @covers("update_timer", "step_timers", "run_timers", "open_timers")

@@ -28,6 +28,7 @@ from wfctl.engine.time.timeouts import (
 )
 from wfctl.errors import StructuralLimitExceeded
 from wfctl.store import Row
+from wfctl.store.records import Activity, ClosedAttempt
 from wfctl.vocabulary import PENDING_ACTIVITY
 
 # When an activity has no heartbeat timeout, history still records a heartbeat at most this often.
@@ -80,15 +81,15 @@ def claim_activity(engine: EngineCore, worker_id: str, queues: Sequence[str],
         return None
 
 
-def _claim(c: Ctx, activity: Row, worker_id: str) -> ActivityTask | None:
+def _claim(c: Ctx, activity: Activity, worker_id: str) -> ActivityTask | None:
     now = c.now
-    run = c.run(activity["workflow_run_id"])
-    policy = activity["retry_policy"]
+    run = c.run(activity.workflow_run_id)
+    policy = activity.retry_policy
     close_deadline = clock.after(now, policy["start_to_close_timeout"])
     heartbeat_deadline = clock.after(now, policy["heartbeat_timeout"])
     seq = c.next_seq(run)
     won = c.tx.update_activity(
-        activity["activity_id"], expect_attempt=activity["attempt"],
+        activity.activity_id, expect_attempt=activity.attempt,
         expect_status=PENDING_ACTIVITY,
         status="started", owner=worker_id, started_at=c.now, started_event_id=seq,
         schedule_deadline_at=None, close_deadline_at=close_deadline,
@@ -98,28 +99,28 @@ def _claim(c: Ctx, activity: Row, worker_id: str) -> ActivityTask | None:
     )
     if not won:
         return None
-    c.event(run, "ActivityStarted", activity_id=activity["activity_id"],
-            step=activity["step"], attempt=activity["attempt"], worker_id=worker_id,
-            scheduled_event_id=activity["scheduled_event_id"],
+    c.event(run, "ActivityStarted", activity_id=activity.activity_id,
+            step=activity.step, attempt=activity.attempt, worker_id=worker_id,
+            scheduled_event_id=activity.scheduled_event_id,
             close_deadline_at=close_deadline, heartbeat_deadline_at=heartbeat_deadline)
     return ActivityTask(
-        activity_id=activity["activity_id"],
-        attempt=activity["attempt"],
-        max_attempts=activity["max_attempts"],
+        activity_id=activity.activity_id,
+        attempt=activity.attempt,
+        max_attempts=activity.max_attempts,
         worker_id=worker_id,
-        workflow_instance_id=activity["workflow_instance_id"],
-        workflow_run_id=activity["workflow_run_id"],
-        step=activity["step"],
-        handler=activity["handler"],
+        workflow_instance_id=activity.workflow_instance_id,
+        workflow_run_id=activity.workflow_run_id,
+        step=activity.step,
+        handler=activity.handler,
         state=dict(run["state"]),
-        last_heartbeat_details=activity["last_heartbeat_details"],
+        last_heartbeat_details=activity.last_heartbeat_details,
         heartbeat_timeout=policy["heartbeat_timeout"],
-        schedule_to_close_deadline_at=activity["schedule_to_close_deadline_at"],
+        schedule_to_close_deadline_at=activity.schedule_to_close_deadline_at,
         close_deadline_at=close_deadline,
         heartbeat_deadline_at=heartbeat_deadline,
         non_retryable=tuple(policy["non_retryable"]),
-        queue=activity["queue"],
-        schedule_to_start_seconds=(now - activity["available_at"]).total_seconds(),
+        queue=activity.queue,
+        schedule_to_start_seconds=(now - activity.available_at).total_seconds(),
     )
 
 
@@ -128,7 +129,7 @@ def _claim(c: Ctx, activity: Row, worker_id: str) -> ActivityTask | None:
 _KEEP = object()
 
 
-def _current(c: Ctx, task: ActivityTask) -> tuple[Row | None, str | None]:
+def _current(c: Ctx, task: ActivityTask) -> tuple[Activity | None, str | None]:
     """The activity row if `task` is still its current attempt, else why not.
 
     An attempt past any of its deadlines is not current even before the watchdog noticed:
@@ -138,14 +139,14 @@ def _current(c: Ctx, task: ActivityTask) -> tuple[Row | None, str | None]:
     activity = c.tx.get_activity(task.activity_id)
     if activity is None:
         return None, "activity not found"
-    if (activity["status"] != "started" or activity["attempt"] != task.attempt
-            or activity["owner"] != task.worker_id):
-        return None, f"attempt {task.attempt} is no longer current (activity {activity['status']})"
+    if (activity.status != "started" or activity.attempt != task.attempt
+            or activity.owner != task.worker_id):
+        return None, f"attempt {task.attempt} is no longer current (activity {activity.status})"
     expired = expired_timeout(activity, c.now)
     if expired is not None:
         time_out_activity(c, activity, expired)
         return None, f"attempt {task.attempt} passed its {expired} deadline"
-    run = c.run(activity["workflow_run_id"])
+    run = c.run(activity.workflow_run_id)
     if run["deadline_claimed_at"] is not None:
         return None, "the workflow's deadline expired"
     # Likewise a run past its execution or run timeout: the timeout procedure runs now.
@@ -188,7 +189,7 @@ def _complete(c: Ctx, task: ActivityTask, result: Any, heartbeat_details: Any) -
     activity, rejected = _current(c, task)
     if activity is None:
         return rejected
-    run = c.run(activity["workflow_run_id"])
+    run = c.run(activity.workflow_run_id)
     if result is not None and not isinstance(result, dict):
         fail_attempt(c, run, activity, retryable=False, reason="error",
                      exception_class="TypeError",
@@ -208,7 +209,7 @@ def _complete(c: Ctx, task: ActivityTask, result: Any, heartbeat_details: Any) -
                               "limit": exc.limit},
                      extra=_heartbeat_fields(heartbeat_details))
         return None
-    c.tx.update_activity(activity["activity_id"], status="completed", closed_at=c.now,
+    c.tx.update_activity(activity.activity_id, status="completed", closed_at=c.now,
                          owner=None, **_heartbeat_fields(heartbeat_details))
     _completed(c, run, activity, result)
     return None
@@ -246,15 +247,15 @@ def _complete_current(c: Ctx, task: ActivityTask, result: Any, heartbeat_details
     return True
 
 
-def _completed(c: Ctx, run: Row, activity: Row, result: dict[str, Any] | None) -> None:
+def _completed(c: Ctx, run: Row, activity: Activity | ClosedAttempt, result: dict[str, Any] | None) -> None:
     """What a completed attempt records: its event (`result` as checked: strict JSON), and
     the workflow task that decides next."""
-    if activity["branch_index"] == 0 and not activity["superseded"]:
-        c.completed_steps.add((activity["workflow_run_id"], activity["step_index"]))
-    c.event(run, "ActivityCompleted", activity_id=activity["activity_id"],
-            step=activity["step"], attempt=activity["attempt"],
-            scheduled_event_id=activity["scheduled_event_id"],
-            started_event_id=activity["started_event_id"],
+    if activity.branch_index == 0 and not activity.superseded:
+        c.completed_steps.add((activity.workflow_run_id, activity.step_index))
+    c.event(run, "ActivityCompleted", activity_id=activity.activity_id,
+            step=activity.step, attempt=activity.attempt,
+            scheduled_event_id=activity.scheduled_event_id,
+            started_event_id=activity.started_event_id,
             result=result)
     schedule_workflow_task(c, run, "activity_completed")
 
@@ -274,7 +275,7 @@ def fail_activity(engine: EngineCore, task: ActivityTask, exception_class: str, 
         activity, rejected = _current(c, task)
         if activity is None:
             return rejected
-        run = c.run(activity["workflow_run_id"])
+        run = c.run(activity.workflow_run_id)
         names = {exception_class, *exception_classes}
         retryable = not names.intersection(task.non_retryable)
         fail_attempt(c, run, activity, retryable=retryable, reason="error",
@@ -293,7 +294,7 @@ def release_activity(engine: EngineCore, task: ActivityTask, now: datetime, reas
         activity, _ = _current(c, task)
         if activity is None:
             return
-        run = c.run(activity["workflow_run_id"])
+        run = c.run(activity.workflow_run_id)
         fail_attempt(c, run, activity, retryable=True, reason=reason,
                      exception_class="WorkerStopped",
                      message=f"worker {task.worker_id} stopped before the handler finished",
@@ -316,16 +317,16 @@ def record_heartbeat(engine: EngineCore, task: ActivityTask, details: Any, now: 
             "last_heartbeat_details": details,
             "heartbeat_deadline_at": clock.after(now, task.heartbeat_timeout),
         }
-        last_event = activity["last_heartbeat_event_at"]
+        last_event = activity.last_heartbeat_event_at
         due = last_event is None or \
             now - last_event >= timedelta(seconds=task.heartbeat_event_interval)
         if due:
-            run = c.run(activity["workflow_run_id"])
-            c.event(run, "ActivityHeartbeatRecorded", activity_id=activity["activity_id"],
-                    step=activity["step"], attempt=activity["attempt"], details=details,
-                    scheduled_event_id=activity["scheduled_event_id"],
-                    started_event_id=activity["started_event_id"],
+            run = c.run(activity.workflow_run_id)
+            c.event(run, "ActivityHeartbeatRecorded", activity_id=activity.activity_id,
+                    step=activity.step, attempt=activity.attempt, details=details,
+                    scheduled_event_id=activity.scheduled_event_id,
+                    started_event_id=activity.started_event_id,
                     heartbeat_deadline_at=fields["heartbeat_deadline_at"])
             fields["last_heartbeat_event_at"] = c.now
-        c.tx.update_activity(activity["activity_id"], expect_attempt=task.attempt, **fields)
+        c.tx.update_activity(activity.activity_id, expect_attempt=task.attempt, **fields)
         return True

@@ -3,16 +3,18 @@ policy's backoff), or the activity closes for good (ActivityFailed, ActivityTime
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime, timedelta
 from typing import Any
 
 from wfctl import clock, durations
 from wfctl.engine.core import Ctx, record_failure, schedule_workflow_task
 from wfctl.store import Row
+from wfctl.store.records import Activity
 from wfctl.vocabulary import CLOSED_RUN
 
 
-def fail_attempt(c: Ctx, run: Row, activity: Row, *, retryable: bool, reason: str,
+def fail_attempt(c: Ctx, run: Row, activity: Activity, *, retryable: bool, reason: str,
                  exception_class: str | None = None, message: str | None = None,
                  timeout_kind: str | None = None, deadline_at: datetime | None = None,
                  category: str | None = None, details: dict[str, Any] | None = None,
@@ -22,36 +24,38 @@ def fail_attempt(c: Ctx, run: Row, activity: Row, *, retryable: bool, reason: st
     if run["status"] in CLOSED_RUN:
         return
     extra = extra or {}
-    activity = {**activity, **extra}
+    if extra:
+        # The heartbeat details reported with the outcome, as the timeout event shows them.
+        activity = dataclasses.replace(activity, **extra)
     common = {
-        "activity_id": activity["activity_id"],
-        "step": activity["step"],
-        "attempt": activity["attempt"],
-        "scheduled_event_id": activity["scheduled_event_id"],
-        "started_event_id": activity["started_event_id"],
+        "activity_id": activity.activity_id,
+        "step": activity.step,
+        "attempt": activity.attempt,
+        "scheduled_event_id": activity.scheduled_event_id,
+        "started_event_id": activity.started_event_id,
     }
     error = None if timeout_kind else {"exception_class": exception_class, "message": message}
     if error is not None and traceback:
         error["traceback"] = traceback
-    policy = activity["retry_policy"]
-    if retryable and activity["attempt"] < activity["max_attempts"]:
+    policy = activity.retry_policy
+    if retryable and activity.attempt < activity.max_attempts:
         waits = policy["backoff_seconds"]
         wait = backoff if backoff is not None else (
-            waits[min(activity["attempt"], len(waits)) - 1] if waits else 0
+            waits[min(activity.attempt, len(waits)) - 1] if waits else 0
         )
         available = c.now + timedelta(seconds=wait)
         c.tx.update_activity(
-            activity["activity_id"], expect_attempt=activity["attempt"],
-            status="retry_scheduled", attempt=activity["attempt"] + 1, owner=None,
+            activity.activity_id, expect_attempt=activity.attempt,
+            status="retry_scheduled", attempt=activity.attempt + 1, owner=None,
             available_at=available, started_at=None, started_event_id=None,
             close_deadline_at=None, heartbeat_deadline_at=None,
             schedule_deadline_at=clock.after(available, policy["schedule_to_start_timeout"]),
             last_error=error, **extra,
         )
-        attributes = {**common, "reason": reason, "next_attempt": activity["attempt"] + 1,
+        attributes = {**common, "reason": reason, "next_attempt": activity.attempt + 1,
                       "retry_available_at": available,
                       "backoff_seconds": durations.whole_seconds(wait),
-                      "max_attempts": activity["max_attempts"]}
+                      "max_attempts": activity.max_attempts}
         if timeout_kind:
             attributes.update(timeout_kind=timeout_kind, deadline_at=deadline_at)
         else:
@@ -60,30 +64,30 @@ def fail_attempt(c: Ctx, run: Row, activity: Row, *, retryable: bool, reason: st
         c.woke = True
         return
     status = "timed_out" if timeout_kind else "failed"
-    c.tx.update_activity(activity["activity_id"], status=status, owner=None, closed_at=c.now,
+    c.tx.update_activity(activity.activity_id, status=status, owner=None, closed_at=c.now,
                          last_error=error, **extra)
     if timeout_kind:
-        message = f"Activity {activity['step']} timed out: {timeout_kind}"
+        message = f"Activity {activity.step} timed out: {timeout_kind}"
         c.event(run, "ActivityTimedOut", **common, timeout_kind=timeout_kind,
                 deadline_at=deadline_at,
-                schedule_deadline_at=activity["schedule_deadline_at"],
-                close_deadline_at=activity["close_deadline_at"],
-                schedule_to_close_deadline_at=activity["schedule_to_close_deadline_at"],
-                heartbeat_deadline_at=activity["heartbeat_deadline_at"],
-                last_heartbeat_at=activity["last_heartbeat_at"],
-                last_heartbeat_details=activity["last_heartbeat_details"])
+                schedule_deadline_at=activity.schedule_deadline_at,
+                close_deadline_at=activity.close_deadline_at,
+                schedule_to_close_deadline_at=activity.schedule_to_close_deadline_at,
+                heartbeat_deadline_at=activity.heartbeat_deadline_at,
+                last_heartbeat_at=activity.last_heartbeat_at,
+                last_heartbeat_details=activity.last_heartbeat_details)
         record_failure(c, run, category="timeout", propagation_kind="timeout",
                        timeout_kind=timeout_kind, exception_class="ActivityTimeoutException",
                        deadline_at=deadline_at, message=message,
-                       activity_id=activity["activity_id"])
+                       activity_id=activity.activity_id)
     else:
         c.event(run, "ActivityFailed", **common, reason=reason, exception_class=exception_class,
                 message=message, retryable=retryable,
-                max_attempts=activity["max_attempts"],
+                max_attempts=activity.max_attempts,
                 **({"traceback": traceback} if traceback else {}))
         if traceback:
             details = {**(details or {}), "traceback": traceback}
         record_failure(c, run, category=category or "activity", propagation_kind="activity",
                        exception_class=exception_class, message=message or "",
-                       activity_id=activity["activity_id"], details=details)
+                       activity_id=activity.activity_id, details=details)
     schedule_workflow_task(c, run, f"activity_{status}")

@@ -197,8 +197,8 @@ def retry_run(c: Ctx, instance: Row, run: Row, *, previous_status: str,
     run_id = run["workflow_run_id"]
     closed_at = run["closed_at"]
     for activity in c.tx.step_activities(run_id, index):
-        if activity["status"] in UNSUCCESSFUL_ACTIVITY:
-            c.tx.update_activity(activity["activity_id"], superseded=True)
+        if activity.status in UNSUCCESSFUL_ACTIVITY:
+            c.tx.update_activity(activity.activity_id, superseded=True)
     for timer in c.tx.step_timers(run_id, index):
         c.tx.update_timer(timer.timer_id, superseded=True)
     c.tx.supersede_children(run_id, index)

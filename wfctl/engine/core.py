@@ -266,12 +266,12 @@ def cancel_open_work(c: Ctx, run: Row, reason: str, keep_task: int | None = None
     c.flush_tasks()
     c.tx.close_workflow_tasks(run_id, keep_task)
     for activity in c.tx.open_activities(run_id):
-        c.tx.update_activity(activity["activity_id"], status="cancelled", closed_at=c.now,
+        c.tx.update_activity(activity.activity_id, status="cancelled", closed_at=c.now,
                              owner=None)
-        c.event(run, "ActivityCancelled", activity_id=activity["activity_id"],
-                step=activity["step"], attempt=activity["attempt"], reason=reason,
-                scheduled_event_id=activity["scheduled_event_id"],
-                started_event_id=activity["started_event_id"])
+        c.event(run, "ActivityCancelled", activity_id=activity.activity_id,
+                step=activity.step, attempt=activity.attempt, reason=reason,
+                scheduled_event_id=activity.scheduled_event_id,
+                started_event_id=activity.started_event_id)
     for timer in c.tx.open_timers(run_id):
         c.tx.update_timer(timer.timer_id, status="cancelled", closed_at=c.now)
         c.event(run, "TimerCancelled", timer_id=timer.timer_id, step=timer.step,

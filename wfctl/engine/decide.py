@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
 from typing import Any
 
@@ -21,7 +22,7 @@ from wfctl.engine.time.deadlines import deadline_passed, hand_over_deadline
 from wfctl.engine.time.timeouts import expired_workflow_timeout, time_out_run, time_out_workflow_task
 from wfctl.reasons import stop_reason
 from wfctl.store import Row
-from wfctl.store.records import Child
+from wfctl.store.records import Activity, Child, WorkflowTask
 from wfctl.vocabulary import (
     CLOSED_RUN,
     RETRY_WAIT,
@@ -36,16 +37,18 @@ STARTED = "started"
 
 
 @operation
-def claim_workflow_task(engine: EngineCore, worker_id: str, now: datetime) -> Row | None:
+def claim_workflow_task(engine: EngineCore, worker_id: str, now: datetime) -> \
+        WorkflowTask | None:
     """Claim the oldest ready workflow task; its workflow_task_timeout starts now."""
     with engine.transaction(now) as c:
         for _ in range(CLAIM_TRIES):
             task = c.tx.next_ready_workflow_task(c.now)
             if task is None:
                 return None
-            started = _start_task(c, task, c.run(task["workflow_run_id"]), worker_id)
+            started = _start_task(c, task.task_id, task.scheduled_event_id,
+                                  c.run(task.workflow_run_id), worker_id)
             if started is not None:
-                return started
+                return dataclasses.replace(task, **started)
         return None
 
 
@@ -60,14 +63,14 @@ def decide_ready_task(engine: EngineCore, worker_id: str, now: datetime, *,
             task = c.tx.next_ready_workflow_task(c.now)
             if task is None:
                 return False
-            run = c.run(task["workflow_run_id"])
-            if not c.tx.take_workflow_task(task["task_id"]):
+            run = c.run(task.workflow_run_id)
+            if not c.tx.take_workflow_task(task.task_id):
                 continue
             timeout_at = clock.after(c.now, run["workflow_task_timeout_seconds"])
             started = c.event(run, "WorkflowTaskStarted",
-                              scheduled_event_id=task["scheduled_event_id"],
+                              scheduled_event_id=task.scheduled_event_id,
                               worker_id=worker_id, timeout_at=timeout_at)
-            c.event(run, "WorkflowTaskCompleted", scheduled_event_id=task["scheduled_event_id"],
+            c.event(run, "WorkflowTaskCompleted", scheduled_event_id=task.scheduled_event_id,
                     started_event_id=started)
             decide(c, run, None, worker_id)
             return True
@@ -75,19 +78,19 @@ def decide_ready_task(engine: EngineCore, worker_id: str, now: datetime, *,
 
 
 @operation
-def complete_workflow_task(engine: EngineCore, task: Row, now: datetime, *,
+def complete_workflow_task(engine: EngineCore, task: WorkflowTask, now: datetime, *,
                            check_deadlines: bool = False) -> bool:
     """Decide and complete a claimed task; a task no longer current changes nothing (False)."""
     with engine.transaction(now, check_deadlines=check_deadlines) as c:
-        current = c.tx.get_workflow_task(task["task_id"])
-        if (current is None or current["status"] != "started"
-                or current["owner"] != task["owner"]
-                or current["started_event_id"] != task["started_event_id"]):
+        current = c.tx.get_workflow_task(task.task_id)
+        if (current is None or current.status != "started" or current.owner != task.owner
+                or current.started_event_id != task.started_event_id):
             return False
-        if current["timeout_at"] is not None and current["timeout_at"] <= c.now:
+        if current.timeout_at is not None and current.timeout_at <= c.now:
             time_out_workflow_task(c, current)
             return False
-        _complete_task(c, current, c.run(current["workflow_run_id"]))
+        _complete_task(c, c.run(current.workflow_run_id), current.task_id,
+                       current.scheduled_event_id, current.started_event_id, current.owner)
         return True
 
 
@@ -98,37 +101,47 @@ def decide_now(c: Ctx, run: Row, worker_id: str) -> None:
     the history is the same as for a task claimed and completed on its own, with one
     transaction instead of three.
     """
-    task = c.pending_tasks.pop(run["workflow_run_id"], None) or \
-        c.tx.open_workflow_task(run["workflow_run_id"])
-    if task is not None and task["status"] == "scheduled" and task["available_at"] <= c.now:
-        started = _start_task(c, task, run, worker_id)
-        if started is not None:
-            _complete_task(c, started, run)
+    run_id = run["workflow_run_id"]
+    # A task scheduled in this transaction has no row yet (nor task id), and is ready now.
+    pending = c.pending_tasks.pop(run_id, None)
+    if pending is not None:
+        task_id, scheduled_event_id = None, pending["scheduled_event_id"]
+    else:
+        task = c.tx.open_workflow_task(run_id)
+        if task is None or task.status != "scheduled" or task.available_at > c.now:
+            return
+        task_id, scheduled_event_id = task.task_id, task.scheduled_event_id
+    started = _start_task(c, task_id, scheduled_event_id, run, worker_id)
+    if started is not None:
+        _complete_task(c, run, task_id, scheduled_event_id, started["started_event_id"],
+                       worker_id)
 
 
-def _start_task(c: Ctx, task: Row, run: Row, worker_id: str) -> Row | None:
-    """Start a scheduled task; None when another writer started it first (a task scheduled in
-    this transaction has no row yet, and is this transaction's alone)."""
+def _start_task(c: Ctx, task_id: int | None, scheduled_event_id: int, run: Row,
+                worker_id: str) -> dict[str, Any] | None:
+    """Start a scheduled task; the fields that changed, or None when another writer started
+    it first (a task scheduled in this transaction, `task_id` None, has no row yet, and is
+    this transaction's alone)."""
     timeout_at = clock.after(c.now, run["workflow_task_timeout_seconds"])
     fields = {"status": "started", "owner": worker_id, "started_at": c.now,
               "timeout_at": timeout_at, "started_event_id": c.next_seq(run)}
-    if "task_id" in task and not c.tx.update_workflow_task(task["task_id"],
-                                                           expect_status="scheduled", **fields):
+    if task_id is not None and not c.tx.update_workflow_task(task_id,
+                                                             expect_status="scheduled", **fields):
         return None
-    c.event(run, "WorkflowTaskStarted", scheduled_event_id=task["scheduled_event_id"],
+    c.event(run, "WorkflowTaskStarted", scheduled_event_id=scheduled_event_id,
             worker_id=worker_id, timeout_at=timeout_at)
-    return {**task, **fields}
+    return fields
 
 
-def _complete_task(c: Ctx, task: Row, run: Row) -> None:
+def _complete_task(c: Ctx, run: Row, task_id: int | None, scheduled_event_id: int,
+                   started_event_id: int | None, owner: str | None) -> None:
     """Complete a started task and decide; a task scheduled and decided in this transaction
     has no row to update (it was never written)."""
-    task_id = task.get("task_id")
     if task_id is not None:
         c.tx.close_workflow_task(task_id)
-    c.event(run, "WorkflowTaskCompleted", scheduled_event_id=task["scheduled_event_id"],
-            started_event_id=task["started_event_id"])
-    decide(c, run, task_id, task["owner"])
+    c.event(run, "WorkflowTaskCompleted", scheduled_event_id=scheduled_event_id,
+            started_event_id=started_event_id)
+    decide(c, run, task_id, owner)
 
 
 def process_workflow_tasks(engine: EngineCore, worker_id: str, now: datetime,
@@ -234,7 +247,7 @@ def _begin_step(c: Ctx, run: Row, fixed: Row, wf: WorkflowType, step: Step,
     if step.kind in ("activity", "workflow", "parallel"):
         branches = step.branches or (step,)
         activities, children = ([], []) if fresh else _step_items(c, run, step)
-        existing = {a["branch_index"] for a in activities} | {ch.branch_index for ch in children}
+        existing = {a.branch_index for a in activities} | {ch.branch_index for ch in children}
         missing = [(b, branch) for b, branch in enumerate(branches) if b not in existing]
         limits = c.limits(fixed)
         wanted = sum(1 for _, branch in missing if branch.kind == "activity")
@@ -377,18 +390,18 @@ def _check_branches(c: Ctx, run: Row, step: Step) -> str:
         return DONE
     activities, children = _step_items(c, run, step)
     for activity in activities:
-        if activity["status"] in UNSUCCESSFUL_ACTIVITY:
-            failure = c.tx.activity_failure(activity["activity_id"])
-            verb = {"failed": "failed", "timed_out": "timed out"}.get(activity["status"],
+        if activity.status in UNSUCCESSFUL_ACTIVITY:
+            failure = c.tx.activity_failure(activity.activity_id)
+            verb = {"failed": "failed", "timed_out": "timed out"}.get(activity.status,
                                                                        "was cancelled")
             fail_run(
                 c, run, category=failure.failure_category if failure else "activity",
-                step=activity["step"],
+                step=activity.step,
                 # A timeout's record already reads "Activity fetch timed out: heartbeat".
-                message=failure.message if failure and activity["status"] == "timed_out"
-                else f"Activity {activity['step']} {verb}: "
-                     f"{failure.message if failure else activity['status']}",
-                activity_id=activity["activity_id"],
+                message=failure.message if failure and activity.status == "timed_out"
+                else f"Activity {activity.step} {verb}: "
+                     f"{failure.message if failure else activity.status}",
+                activity_id=activity.activity_id,
                 propagation_kind=failure.propagation_kind if failure else "activity",
                 timeout_kind=failure.timeout_kind if failure else None,
                 exception_class=failure.exception_class if failure else None,
@@ -402,12 +415,12 @@ def _check_branches(c: Ctx, run: Row, step: Step) -> str:
             _fail_for_child(c, run, child)
             return CLOSED
     branches = len(step.branches or (step,))
-    completed = sum(1 for a in activities if a["status"] == "completed")
+    completed = sum(1 for a in activities if a.status == "completed")
     completed += sum(1 for ch in children if ch.status == "completed")
     return DONE if completed == branches else OPEN
 
 
-def _step_items(c: Ctx, run: Row, step: Step) -> tuple[list[Row], list[Child]]:
+def _step_items(c: Ctx, run: Row, step: Step) -> tuple[list[Activity], list[Child]]:
     """The activities and children the current step started (not superseded by a retry)."""
     kinds = {branch.kind for branch in step.branches or (step,)}
     run_id, index = run["workflow_run_id"], run["step_index"]

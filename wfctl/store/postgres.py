@@ -37,7 +37,7 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 import psycopg
@@ -59,10 +59,17 @@ from wfctl.errors import (
 )
 from wfctl.store import codec, columns, records
 from wfctl.store import postgres_schema as schema
-from wfctl.store.queries import PENDING_ACTIVITY_SQL, WAITING_DEADLINES_HOLD, SQLTx
+from wfctl.store.queries import (
+    PENDING_ACTIVITY_SQL,
+    TASK_COLUMNS,
+    WAITING_DEADLINES_HOLD,
+    SQLTx,
+)
+from wfctl.store.records import Activity, WorkflowTask
 from wfctl.vocabulary import PENDING_ACTIVITY
 
 Row = dict[str, Any]
+R = TypeVar("R")
 
 # Write transactions run prepared statements on generic plans: the claims and scans of the step
 # path cost far more to plan (0.4 ms for a claim, re-planned at every call under the default
@@ -77,6 +84,8 @@ _BEGIN_WRITE = ("BEGIN ISOLATION LEVEL READ COMMITTED; "
 _NAME_LOCKS = 0x77666964    # "wfid"
 # How many ready rows of busy families a claim passes over before it reports nothing ready.
 _CLAIM_SKIPS = 16
+# The columns of an activity a claim selects, of its LATERAL row (`a`).
+_CLAIMED_ACTIVITY = records.select(Activity, "a")
 # A read transaction's snapshot is taken by its first statement: `SELECT 1` takes it at once, so
 # that it holds from the moment `read()` begins, as a caller expects.
 _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT 1"
@@ -730,34 +739,41 @@ class PostgresTx(SQLTx):
                          (_NAME_LOCKS, instance_id))["locked"]:
             raise TransientConflict(f"instance {instance_id} is being started")
 
-    def _owned(self, sql: str, params: Sequence[Any]) -> Row | None:
-        """One row of a family, read after its family's lock in a write transaction."""
-        row = self._one(sql, params)
-        if row is not None and self._locking and self._lock_family(row["workflow_instance_id"]):
-            row = self._one(sql, params)
+    def _owned(self, sql: str, params: Sequence[Any], record: type | None = None) -> Any:
+        """One row of a family (a record of `record` where given), read after its family's
+        lock in a write transaction."""
+        read = self._one if record is None else functools.partial(self._record, record)
+        row = read(sql, params)
+        if row is not None and self._locking and self._lock_family(
+                row["workflow_instance_id"] if record is None else row.workflow_instance_id):
+            row = read(sql, params)
         return row
 
-    def _claimable(self, sql: str, params: dict[str, Any], key: str) -> Row | None:
-        """The first row the claim query finds (rows of `_passed_over` left out, as
-        %(passed)s) whose family this transaction holds or could take at once."""
+    def _claimable(self, sql: str, params: dict[str, Any], key: str,
+                   record: type[R]) -> R | None:
+        """The first `record` the claim query (selecting its columns) finds, rows of
+        `_passed_over` left out (as %(passed)s), whose family this transaction holds or could
+        take at once."""
         if not self._locking:
-            return self._one(sql, {**params, "passed": []})
+            return self._record(record, sql, {**params, "passed": []})
         # The family lock is tried in the same statement, for the one row found: a row the
         # claim locks is read as it is now, and the family's other rows are read after.
-        sql = (f"SELECT c.*, i.family_key AS _family, pg_try_advisory_xact_lock(i.family_key) "
-               f"AS _locked FROM ({sql}) c JOIN instances i "
+        sql = (f"SELECT c.*, i.family_key, pg_try_advisory_xact_lock(i.family_key) "
+               f"FROM ({sql}) c JOIN instances i "
                "ON i.workflow_instance_id = c.workflow_instance_id")
+        read = self._readers[record]
         for _ in range(_CLAIM_SKIPS):
             passed = self._passed_over.setdefault(key, [])
-            row = self._one(sql, {**params, "passed": passed})
-            if row is None:
+            found = self._tuples(sql, {**params, "passed": passed})
+            if not found:
                 return None
-            family, locked = row.pop("_family"), row.pop("_locked")
-            self._family[row["workflow_instance_id"]] = family
+            *values, family, locked = found[0]
+            row = read(values)
+            self._family[row.workflow_instance_id] = family
             if locked or family in self._created:
                 self._held.add(family)
                 return row
-            passed.append(row[key])
+            passed.append(getattr(row, key))
         return None
 
     def _scan(self, sql: str, params: Row, key: str, column: str | None = None,
@@ -858,13 +874,14 @@ class PostgresTx(SQLTx):
         else:
             self._readied.discard(row)
 
-    def next_ready_workflow_task(self, now: datetime) -> Row | None:
+    def next_ready_workflow_task(self, now: datetime) -> WorkflowTask | None:
         """The oldest ready workflow task; in a write transaction it is locked for the claim that
         follows, and one another writer has locked, or of a busy family, is passed over."""
         return self._claimable(
-            "SELECT * FROM workflow_tasks WHERE status = 'scheduled' AND available_at <= %(now)s "
-            "AND task_id <> ALL(%(passed)s::bigint[]) "
+            f"SELECT {TASK_COLUMNS} FROM workflow_tasks WHERE status = 'scheduled' "
+            "AND available_at <= %(now)s AND task_id <> ALL(%(passed)s::bigint[]) "
             f"ORDER BY available_at, task_id LIMIT 1{self._lock}", {"now": now}, "task_id",
+            WorkflowTask,
         )
 
     def close_workflow_task(self, task_id: int) -> None:
@@ -888,19 +905,20 @@ class PostgresTx(SQLTx):
             self._ready_if(fields["status"] in PENDING_ACTIVITY, ("activity", activity_id))
         return changed
 
-    def next_ready_activity(self, queues: Sequence[str], now: datetime) -> Row | None:
+    def next_ready_activity(self, queues: Sequence[str], now: datetime) -> Activity | None:
         """The oldest activity ready on these queues whose schedule deadlines still hold; in a
         write transaction it is locked for the claim that follows, and one another writer has
         locked, or of a busy family, is passed over. Each queue is read through its own index
         range (the head of each is locked until the transaction ends)."""
         return self._claimable(
-            "SELECT a.* FROM unnest(%(queues)s::text[]) AS q(queue) CROSS JOIN LATERAL ("
+            f"SELECT {_CLAIMED_ACTIVITY} FROM unnest(%(queues)s::text[]) AS q(queue) "
+            "CROSS JOIN LATERAL ("
             "SELECT * FROM activities WHERE queue = q.queue "
             f"AND status IN {PENDING_ACTIVITY_SQL} AND available_at <= %(now)s "
             f"AND activity_id <> ALL(%(passed)s::text[]) {WAITING_DEADLINES_HOLD} "
             f"ORDER BY available_at, rowid LIMIT 1{self._lock}) a "
             "ORDER BY a.available_at, a.rowid LIMIT 1", {"queues": list(queues), "now": now},
-            "activity_id",
+            "activity_id", Activity,
         )
 
     def open_activity_counts(self) -> list[Row]:

@@ -20,12 +20,15 @@ from typing import Any, TypeVar
 
 from wfctl.store import codec, records
 from wfctl.store.records import (
+    Activity,
     Child,
+    ClosedAttempt,
     Failure,
     RegisteredWorker,
     Signal,
     StoredDefinitions,
     Timer,
+    WorkflowTask,
 )
 from wfctl.vocabulary import (
     ACTIVITY_TIMEOUTS,
@@ -109,7 +112,10 @@ GET_RUN = (
     "LEFT JOIN instances i ON i.workflow_instance_id = r.workflow_instance_id "
     "WHERE r.workflow_run_id = %s"
 )
-# The columns of each record (store/records.py), as the queries that make them select them.
+# The columns of each record (store/records.py), as the queries that make them select them
+# (the backends' own claims select a workflow task's and an activity's too).
+TASK_COLUMNS = records.select(WorkflowTask)
+ACTIVITY_COLUMNS = records.select(Activity)
 _DEFINITIONS = records.select(StoredDefinitions)
 _TIMER = records.select(Timer)
 _SIGNAL = records.select(Signal)
@@ -171,8 +177,7 @@ def prefix_upper_bound(prefix: str) -> str | None:
 
 
 # What `close_current_attempt` returns of the attempt it closed.
-CLOSED_ATTEMPT = ("activity_id, workflow_run_id, step_index, branch_index, superseded, step, attempt, "
-                  "scheduled_event_id, started_event_id")
+_CLOSED_ATTEMPT = records.select(ClosedAttempt)
 # A started attempt is still current while each deadline that counts as it runs still holds.
 STARTED_DEADLINES_HOLD = " ".join(
     f"AND ({t.column} IS NULL OR {t.column} > %(now)s)" for t in ACTIVITY_TIMEOUTS
@@ -287,9 +292,10 @@ class SQLTx:
         """An instant from a column store/columns.py cannot name."""
         return stored
 
-    def _owned(self, sql: str, params: Sequence[Any]) -> Row | None:
-        """One row of a workflow family (a backend that locks families reads it again after)."""
-        return self._one(sql, params)
+    def _owned(self, sql: str, params: Sequence[Any], record: type | None = None) -> Any:
+        """One row of a workflow family (a backend that locks families reads it again after);
+        a record of `record` where given."""
+        return self._one(sql, params) if record is None else self._record(record, sql, params)
 
     def _scan(self, sql: str, params: Row, key: str, column: str | None = None,
               record: type | None = None) -> list[Any]:
@@ -522,11 +528,11 @@ class SQLTx:
 
     # workflow tasks
 
-    def open_workflow_task(self, run_id: str) -> Row | None:
+    def open_workflow_task(self, run_id: str) -> WorkflowTask | None:
         if self._without_task is not None and run_id in self._without_task:
             return None
-        return self._one(
-            "SELECT * FROM workflow_tasks WHERE workflow_run_id = %s "
+        return self._record(
+            WorkflowTask, f"SELECT {TASK_COLUMNS} FROM workflow_tasks WHERE workflow_run_id = %s "
             f"AND status IN {OPEN_WORKFLOW_TASK_SQL} LIMIT 1", (run_id,),
         )
 
@@ -535,8 +541,9 @@ class SQLTx:
             self._without_task.discard(row["workflow_run_id"])
         return self._insert("workflow_tasks", row, "task_id")
 
-    def get_workflow_task(self, task_id: int) -> Row | None:
-        return self._owned("SELECT * FROM workflow_tasks WHERE task_id = %s", (task_id,))
+    def get_workflow_task(self, task_id: int) -> WorkflowTask | None:
+        return self._owned(f"SELECT {TASK_COLUMNS} FROM workflow_tasks WHERE task_id = %s", (task_id,),
+                           WorkflowTask)
 
     def update_workflow_task(self, task_id: int, *, expect_status: str | None = None,
                              **fields: Any) -> bool:
@@ -565,18 +572,19 @@ class SQLTx:
             f"{OPEN_WORKFLOW_TASK_SQL} AND task_id {self._IS_NOT} %s", (run_id, keep),
         )
 
-    def timed_out_workflow_tasks(self, now: datetime, limit: int) -> list[Row]:
+    def timed_out_workflow_tasks(self, now: datetime, limit: int) -> list[WorkflowTask]:
         return self._scan(
-            "SELECT * FROM workflow_tasks WHERE status = 'started' AND timeout_at IS NOT NULL "
-            "AND timeout_at <= %(now)s{only} ORDER BY timeout_at LIMIT %(limit)s",
-            {"now": self._at(now), "limit": limit}, "task_id",
+            f"SELECT {TASK_COLUMNS} FROM workflow_tasks WHERE status = 'started' "
+            "AND timeout_at IS NOT NULL AND timeout_at <= %(now)s{only} ORDER BY timeout_at "
+            "LIMIT %(limit)s", {"now": self._at(now), "limit": limit}, "task_id",
+            record=WorkflowTask,
         )
 
-    def workflow_tasks_owned_by(self, worker_ids: Sequence[str]) -> list[Row]:
+    def workflow_tasks_owned_by(self, worker_ids: Sequence[str]) -> list[WorkflowTask]:
         owners, params = self._any("owner", worker_ids, "ids")
         return self._scan(
-            f"SELECT * FROM workflow_tasks WHERE status = 'started' AND {owners}{{only}}",
-            params, "task_id",
+            f"SELECT {TASK_COLUMNS} FROM workflow_tasks WHERE status = 'started' AND {owners}{{only}}",
+            params, "task_id", record=WorkflowTask,
         )
 
     # activities
@@ -584,8 +592,9 @@ class SQLTx:
     def insert_activity(self, row: Row) -> None:
         self._insert("activities", row)
 
-    def get_activity(self, activity_id: str) -> Row | None:
-        return self._owned("SELECT * FROM activities WHERE activity_id = %s", (activity_id,))
+    def get_activity(self, activity_id: str) -> Activity | None:
+        return self._owned(f"SELECT {ACTIVITY_COLUMNS} FROM activities WHERE activity_id = %s",
+                           (activity_id,), Activity)
 
     def update_activity(self, activity_id: str, *, expect_attempt: int | None = None,
                         expect_status: Iterable[str] = (), **fields: Any) -> bool:
@@ -601,34 +610,34 @@ class SQLTx:
                             params) == 1
 
     def close_current_attempt(self, activity_id: str, attempt: int, worker_id: str, now: datetime,
-                              **fields: Any) -> Row | None:
+                              **fields: Any) -> ClosedAttempt | None:
         """Set `fields` on an attempt that is still `worker_id`'s, started, and within every
-        deadline that counts while it runs, in one statement; what a completion records of it
-        (`CLOSED_ATTEMPT`), or None when it is not so (the caller reads the row to say why)."""
+        deadline that counts while it runs, in one statement; what a completion records of it,
+        or None when it is not so (the caller reads the row to say why)."""
         sets = ", ".join(f"{name} = %({name})s" for name in fields)
-        return self._one(
-            f"UPDATE activities SET {sets} WHERE activity_id = %(activity_id)s "
+        return self._record(
+            ClosedAttempt, f"UPDATE activities SET {sets} WHERE activity_id = %(activity_id)s "
             "AND status = 'started' AND attempt = %(attempt)s AND owner = %(worker_id)s "
-            f"{STARTED_DEADLINES_HOLD} RETURNING {CLOSED_ATTEMPT}",
+            f"{STARTED_DEADLINES_HOLD} RETURNING {_CLOSED_ATTEMPT}",
             {**dict(zip(fields, self._stored(fields), strict=True)), "activity_id": activity_id,
              "attempt": attempt, "worker_id": worker_id, "now": self._at(now)},
         )
 
-    def step_activities(self, run_id: str, step_index: int) -> list[Row]:
-        return self._all(
-            "SELECT * FROM activities WHERE workflow_run_id = %s AND step_index = %s "
-            "AND superseded = 0 ORDER BY branch_index", (run_id, step_index),
+    def step_activities(self, run_id: str, step_index: int) -> list[Activity]:
+        return self._records(
+            Activity, f"SELECT {ACTIVITY_COLUMNS} FROM activities WHERE workflow_run_id = %s "
+            "AND step_index = %s AND superseded = 0 ORDER BY branch_index", (run_id, step_index),
         )
 
-    def run_activities(self, run_id: str) -> list[Row]:
-        return self._all(
-            "SELECT * FROM activities WHERE workflow_run_id = %s ORDER BY scheduled_at, rowid",
-            (run_id,),
+    def run_activities(self, run_id: str) -> list[Activity]:
+        return self._records(
+            Activity, f"SELECT {ACTIVITY_COLUMNS} FROM activities WHERE workflow_run_id = %s "
+            "ORDER BY scheduled_at, rowid", (run_id,),
         )
 
-    def open_activities(self, run_id: str) -> list[Row]:
-        return self._all(
-            "SELECT * FROM activities WHERE workflow_run_id = %s "
+    def open_activities(self, run_id: str) -> list[Activity]:
+        return self._records(
+            Activity, f"SELECT {ACTIVITY_COLUMNS} FROM activities WHERE workflow_run_id = %s "
             f"AND status IN {OPEN_ACTIVITY_SQL}{self._IN_ORDER}", (run_id,),
         )
 
@@ -645,19 +654,19 @@ class SQLTx:
             f"AND status IN {PENDING_ACTIVITY_SQL}", params,
         )["at"]
 
-    def expired_activities(self, now: datetime, limit: int) -> list[Row]:
+    def expired_activities(self, now: datetime, limit: int) -> list[Activity]:
         """Open activities past any of their four deadlines, found through the partial indexes."""
         return self._scan(
-            f"SELECT * FROM activities WHERE activity_id IN ({_EXPIRED_ACTIVITIES})"
-            "{only} LIMIT %(limit)s",
-            {"now": self._at(now), "limit": limit}, "activity_id",
+            f"SELECT {ACTIVITY_COLUMNS} FROM activities WHERE activity_id IN "
+            f"({_EXPIRED_ACTIVITIES}){{only}} LIMIT %(limit)s",
+            {"now": self._at(now), "limit": limit}, "activity_id", record=Activity,
         )
 
-    def activities_owned_by(self, worker_ids: Sequence[str]) -> list[Row]:
+    def activities_owned_by(self, worker_ids: Sequence[str]) -> list[Activity]:
         owners, params = self._any("owner", worker_ids, "ids")
         return self._scan(
-            f"SELECT * FROM activities WHERE status = 'started' AND {owners}{{only}}",
-            params, "activity_id",
+            f"SELECT {ACTIVITY_COLUMNS} FROM activities WHERE status = 'started' "
+            f"AND {owners}{{only}}", params, "activity_id", record=Activity,
         )
 
     # timers

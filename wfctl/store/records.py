@@ -12,10 +12,11 @@ A field's annotation declares what its column holds, the same on every backend:
   text, which its `instant` reads; PostgreSQL's driver gives `timestamptz` as datetimes);
 - `bool`: a flag, 0 or 1 in the table;
 - `Json`: JSON text in the table, its value here (NULL, and a stored JSON `null`, as None);
+- `Policy`: an activity's retry policy, JSON in `codec.encode_policy`'s compact form, as a dict;
 - anything else: the stored value as it is.
 
-Converted so far: definitions, timers, signals, children, failures and workers. Instances, runs,
-workflow tasks, activities and events still cross as dicts whose columns' kinds
+Converted so far: definitions, workflow tasks, activities, timers, signals, children, failures
+and workers. Instances, runs and events still cross as dicts whose columns' kinds
 store/columns.py guesses from their names; they follow.
 """
 
@@ -30,10 +31,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Any, TypeVar
 
-INSTANT, FLAG, JSON = "instant", "flag", "json"
+from wfctl.store import codec
+
+INSTANT, FLAG, JSON, POLICY = "instant", "flag", "json", "policy"
 
 # A column of JSON text, whose value crosses the seam.
 Json = Annotated[Any, JSON]
+# An activity's retry policy, stored compactly (`codec.encode_policy`), as its dict.
+Policy = Annotated[dict[str, Any], POLICY]
 
 R = TypeVar("R")
 
@@ -46,6 +51,76 @@ class StoredDefinitions:
     path: str
     source: str
     created_at: datetime
+
+
+@dataclass(slots=True)
+class WorkflowTask:
+    """A workflow task: a run's turn to be decided, scheduled, then started by a worker."""
+
+    task_id: int
+    workflow_run_id: str
+    workflow_instance_id: str
+    status: str
+    # Why it was scheduled (`started`, `activity_completed`, `timer_fired`, ...).
+    reason: str
+    available_at: datetime
+    scheduled_event_id: int
+    started_event_id: int | None
+    owner: str | None
+    started_at: datetime | None
+    timeout_at: datetime | None
+    closed_at: datetime | None
+
+
+@dataclass(slots=True)
+class Activity:
+    """An activity of a step's branch, as its current attempt leaves it."""
+
+    activity_id: str
+    workflow_run_id: str
+    workflow_instance_id: str
+    step_index: int
+    branch_index: int
+    step: str
+    handler: str
+    queue: str
+    status: str
+    attempt: int
+    max_attempts: int
+    retry_policy: Policy
+    available_at: datetime
+    scheduled_at: datetime
+    schedule_deadline_at: datetime | None
+    close_deadline_at: datetime | None
+    schedule_to_close_deadline_at: datetime | None
+    heartbeat_deadline_at: datetime | None
+    started_at: datetime | None
+    owner: str | None
+    last_heartbeat_at: datetime | None
+    last_heartbeat_details: Json
+    last_heartbeat_event_at: datetime | None
+    scheduled_event_id: int
+    started_event_id: int | None
+    last_error: Json
+    superseded: bool
+    closed_at: datetime | None
+
+
+@dataclass(slots=True)
+class ClosedAttempt:
+    """What a completion records of the attempt it closed (`close_current_attempt`): the
+    columns its event and the decision that follows read, and none they do not (the step
+    path converts no retry policy, instant or heartbeat it would not look at)."""
+
+    activity_id: str
+    workflow_run_id: str
+    step_index: int
+    branch_index: int
+    superseded: bool
+    step: str
+    attempt: int
+    scheduled_event_id: int
+    started_event_id: int | None
 
 
 @dataclass(slots=True)
@@ -168,7 +243,7 @@ class Readers:
 
     def __init__(self, instant: Callable[[Any], datetime | None] | None) -> None:
         self._convert: dict[str, Callable[[Any], Any] | None] = {
-            INSTANT: instant, FLAG: bool, JSON: json.loads}
+            INSTANT: instant, FLAG: bool, JSON: json.loads, POLICY: codec.decode_policy}
         self._readers: dict[type, Callable[[Sequence[Any]], Any]] = {}
 
     def __getitem__(self, record: type[R]) -> Callable[[Sequence[Any]], R]:

@@ -27,7 +27,14 @@ from wfctl.errors import (
     TransientConflict,
 )
 from wfctl.store import columns, records
-from wfctl.store.queries import PENDING_ACTIVITY_SQL, WAITING_DEADLINES_HOLD, SQLTx
+from wfctl.store.queries import (
+    ACTIVITY_COLUMNS,
+    PENDING_ACTIVITY_SQL,
+    TASK_COLUMNS,
+    WAITING_DEADLINES_HOLD,
+    SQLTx,
+)
+from wfctl.store.records import Activity, WorkflowTask
 from wfctl.store.schema import MIGRATION_SET, MIGRATIONS_TABLE, migrations
 from wfctl.vocabulary import OPEN_ACTIVITY
 
@@ -682,23 +689,23 @@ class SQLiteTx(SQLTx):
                 [(*key, count) for key, count in counts.items()],
             )
 
-    def next_ready_workflow_task(self, now: datetime) -> Row | None:
-        return self._one(
-            "SELECT * FROM workflow_tasks WHERE status = 'scheduled' AND available_at <= %s "
-            "ORDER BY available_at LIMIT 1", (text(now),),
+    def next_ready_workflow_task(self, now: datetime) -> WorkflowTask | None:
+        return self._record(
+            WorkflowTask, f"SELECT {TASK_COLUMNS} FROM workflow_tasks WHERE status = 'scheduled' "
+            "AND available_at <= %s ORDER BY available_at LIMIT 1", (text(now),),
         )
 
-    def next_ready_activity(self, queues: Sequence[str], now: datetime) -> Row | None:
+    def next_ready_activity(self, queues: Sequence[str], now: datetime) -> Activity | None:
         """The oldest activity ready on these queues whose schedule deadlines still hold."""
         best, at = None, text(now)
         for queue in queues:
-            row = self._one(
-                "SELECT * FROM activities WHERE queue = %(queue)s "
+            found = self._record(
+                Activity, f"SELECT {ACTIVITY_COLUMNS} FROM activities WHERE queue = %(queue)s "
                 f"AND status IN {PENDING_ACTIVITY_SQL} AND available_at <= %(now)s "
                 f"{WAITING_DEADLINES_HOLD} ORDER BY available_at LIMIT 1", {"queue": queue, "now": at},
             )
-            if row is not None and (best is None or row["available_at"] < best["available_at"]):
-                best = row
+            if found is not None and (best is None or found.available_at < best.available_at):
+                best = found
         return best
 
     def open_activity_counts(self) -> list[Row]:

@@ -64,7 +64,7 @@ class Housekeeping(Loop):
         shared = self.shared
         started = self._last_check = time.monotonic()
         with shared.engine.store.read() as tx:
-            owned = {(row["activity_id"], row["attempt"])
+            owned = {(row.activity_id, row.attempt)
                      for row in tx.activities_owned_by([shared.worker_id])}
         acted = False
         for attempt in attempts:

@@ -401,7 +401,7 @@ def _decide_one_by_one(shared: Shared, now: datetime, limit: int, check_deadline
         except StoreUnavailable:
             raise
         except Exception as exc:
-            log.failure("workflow_task_failed", exc, instance=task["workflow_instance_id"])
+            log.failure("workflow_task_failed", exc, instance=task.workflow_instance_id)
     return decided
 
 

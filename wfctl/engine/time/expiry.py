@@ -20,7 +20,7 @@ from wfctl.engine.time.timeouts import (
     time_out_workflow_task,
 )
 from wfctl.store import Row
-from wfctl.store.records import Timer
+from wfctl.store.records import Activity, Timer
 from wfctl.vocabulary import RETRY_TIMER, RETRY_WAIT
 
 
@@ -42,16 +42,16 @@ def lose_workers(engine: EngineCore, worker_ids: list[str], now: datetime) -> No
         for worker_id in worker_ids:
             c.tx.stop_worker(worker_id, c.now)
         for activity in c.tx.activities_owned_by(worker_ids):
-            _lose_attempt(c, activity, activity["owner"])
+            _lose_attempt(c, activity, activity.owner)
         for task in c.tx.workflow_tasks_owned_by(worker_ids):
-            run = c.run(task["workflow_run_id"])
-            c.tx.close_workflow_task(task["task_id"])
+            run = c.run(task.workflow_run_id)
+            c.tx.close_workflow_task(task.task_id)
             schedule_workflow_task(c, run, "worker_lost")
 
 
-def _lose_attempt(c: Ctx, activity: Row, worker_id: str) -> None:
+def _lose_attempt(c: Ctx, activity: Activity, worker_id: str) -> None:
     """The worker holding this attempt is gone: the attempt failed, the retry policy decides."""
-    run = c.run(activity["workflow_run_id"])
+    run = c.run(activity.workflow_run_id)
     fail_attempt(c, run, activity, retryable=True, reason="worker_lost",
                  exception_class="WorkerLost",
                  message=f"worker {worker_id} stopped renewing its liveness")
@@ -84,11 +84,10 @@ def expire(engine: EngineCore, now: datetime, limit: int,
     due: dict[str, _Due] = {}
     with engine.store.read() as tx:
         for activity in tx.expired_activities(now, limit):
-            due.setdefault(activity["workflow_instance_id"], _Due()).activities.append(
-                activity["activity_id"])
+            due.setdefault(activity.workflow_instance_id, _Due()).activities.append(
+                activity.activity_id)
         for task in tx.timed_out_workflow_tasks(now, limit):
-            due.setdefault(task["workflow_instance_id"], _Due()).workflow_tasks.append(
-                task["task_id"])
+            due.setdefault(task.workflow_instance_id, _Due()).workflow_tasks.append(task.task_id)
     done = Expired()
     after: tuple[datetime, str] | None = None
     while True:
@@ -137,8 +136,8 @@ def _expire_instance(engine: EngineCore, now: datetime, due: _Due) -> Expired:
                 done.activities_timed_out += 1
         for task_id in due.workflow_tasks:
             task = c.tx.get_workflow_task(task_id)
-            if task is not None and task["status"] == "started" and \
-                    task["timeout_at"] is not None and task["timeout_at"] <= c.now:
+            if task is not None and task.status == "started" and \
+                    task.timeout_at is not None and task.timeout_at <= c.now:
                 time_out_workflow_task(c, task)
                 done.workflow_tasks_timed_out += 1
         for timer in due.timers:

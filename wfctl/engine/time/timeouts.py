@@ -13,35 +13,36 @@ from wfctl.engine.attempts import fail_attempt
 from wfctl.engine.closing import close_run
 from wfctl.engine.core import Ctx, record_failure, schedule_workflow_task
 from wfctl.store import Row
+from wfctl.store.records import Activity, WorkflowTask
 from wfctl.vocabulary import ACTIVITY_TIMEOUTS, TIMEOUTS, WORKFLOW_TIMEOUTS
 
 
-def expired_timeout(activity: Row, at: datetime) -> str | None:
+def expired_timeout(activity: Activity, at: datetime) -> str | None:
     """The timeout kind that expired, in the order schedule_to_close, schedule_to_start,
     heartbeat, start_to_close; None when every deadline still holds."""
     for timeout in ACTIVITY_TIMEOUTS:
-        deadline = activity[timeout.column]
-        if activity["status"] in timeout.counts_while and deadline is not None and deadline <= at:
+        deadline = getattr(activity, timeout.column)
+        if activity.status in timeout.counts_while and deadline is not None and deadline <= at:
             return timeout.kind
     return None
 
 
-def time_out_activity(c: Ctx, activity: Row, kind: str) -> None:
+def time_out_activity(c: Ctx, activity: Activity, kind: str) -> None:
     """Enforce one expired activity deadline: a retry, or the terminal ActivityTimedOut."""
-    run = c.run(activity["workflow_run_id"])
+    run = c.run(activity.workflow_run_id)
     column = TIMEOUTS[kind].column
     fail_attempt(c, run, activity, retryable=kind != "schedule_to_close",
-                 reason="timeout", timeout_kind=kind, deadline_at=activity[column])
+                 reason="timeout", timeout_kind=kind, deadline_at=getattr(activity, column))
 
 
-def time_out_workflow_task(c: Ctx, task: Row) -> None:
+def time_out_workflow_task(c: Ctx, task: WorkflowTask) -> None:
     """SWF's decision task timeout: record it and schedule a fresh workflow task."""
-    run = c.run(task["workflow_run_id"])
-    c.tx.close_workflow_task(task["task_id"])
+    run = c.run(task.workflow_run_id)
+    c.tx.close_workflow_task(task.task_id)
     c.event(run, "WorkflowTaskTimedOut", timeout_kind="start_to_close",
-            scheduled_event_id=task["scheduled_event_id"],
-            started_event_id=task["started_event_id"], deadline_at=task["timeout_at"],
-            worker_id=task["owner"])
+            scheduled_event_id=task.scheduled_event_id,
+            started_event_id=task.started_event_id, deadline_at=task.timeout_at,
+            worker_id=task.owner)
     schedule_workflow_task(c, run, "workflow_task_timed_out")
 
 
