@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from conftest import at
 
-from wfctl import handlers
+from wfctl import handlers, to_json
 from wfctl.engine.time.deadlines import sweep_deadlines
 
 pytestmark = pytest.mark.both_backends
@@ -173,3 +173,14 @@ def test_the_read_models_carry_every_instant_as_an_aware_utc_datetime(make_env):
             "[].attributes.retry_available_at", "[].attributes.next_attempt_at",
             "[].attributes.claimed_at", "[].attributes.failure.deadline_at",
             "failure.deadline_at", "[].nearest_deadline.at"} <= paths
+
+
+def test_a_client_document_printed_by_to_json_is_what_json_prints(make_env, wfctl):
+    env = make_env(DEFINITIONS)
+    ids = drive(env)
+    for instance_id in ids:
+        code, out, err = wfctl(env, "describe", instance_id, "--json")
+        assert (code, err) == (0, "")
+        assert to_json(env.client.describe(instance_id), indent=2) + "\n" == out
+    code, out, _ = wfctl(env, "list", "--json")
+    assert to_json(env.client.list(), indent=2) + "\n" == out

@@ -1,8 +1,11 @@
 """wfctl: durable workflows declared in YAML, on one SQLite file.
 
-The public face: `Client` to start and inspect workflows, `ActivityContext` and
-`ActivityCancelled` for handlers, and the errors wfctl raises.
+The public face: `Client` to start and inspect workflows, `to_json` to print its documents as
+the CLI's `--json` does, `ActivityContext` and `ActivityCancelled` for handlers, and the errors
+wfctl raises.
 """
+
+from typing import Any
 
 from wfctl.client import Client
 from wfctl.context import ActivityContext
@@ -22,6 +25,15 @@ from wfctl.errors import (
 
 __version__ = "0.3.0.dev0"
 
+
+def to_json(document: Any, *, indent: int | None = None) -> str:
+    """A document of `Client` (`describe`, `history`, `list`, ...) as the text `--json` prints:
+    its instants, aware UTC datetimes in Python, as ISO 8601 text with milliseconds."""
+    from wfctl import jsonvalue
+
+    return jsonvalue.text(document, indent=indent)
+
+
 __all__ = [
     "ActivityCancelled",
     "ActivityContext",
@@ -37,4 +49,5 @@ __all__ = [
     "StructuralLimitExceeded",
     "WfctlError",
     "__version__",
+    "to_json",
 ]
