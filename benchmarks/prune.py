@@ -260,7 +260,7 @@ def step_rate(built: Scratch, work: Scratch, workflows: int, *, retained: bool,
     watch.close()
     pruned = before + workflows - _instances(work.db)
     assert first is not None and last is not None
-    seconds = (datetime.fromisoformat(last) - datetime.fromisoformat(first)).total_seconds()
+    seconds = (last - first).total_seconds()
     return workflows * STEPS_PER_WORKFLOW / seconds, pruned
 
 

@@ -225,8 +225,8 @@ def run_config(workflows: int, workers: int, concurrency: int, mode: str, log_le
                   server_cpu)
 
 
-def _seconds_between(first: str, last: str) -> float:
-    return (datetime.fromisoformat(last) - datetime.fromisoformat(first)).total_seconds()
+def _seconds_between(first: datetime, last: datetime) -> float:
+    return (last - first).total_seconds()
 
 
 # --huey
