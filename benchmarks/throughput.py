@@ -448,13 +448,15 @@ def _drain_postgres(workflows: int, server: pglib.Server, *, trace: bool = False
                 stats = True
             except psycopg.Error:
                 stats = False
-            execute = psycopg.Connection.execute
+            # Every statement goes through a cursor (Connection.execute makes one): the store's
+            # transactions keep cursors of their own.
+            execute = psycopg.Cursor.execute
 
-            def counted(conn: psycopg.Connection, query: Any, params: Any = None,
+            def counted(cursor: psycopg.Cursor, query: Any, params: Any = None,
                         **kwargs: Any) -> Any:
                 before = time.perf_counter()
                 try:
-                    return execute(conn, query, params, **kwargs)
+                    return execute(cursor, query, params, **kwargs)
                 finally:
                     took = time.perf_counter() - before
                     traced.client_seconds += took
@@ -465,7 +467,7 @@ def _drain_postgres(workflows: int, server: pglib.Server, *, trace: bool = False
                     traced.seconds_by_kind[kinds[0]] += took
 
             if trace:
-                psycopg.Connection.execute = counted  # type: ignore[method-assign]
+                psycopg.Cursor.execute = counted  # type: ignore[method-assign]
             profiler = cProfile.Profile() if profile else None
             started = time.perf_counter()
             try:
@@ -476,7 +478,7 @@ def _drain_postgres(workflows: int, server: pglib.Server, *, trace: bool = False
                 if profiler:
                     profiler.disable()
             finally:
-                psycopg.Connection.execute = execute  # type: ignore[method-assign]
+                psycopg.Cursor.execute = execute  # type: ignore[method-assign]
             seconds = time.perf_counter() - started
             if trace and stats:
                 traced.server_seconds, traced.plan_seconds = stats_conn.execute(
