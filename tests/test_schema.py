@@ -420,8 +420,8 @@ def test_the_0_1_database_is_upgraded_with_its_timeout_events_counted(tmp_path):
         ids = tx.instance_ids("", 1000)
         for instance_id in ids:
             for event in tx.events(instance_id, event_types=TIMEOUT_EVENTS):
-                attributes = event["attributes"]
-                scanned[(event["event_type"], attributes.get("timeout_kind") or "",
+                attributes = event.attributes
+                scanned[(event.event_type, attributes.get("timeout_kind") or "",
                          attributes.get("failure_category") or "")] += 1
     store.close()
     assert kept == sorted((*key, count) for key, count in scanned.items())

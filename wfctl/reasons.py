@@ -35,4 +35,4 @@ def stop_reason(tx: Tx, run: Row) -> str | None:
         return None
     requests = tx.events(run["workflow_instance_id"], run_number=run["run_number"],
                          event_types=("WorkflowCancelRequested", "WorkflowTerminated"))
-    return requests[-1]["attributes"].get("reason") if requests else None
+    return requests[-1].attributes.get("reason") if requests else None

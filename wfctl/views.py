@@ -212,17 +212,17 @@ def history(store: Store, instance_id: str, *, run_number: int | None = None,
         if run_number is not None and not 1 <= run_number <= instance["run_count"]:
             raise NotFound(f"{instance_id} has no run {run_number} "
                            f"(it has {instance['run_count']})")
-        rows = tx.events(instance_id, run_number=None if all_runs else run_number,
-                         after_seq=after_seq, event_types=event_types)
+        events = tx.events(instance_id, run_number=None if all_runs else run_number,
+                           after_seq=after_seq, event_types=event_types)
         return [
             {
-                "seq": row["seq"],
-                "event_type": row["event_type"],
-                "at": row["at"],
-                "run_number": row["run_number"],
-                "attributes": row["attributes"],
+                "seq": event.seq,
+                "event_type": event.event_type,
+                "at": event.at,
+                "run_number": event.run_number,
+                "attributes": event.attributes,
             }
-            for row in rows
+            for event in events
         ]
 
 

@@ -69,6 +69,8 @@ def typed(value: object, record: type) -> bool:
             assert not isinstance(held, str | bytes), f"{field.name} holds JSON text"
             continue
         allowed = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+        # A generic's own class (`dict` of `dict[str, Any]`): isinstance takes no other.
+        allowed = tuple(typing.get_origin(a) or a for a in allowed)
         assert isinstance(held, allowed), f"{record.__name__}.{field.name} is {held!r}, not {hint}"
         if isinstance(held, datetime):
             assert held.tzinfo is UTC, f"{record.__name__}.{field.name} is not in UTC"
@@ -125,8 +127,9 @@ def test_lists_come_newest_first_and_history_in_seq_order(store):
             status=None, workflow_type=None, since=None, limit=10)]
         events = tx.events("i1")
     assert listed == ["i2", "i1", "i0"]
-    assert [e["seq"] for e in events] == [1, 2, 3, 4, 5]
-    assert [e["attributes"]["reason"] for e in events] == ["r0", "r1", "r2", "r3", "r4"]
+    assert all(typed(e, records.Event) for e in events)
+    assert [e.seq for e in events] == [1, 2, 3, 4, 5]
+    assert [e.attributes["reason"] for e in events] == ["r0", "r1", "r2", "r3", "r4"]
 
 
 @covers("list_instances")
@@ -277,10 +280,9 @@ def test_event_instants_and_attributes_round_trip(store):
         seq = tx.append_event(tx.get_run("i1-r1"), "ActivityCompleted", at, attributes)
     with store.read() as tx:
         (event,) = tx.events("i1")
-    assert event["seq"] == seq == 1
-    assert event["event_type"] == "ActivityCompleted"
-    assert event["at"] == at and event["at"].tzinfo is UTC
-    assert event["attributes"] == attributes and list(event["attributes"]) == list(attributes)
+    assert typed(event, records.Event)
+    assert event == records.Event("i1", seq, 1, "ActivityCompleted", at, attributes)
+    assert seq == 1 and list(event.attributes) == list(attributes)
 
 
 def test_history_instants_read_back_as_aware_utc_datetimes_however_they_were_given(store):
@@ -296,11 +298,11 @@ def test_history_instants_read_back_as_aware_utc_datetimes_however_they_were_giv
                         {"child_instance_id": "c", "failure": {"message": "m", "deadline_at": later}})
     with store.read() as tx:
         timer, text, child = tx.events("i1")
-    assert timer["attributes"] == {"timer_id": "t", "fire_at": later}
-    assert text["attributes"] == {"timer_id": "u", "fire_at": later}
-    assert child["attributes"]["failure"] == {"message": "m", "deadline_at": later}
-    instants = [timer["attributes"]["fire_at"], text["attributes"]["fire_at"],
-                child["attributes"]["failure"]["deadline_at"]]
+    assert timer.attributes == {"timer_id": "t", "fire_at": later}
+    assert text.attributes == {"timer_id": "u", "fire_at": later}
+    assert child.attributes["failure"] == {"message": "m", "deadline_at": later}
+    instants = [timer.attributes["fire_at"], text.attributes["fire_at"],
+                child.attributes["failure"]["deadline_at"]]
     assert all(instant.tzinfo is UTC for instant in instants)
 
 
@@ -463,13 +465,17 @@ def test_history_is_counted_and_read_one_event_at_a_time(store):
             tx.append_event(run, "WorkflowTaskScheduled", T0, {"reason": f"r{n}"})
         tx.flush()
         assert tx.last_seq("i1") == 3 and tx.history_count(run) == 3
+        # A write transaction reads its own events, as records too.
+        assert typed(tx.event("i1", 3), records.Event)
     with store.read() as tx:
         assert isinstance(tx.instance_key("i1"), int) and tx.instance_key("none") is None
         assert tx.last_seq("i1") == 3 and tx.last_seq("none") == 0
-        assert tx.event("i1", 2)["attributes"] == {"reason": "r1"}
+        found = tx.event("i1", 2)
+        assert typed(found, records.Event) and found.seq == 2
+        assert found.attributes == {"reason": "r1"}
         assert tx.event("i1", 4) is None
-        assert [e["seq"] for e in tx.events("i1", after_seq=1,
-                                            event_types=["WorkflowTaskScheduled"])] == [2, 3]
+        assert [e.seq for e in tx.events("i1", after_seq=1,
+                                         event_types=["WorkflowTaskScheduled"])] == [2, 3]
 
 
 @covers("get_workflow_task", "update_workflow_task", "next_ready_workflow_task",

@@ -25,6 +25,7 @@ from wfctl.store.records import (
     Activity,
     Child,
     ClosedAttempt,
+    Event,
     Failure,
     RegisteredWorker,
     Signal,
@@ -81,10 +82,10 @@ class Tx(Protocol):
     def history_count(self, run: Row) -> int:
         """Events of a run that count toward history_size (refused starts excluded)."""
     def events(self, instance_id: str, *, run_number: int | None = None, after_seq: int = 0,
-               until_seq: int | None = None, event_types: Sequence[str] = ()) -> list[Row]:
+               until_seq: int | None = None, event_types: Sequence[str] = ()) -> list[Event]:
         """An instance's events in seq order, each `at` a datetime, attributes as dicts (whose
         values are the event's JSON, but for its instants: aware UTC datetimes)."""
-    def event(self, instance_id: str, seq: int) -> Row | None:
+    def event(self, instance_id: str, seq: int) -> Event | None:
         """One event of an instance's history, as `events` gives it."""
 
     # workflow tasks

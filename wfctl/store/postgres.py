@@ -654,8 +654,6 @@ class PostgresTx(SQLTx):
     def _all(self, sql: str, params: Sequence[Any] | Row | None = None) -> list[Row]:
         return self._execute(sql, params).fetchall()
 
-    _rows = _all
-
     def _tuples(self, sql: str, params: Sequence[Any] | Row | None = None) -> \
             list[Sequence[Any]]:
         if self._cursor is None:

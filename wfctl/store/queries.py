@@ -3,8 +3,8 @@ SQL truly differs.
 
 Statements are written in PostgreSQL's placeholders (`%s`, `%(name)s`); the SQLite store turns
 each text into its own (`?`, `:name`) once and keeps it. A backend's transaction class supplies
-how a statement runs and its rows come back (`_execute`, `_one`, `_all`, `_rows`, `_insert`; for
-typed records, `_tuples` of stored values and the `_readers` that convert them), a list of
+how a statement runs and its rows come back (`_execute`, `_one`, `_all`, `_insert`; for typed
+records, `_tuples` of stored values and the `_readers` that convert them), a list of
 values in a condition (`_any`), an instant as a parameter (`_at`), and the few spellings that
 differ (`_IS`, `_IS_NOT`, ...). Where a backend does more than run the query — PostgreSQL
 locks workflow families before it reads their rows (`_owned`, `_scan`, `hold`) and remembers
@@ -23,6 +23,7 @@ from wfctl.store.records import (
     Activity,
     Child,
     ClosedAttempt,
+    Event,
     Failure,
     RegisteredWorker,
     Signal,
@@ -250,10 +251,6 @@ class SQLTx:
         raise NotImplementedError
 
     def _all(self, sql: str, params: Sequence[Any] | Row = ()) -> list[Row]:
-        raise NotImplementedError
-
-    def _rows(self, sql: str, params: Sequence[Any]) -> list[Row]:
-        """Rows as stored, without the conversions of store/columns.py (history's own)."""
         raise NotImplementedError
 
     def _tuples(self, sql: str, params: Sequence[Any] | Row = ()) -> list[Sequence[Any]]:
@@ -489,14 +486,14 @@ class SQLTx:
         return self.last_seq(run["workflow_instance_id"]) - run["first_seq"] + 1 \
             - run["rejected_starts"]
 
-    def event(self, instance_id: str, seq: int) -> Row | None:
+    def event(self, instance_id: str, seq: int) -> Event | None:
         """One event of an instance's history, as `events` gives it."""
         found = self.events(instance_id, after_seq=seq - 1, until_seq=seq)
         return found[0] if found else None
 
     def events(self, instance_id: str, *, run_number: int | None = None,
                after_seq: int = 0, until_seq: int | None = None,
-               event_types: Sequence[str] = ()) -> list[Row]:
+               event_types: Sequence[str] = ()) -> list[Event]:
         """An instance's events in order (after `after_seq`, up to `until_seq`), each with its
         type's name, its instant and its attributes as a dict."""
         self.flush()
@@ -513,17 +510,11 @@ class SQLTx:
             types, codes = self._any("event_type", [codec.type_code(n) for n in event_types])
             sql += f" AND {types}"
             params += codes
+        # History's own encoding (codec.py), not the columns' of other tables.
         return [
-            {
-                "workflow_instance_id": instance_id,
-                "seq": row["seq"],
-                "run_number": row["run_number"],
-                "event_type": codec.type_name(row["event_type"]),
-                "at": codec.instant(row["at"]),
-                "attributes": codec.decode_attributes(row["attributes"], row["at"]),
-            }
-            # History's own encoding (codec.py), not the columns' of other tables.
-            for row in self._rows(sql + " ORDER BY seq", params)
+            Event(instance_id, seq, run, codec.type_name(code), codec.instant(at),
+                  codec.decode_attributes(attributes, at))
+            for seq, run, code, at, attributes in self._tuples(sql + " ORDER BY seq", params)
         ]
 
     # workflow tasks

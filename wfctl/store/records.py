@@ -15,8 +15,12 @@ A field's annotation declares what its column holds, the same on every backend:
 - `Policy`: an activity's retry policy, JSON in `codec.encode_policy`'s compact form, as a dict;
 - anything else: the stored value as it is.
 
-Converted so far: definitions, workflow tasks, activities, timers, signals, children, failures
-and workers. Instances, runs and events still cross as dicts whose columns' kinds
+History's events cross as `Event`, which `Tx.events` makes itself: history is stored in its own
+compact encoding (store/codec.py: type codes, integer instants, coded attributes), which codec
+reads back, not the columns' kinds above.
+
+Converted so far: definitions, workflow tasks, activities, timers, signals, children, failures,
+workers and events. Instances and runs still cross as dicts whose columns' kinds
 store/columns.py guesses from their names; they follow.
 """
 
@@ -209,6 +213,21 @@ class RegisteredWorker:
     stopped_at: datetime | None
     # None for a worker registered before hosts were recorded.
     host_id: str | None
+
+
+@dataclass(slots=True)
+class Event:
+    """One event of an instance's history, as history's own encoding reads back (codec.py)."""
+
+    workflow_instance_id: str
+    # Its place in the instance's history, from 1: the event's id.
+    seq: int
+    run_number: int
+    event_type: str
+    at: datetime
+    # The event's JSON values, but for its instants (`codec.INSTANT_ATTRIBUTES`, a failure's
+    # `deadline_at`): aware UTC datetimes.
+    attributes: dict[str, Any]
 
 
 def kind(hint: Any) -> str | None:

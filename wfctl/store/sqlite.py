@@ -624,10 +624,6 @@ class SQLiteTx(SQLTx):
         rows = self.conn.execute(entry[0], params).fetchall()
         return self._typed(entry, rows) if rows else rows
 
-    def _rows(self, sql: str, params: Sequence[Any]) -> list[Row]:
-        return self.conn.execute((_STATEMENTS.get(sql) or _statement(sql))[0],
-                                 params).fetchall()
-
     def _tuples(self, sql: str, params: Sequence[Any] | Row = ()) -> list[Sequence[Any]]:
         cursor = self._execute(sql, params)
         # The values as stored: each record reads them by its fields' declared kinds.

@@ -196,7 +196,7 @@ def fire_retry(c: Ctx, timer: Timer) -> bool:
     if run is None or run["closed_at"] is not None or run["wait_kind"] != RETRY_WAIT \
             or run["deadline_claimed_at"] is not None:
         return False
-    scheduled = c.tx.event(run["workflow_instance_id"], timer.scheduled_event_id)["attributes"]
+    scheduled = c.tx.event(run["workflow_instance_id"], timer.scheduled_event_id).attributes
     retry_run(c, c.instance(run["workflow_instance_id"]), run,
               previous_status=scheduled["closed_status"], attempt=scheduled["attempt"],
               scheduled_event_id=timer.scheduled_event_id)
