@@ -23,6 +23,7 @@ that much later than the version moves.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import http.client
 import json
 import re
@@ -97,8 +98,11 @@ def prepare(scratch: Scratch, instances: int, events: int) -> None:
 def fill(client: Client, have: int, instances: int) -> None:
     """Copies of bench-template up to `instances`, created a second apart before it."""
     with client.store.read() as tx:
-        instance = tx.get_instance("bench-template")
-        run = tx.get_run(instance["current_run_id"])
+        template = tx.get_instance("bench-template")
+        run = dataclasses.asdict(tx.get_run(template.current_run_id))
+    instance = dataclasses.asdict(template)
+    # The store gives each copy a history key of its own.
+    del instance["instance_key"]
     for first in range(have, instances, FILL_BATCH):
         with client.store.write() as tx:
             for n in range(first, min(first + FILL_BATCH, instances)):

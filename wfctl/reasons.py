@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from wfctl.store import Row, Tx
-from wfctl.store.records import Failure
+from wfctl.store import Tx
+from wfctl.store.records import Failure, Run
 
 
 def failure_view(failure: Failure | None) -> dict[str, Any] | None:
@@ -27,12 +27,12 @@ def failure_view(failure: Failure | None) -> dict[str, Any] | None:
     return view
 
 
-def stop_reason(tx: Tx, run: Row) -> str | None:
+def stop_reason(tx: Tx, run: Run) -> str | None:
     """The reason given when the run was asked to stop (`cancel`/`terminate --reason`, or the
     parent close policy's); None when it was not asked or no reason was given. It lives in the
     request's event, so only a run that was asked to stop reads its history."""
-    if not run["cancel_requested"] and run["status"] != "terminated":
+    if not run.cancel_requested and run.status != "terminated":
         return None
-    requests = tx.events(run["workflow_instance_id"], run_number=run["run_number"],
+    requests = tx.events(run.workflow_instance_id, run_number=run.run_number,
                          event_types=("WorkflowCancelRequested", "WorkflowTerminated"))
     return requests[-1].attributes.get("reason") if requests else None

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 from wfctl import durations
 from wfctl.errors import NotFound
 from wfctl.reasons import failure_view, stop_reason
-from wfctl.store import Row, Store, Tx
-from wfctl.store.records import Activity, Child, Timer
+from wfctl.store import Store, Tx
+from wfctl.store.records import Activity, Child, Instance, Run, Timer
 from wfctl.vocabulary import RETRY_TIMER, WORKFLOW_TIMEOUTS
 
 if TYPE_CHECKING:
@@ -31,70 +31,70 @@ def describe(store: Store, instance_id: str, run_number: int | None = None) -> d
     with store.read() as tx:
         instance = _instance(tx, instance_id)
         if run_number is None:
-            run = tx.get_run(instance["current_run_id"])
+            run = tx.get_run(instance.current_run_id)
         else:
             # The range check comes first: a number past SQLite's 64 bits cannot be looked up.
             run = tx.get_run_by_number(instance_id, run_number) \
-                if 1 <= run_number <= instance["run_count"] else None
+                if 1 <= run_number <= instance.run_count else None
             if run is None:
                 raise NotFound(f"{instance_id} has no run {run_number} "
-                               f"(it has {instance['run_count']})")
+                               f"(it has {instance.run_count})")
         assert run is not None
-        step_index = run["step_index"]
-        timers = tx.run_timers(run["workflow_run_id"])
-        retry_policy = instance["retry_policy"]
+        step_index = run.step_index
+        timers = tx.run_timers(run.workflow_run_id)
+        retry_policy = instance.retry_policy
         return {
             "found": True,
             "workflow_instance_id": instance_id,
-            "workflow_type": instance["workflow_type"],
-            "status": instance["status"],
+            "workflow_type": instance.workflow_type,
+            "status": instance.status,
             "execution_timeout_seconds": durations.whole_seconds(
-                instance["execution_timeout_seconds"]),
-            "deadline_seconds": durations.whole_seconds(instance["deadline_seconds"]),
-            "deadline_at": run["deadline_at"],
-            "deadline_held_while": deadline_held_while(instance["status"], run["deadline_at"],
-                                                       run["closed_at"] is not None),
-            "on_deadline": instance["on_deadline"],
-            "child_policy": instance["child_policy"],
+                instance.execution_timeout_seconds),
+            "deadline_seconds": durations.whole_seconds(instance.deadline_seconds),
+            "deadline_at": run.deadline_at,
+            "deadline_held_while": deadline_held_while(instance.status, run.deadline_at,
+                                                       run.closed_at is not None),
+            "on_deadline": instance.on_deadline,
+            "child_policy": instance.child_policy,
             "retry_policy": retry_policy,
-            "parent_workflow_instance_id": instance["parent_instance_id"],
-            "created_at": instance["created_at"],
-            "closed_at": instance["closed_at"],
-            "run_count": instance["run_count"],
+            "parent_workflow_instance_id": instance.parent_instance_id,
+            "created_at": instance.created_at,
+            "closed_at": instance.closed_at,
+            "run_count": instance.run_count,
             "run": {
-                "workflow_run_id": run["workflow_run_id"],
-                "run_number": run["run_number"],
-                "status": run["status"],
-                "closed_reason": run["closed_reason"],
-                "run_timeout_seconds": durations.whole_seconds(run["run_timeout_seconds"]),
-                "execution_deadline_at": run["execution_deadline_at"],
-                "run_deadline_at": run["run_deadline_at"],
+                "workflow_run_id": run.workflow_run_id,
+                "run_number": run.run_number,
+                "status": run.status,
+                "closed_reason": run.closed_reason,
+                "run_timeout_seconds": durations.whole_seconds(run.run_timeout_seconds),
+                "execution_deadline_at": run.execution_deadline_at,
+                "run_deadline_at": run.run_deadline_at,
                 "workflow_task_timeout_seconds": durations.whole_seconds(
-                    run["workflow_task_timeout_seconds"]),
-                "started_at": run["started_at"],
-                "closed_at": run["closed_at"],
+                    run.workflow_task_timeout_seconds),
+                "started_at": run.started_at,
+                "closed_at": run.closed_at,
                 "current_step": _current_step(tx, instance, run),
                 "step_index": step_index,
-                "wait_kind": run["wait_kind"],
-                "cancel_requested": run["cancel_requested"],
+                "wait_kind": run.wait_kind,
+                "cancel_requested": run.cancel_requested,
                 "stop_reason": stop_reason(tx, run),
-                "deadline_claimed_at": run["deadline_claimed_at"],
+                "deadline_claimed_at": run.deadline_claimed_at,
                 "continued_to_run_id": _continued_to(tx, run),
             },
             "workflow_retry": _workflow_retry(retry_policy, run, timers),
-            "activities": [_activity(a) for a in tx.run_activities(run["workflow_run_id"])],
+            "activities": [_activity(a) for a in tx.run_activities(run.workflow_run_id)],
             # A step's timers; a retry policy's backoff shows under workflow_retry instead.
             "timers": [_timer(t) for t in timers if t.kind != RETRY_TIMER],
-            "children": [_child(ch) for ch in tx.run_children(run["workflow_run_id"])],
+            "children": [_child(ch) for ch in tx.run_children(run.workflow_run_id)],
             "pending_signals": [{"name": signal.name, "received_at": signal.received_at}
                                 for signal in tx.pending_signals(instance_id)],
-            "failure": failure_view(tx.get_failure(run["failure_id"]))
-            if run["failure_id"] else None,
-            "state": run["state"],
+            "failure": failure_view(tx.get_failure(run.failure_id))
+            if run.failure_id else None,
+            "state": run.state,
         }
 
 
-def _instance(tx: Tx, instance_id: str) -> Row:
+def _instance(tx: Tx, instance_id: str) -> Instance:
     """The instance; NotFound for none, and for one being pruned (a part of it may be gone)."""
     instance = tx.get_instance(instance_id)
     if instance is None or tx.is_pruning(instance_id):
@@ -102,7 +102,7 @@ def _instance(tx: Tx, instance_id: str) -> Row:
     return instance
 
 
-def _workflow_retry(policy: dict[str, Any] | None, run: Row,
+def _workflow_retry(policy: dict[str, Any] | None, run: Run,
                     timers: list[Timer]) -> dict[str, Any] | None:
     """The attempt the run is on (or, waiting out a backoff, the one about to start) and when
     that one starts; None for a type without a retry policy."""
@@ -111,7 +111,7 @@ def _workflow_retry(policy: dict[str, Any] | None, run: Row,
     pending = [t.fire_at for t in timers
                if t.kind == RETRY_TIMER and t.status == "scheduled"]
     return {
-        "attempt": run["retry_attempt"],
+        "attempt": run.retry_attempt,
         "max_attempts": policy["max_attempts"],
         "next_attempt_at": pending[0] if pending else None,
     }
@@ -121,9 +121,9 @@ def _workflow_retry(policy: dict[str, Any] | None, run: Row,
 _types: dict[tuple[str, str], WorkflowType] = {}
 
 
-def _workflow_type(tx: Tx, instance: Row) -> WorkflowType:
+def _workflow_type(tx: Tx, instance: Instance) -> WorkflowType:
     """The instance's type as the definitions it was started with declare it."""
-    key = (instance["definitions_digest"], instance["workflow_type"])
+    key = (instance.definitions_digest, instance.workflow_type)
     found = _types.get(key)
     if found is None:
         from wfctl import definitions
@@ -135,12 +135,12 @@ def _workflow_type(tx: Tx, instance: Row) -> WorkflowType:
     return found
 
 
-def _current_step(tx: Tx, instance: Row, run: Row) -> str | None:
+def _current_step(tx: Tx, instance: Instance, run: Run) -> str | None:
     """The name of the step the run is at; a completed run is at none (and reads no YAML)."""
-    if run["status"] == "completed":
+    if run.status == "completed":
         return None
     steps = _workflow_type(tx, instance).steps
-    return steps[run["step_index"]].name if run["step_index"] < len(steps) else None
+    return steps[run.step_index].name if run.step_index < len(steps) else None
 
 
 def signal_names(store: Store, instance_id: str) -> tuple[str, ...]:
@@ -149,11 +149,11 @@ def signal_names(store: Store, instance_id: str) -> tuple[str, ...]:
         return _workflow_type(tx, _instance(tx, instance_id)).signals()
 
 
-def _continued_to(tx: Tx, run: Row) -> str | None:
-    if run["status"] != "continued_as_new":
+def _continued_to(tx: Tx, run: Run) -> str | None:
+    if run.status != "continued_as_new":
         return None
-    following = tx.get_run_by_number(run["workflow_instance_id"], run["run_number"] + 1)
-    return following["workflow_run_id"] if following else None
+    following = tx.get_run_by_number(run.workflow_instance_id, run.run_number + 1)
+    return following.workflow_run_id if following else None
 
 
 def _activity(activity: Activity) -> dict[str, Any]:
@@ -208,10 +208,10 @@ def history(store: Store, instance_id: str, *, run_number: int | None = None,
     with store.read() as tx:
         instance = _instance(tx, instance_id)
         if not all_runs and run_number is None:
-            run_number = instance["run_count"]
-        if run_number is not None and not 1 <= run_number <= instance["run_count"]:
+            run_number = instance.run_count
+        if run_number is not None and not 1 <= run_number <= instance.run_count:
             raise NotFound(f"{instance_id} has no run {run_number} "
-                           f"(it has {instance['run_count']})")
+                           f"(it has {instance.run_count})")
         events = tx.events(instance_id, run_number=None if all_runs else run_number,
                            after_seq=after_seq, event_types=event_types)
         return [

@@ -109,8 +109,9 @@ def test_nulls_come_back_as_none(store):
         add_instance(tx, "i1", deadline_at=None, on_deadline=None)
     with store.read() as tx:
         instance = tx.get_instance("i1")
-    assert instance["deadline_at"] is None and instance["closed_at"] is None
-    assert instance["execution_timeout_seconds"] is None
+    assert typed(instance, records.Instance)
+    assert instance.deadline_at is None and instance.closed_at is None
+    assert instance.execution_timeout_seconds is None and instance.retry_policy is None
 
 
 @covers("list_instances", "append_event", "events", "get_run")
@@ -248,8 +249,9 @@ def test_a_run_read_in_a_write_transaction_still_sees_a_workflow_task_added_afte
                                  "status": "scheduled", "reason": "r",
                                  "available_at": T0, "scheduled_event_id": 1})
     with store.write() as tx:
-        assert tx.get_run("i1-r1")["workflow_run_id"] == "i1-r1"
-        assert tx.get_run("i2-r1")["workflow_run_id"] == "i2-r1"
+        run = tx.get_run("i1-r1")
+        assert typed(run, records.Run) and run.workflow_run_id == "i1-r1"
+        assert tx.get_run("i2-r1").workflow_run_id == "i2-r1"
         none_yet = tx.open_workflow_task("i1-r1")
         tx.insert_workflow_task({"workflow_run_id": "i1-r1", "workflow_instance_id": "i1",
                                  "status": "scheduled", "reason": "r",
@@ -322,10 +324,10 @@ def test_json_values_round_trip(store):
     with store.read() as tx:
         run, activity = tx.get_run("i1-r1"), tx.get_activity("a1")
         instance, signal = tx.get_instance("i1"), tx.first_pending_signal("i1", "go")
-    assert run["state"] == state and list(run["state"]) == list(state)
+    assert run.state == state and list(run.state) == list(state)
     assert typed(activity, records.Activity)
     assert activity.retry_policy == POLICY and list(activity.retry_policy) == list(POLICY)
-    assert instance["retry_policy"] == other_policy
+    assert typed(instance, records.Instance) and instance.retry_policy == other_policy
     assert activity.last_error == {"exception_class": "E", "message": "m"}
     assert activity.last_heartbeat_details == [1, "two"]
     assert typed(signal, records.Signal) and signal.data is None
@@ -351,10 +353,10 @@ def test_instants_round_trip_to_the_microsecond_and_sort_in_time_order(store):
         due = [t.timer_id for t in tx.due_timers(fine, 10)]
         due_before_fine = [t.timer_id for t in tx.due_timers(fine - timedelta(microseconds=1), 10)]
         next_due = tx.next_due(T0)
-    assert instance["deadline_at"] == fine and instance["deadline_at"].tzinfo is UTC
-    assert run["run_deadline_at"] == exact and run["run_deadline_at"].tzinfo is UTC
-    assert run["execution_deadline_at"] == exact + timedelta(seconds=1)
-    assert run["execution_deadline_at"].tzinfo is UTC
+    assert instance.deadline_at == fine and instance.deadline_at.tzinfo is UTC
+    assert run.run_deadline_at == exact and run.run_deadline_at.tzinfo is UTC
+    assert run.execution_deadline_at == exact + timedelta(seconds=1)
+    assert typed(run, records.Run)
     assert due == ["first", "early", "late"] and due_before_fine == ["first", "early"]
     assert next_due == exact - timedelta(microseconds=1)
 
@@ -367,7 +369,7 @@ def test_flags_come_back_as_bools(store):
         tx.update_activity("a1", superseded=True)
     with store.read() as tx:
         run, activity = tx.get_run("i1-r1"), tx.get_activity("a1")
-    assert run["cancel_requested"] is True and run["step_started"] is False
+    assert run.cancel_requested is True and run.step_started is False
     assert activity.superseded is True
 
 
@@ -445,14 +447,15 @@ def test_instances_are_found_by_id_prefix_filter_and_number(store):
         assert typed(found, records.StoredDefinitions) and found.source == "version: 1"
         assert found.created_at == T0
         assert tx.get_definitions("nope") is None
-        assert held["workflow_instance_id"] == "order-1"
+        assert typed(held, records.Instance) and held.workflow_instance_id == "order-1"
         assert tx.instance_ids("order-", 10) == ["order-1", "order-2"]
         assert tx.instance_ids("order-", 1) == ["order-1"]
         assert tx.count_instances(status="running", workflow_type=None, since=None) == 2
         assert tx.count_instances(status=None, workflow_type="t", since=later(1)) == 0
-        assert tx.get_run_by_number("other", 1)["workflow_run_id"] == "other-r1"
+        by_number = tx.get_run_by_number("other", 1)
+        assert typed(by_number, records.Run) and by_number.workflow_run_id == "other-r1"
         assert tx.get_run_by_number("other", 2) is None
-        assert tx.get_instance("other")["closed_at"] == T0
+        assert tx.get_instance("other").closed_at == T0
 
 
 @covers("instance_key", "last_seq", "flush", "history_count", "event")
@@ -460,7 +463,7 @@ def test_history_is_counted_and_read_one_event_at_a_time(store):
     with store.write() as tx:
         add_instance(tx, "i1")
         run = tx.get_run("i1-r1")
-        run["rejected_starts"] = 0
+        run.rejected_starts = 0
         for n in range(3):
             tx.append_event(run, "WorkflowTaskScheduled", T0, {"reason": f"r{n}"})
         tx.flush()
@@ -683,10 +686,11 @@ def test_deadlines_and_run_timeouts_are_found_when_due(store):
         add_task(tx, "i2-r1", status="started", timeout_at=later(9))
     with store.read() as tx:
         assert tx.earliest_deadline() == later(10)
-        assert [r["workflow_run_id"] for r in tx.expired_deadlines(later(10), 10)] == ["i1-r1"]
+        expired = tx.expired_deadlines(later(10), 10)
+        assert [r.workflow_run_id for r in expired] == ["i1-r1"] and typed(expired[0], records.Run)
         assert tx.runs_past_deadline_without_task(later(19), 10) == []
-        assert [r["workflow_run_id"] for r in tx.runs_past_deadline_without_task(later(20), 10)] \
-            == ["i1-r1"]
+        past = tx.runs_past_deadline_without_task(later(20), 10)
+        assert [r.workflow_run_id for r in past] == ["i1-r1"] and typed(past[0], records.Run)
         assert sorted((d["workflow_run_id"], d["kind"], d["at"])
                       for d in tx.open_deadlines(["i1-r1", "i2-r1"])) == [
             ("i1-r1", "schedule_to_start", later(7)), ("i2-r1", "signal_wait", later(8)),
@@ -694,8 +698,9 @@ def test_deadlines_and_run_timeouts_are_found_when_due(store):
         ]
     with store.write() as tx:
         tx.claim_deadline("i1-r1", "w1", later(10), None)
-    with store.read() as tx:
-        assert [r["workflow_run_id"] for r in tx.claimed_deadlines()] == ["i1-r1"]
+        claimed = tx.claimed_deadlines()
+        assert [r.workflow_run_id for r in claimed] == ["i1-r1"] and typed(claimed[0], records.Run)
+        assert claimed[0].deadline_claimed_by == "w1"
         assert tx.earliest_deadline() == later(30)
 
 

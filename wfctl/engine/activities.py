@@ -27,8 +27,7 @@ from wfctl.engine.time.timeouts import (
     time_out_run,
 )
 from wfctl.errors import StructuralLimitExceeded
-from wfctl.store import Row
-from wfctl.store.records import Activity, ClosedAttempt
+from wfctl.store.records import Activity, ClosedAttempt, Run
 from wfctl.vocabulary import PENDING_ACTIVITY
 
 # When an activity has no heartbeat timeout, history still records a heartbeat at most this often.
@@ -112,7 +111,7 @@ def _claim(c: Ctx, activity: Activity, worker_id: str) -> ActivityTask | None:
         workflow_run_id=activity.workflow_run_id,
         step=activity.step,
         handler=activity.handler,
-        state=dict(run["state"]),
+        state=dict(run.state),
         last_heartbeat_details=activity.last_heartbeat_details,
         heartbeat_timeout=policy["heartbeat_timeout"],
         schedule_to_close_deadline_at=activity.schedule_to_close_deadline_at,
@@ -147,7 +146,7 @@ def _current(c: Ctx, task: ActivityTask) -> tuple[Activity | None, str | None]:
         time_out_activity(c, activity, expired)
         return None, f"attempt {task.attempt} passed its {expired} deadline"
     run = c.run(activity.workflow_run_id)
-    if run["deadline_claimed_at"] is not None:
+    if run.deadline_claimed_at is not None:
         return None, "the workflow's deadline expired"
     # Likewise a run past its execution or run timeout: the timeout procedure runs now.
     expired_run = expired_workflow_timeout(run, c.now)
@@ -156,9 +155,9 @@ def _current(c: Ctx, task: ActivityTask) -> tuple[Activity | None, str | None]:
         return None, f"the workflow's {expired_run[0]} expired at {clock.iso(expired_run[1])}"
     # And past its deadline (where deadlines are checked): the handler ran across it, so the
     # run never advances past this step; the deadline path takes it from here.
-    if run["status"] == "running" and deadline_passed(c, run):
+    if run.status == "running" and deadline_passed(c, run):
         hand_over_deadline(c, run, task.worker_id)
-        return None, f"the workflow's deadline expired at {clock.iso(run['deadline_at'])}"
+        return None, f"the workflow's deadline expired at {clock.iso(run.deadline_at)}"
     return activity, None
 
 
@@ -224,14 +223,14 @@ def _complete_current(c: Ctx, task: ActivityTask, result: Any, heartbeat_details
         return False
     c.tx.hold(task.workflow_instance_id)
     run = c.run(task.workflow_run_id)
-    if run is None or run["deadline_claimed_at"] is not None \
+    if run is None or run.deadline_claimed_at is not None \
             or expired_workflow_timeout(run, c.now) is not None \
-            or (run["status"] == "running" and deadline_passed(c, run)):
+            or (run.status == "running" and deadline_passed(c, run)):
         return False
     limits = c.limits(c.fixed(run))
     try:
         check_payload(limits, result)
-        state = {**run["state"], **result} if result else None
+        state = {**run.state, **result} if result else None
         if state is not None:
             check_payload(limits, state)
     except StructuralLimitExceeded:
@@ -247,7 +246,7 @@ def _complete_current(c: Ctx, task: ActivityTask, result: Any, heartbeat_details
     return True
 
 
-def _completed(c: Ctx, run: Row, activity: Activity | ClosedAttempt, result: dict[str, Any] | None) -> None:
+def _completed(c: Ctx, run: Run, activity: Activity | ClosedAttempt, result: dict[str, Any] | None) -> None:
     """What a completed attempt records: its event (`result` as checked: strict JSON), and
     the workflow task that decides next."""
     if activity.branch_index == 0 and not activity.superseded:

@@ -9,19 +9,18 @@ from typing import Any
 
 from wfctl import clock, durations
 from wfctl.engine.core import Ctx, record_failure, schedule_workflow_task
-from wfctl.store import Row
-from wfctl.store.records import Activity
+from wfctl.store.records import Activity, Run
 from wfctl.vocabulary import CLOSED_RUN
 
 
-def fail_attempt(c: Ctx, run: Row, activity: Activity, *, retryable: bool, reason: str,
+def fail_attempt(c: Ctx, run: Run, activity: Activity, *, retryable: bool, reason: str,
                  exception_class: str | None = None, message: str | None = None,
                  timeout_kind: str | None = None, deadline_at: datetime | None = None,
                  category: str | None = None, details: dict[str, Any] | None = None,
                  backoff: float | None = None, extra: dict[str, Any] | None = None,
                  traceback: str | None = None) -> None:
     """Close the current attempt: schedule the next one, or end the activity for good."""
-    if run["status"] in CLOSED_RUN:
+    if run.status in CLOSED_RUN:
         return
     extra = extra or {}
     if extra:

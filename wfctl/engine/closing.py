@@ -16,7 +16,7 @@ from wfctl.engine.core import (
     schedule_workflow_task,
 )
 from wfctl.reasons import failure_view
-from wfctl.store import Row
+from wfctl.store.records import Run
 from wfctl.vocabulary import (
     ACTIVITY_TIMEOUT_KINDS,
     CHILD_CLOSED_EVENT,
@@ -29,7 +29,7 @@ from wfctl.vocabulary import (
 )
 
 
-def close_run(c: Ctx, run: Row, status: str, event_type: str, attributes: dict[str, Any],
+def close_run(c: Ctx, run: Run, status: str, event_type: str, attributes: dict[str, Any],
               *, failure_id: int | None = None, reason: str, keep_task: int | None = None,
               apply_policy: bool = True) -> None:
     """The one way a run closes: cancel open work, record, apply child policy, tell the parent.
@@ -37,7 +37,7 @@ def close_run(c: Ctx, run: Row, status: str, event_type: str, attributes: dict[s
     A run that failed or timed out for a cause its type's retry policy answers is scheduled
     to run again after the backoff: its parent hears of it only once no retry follows.
     """
-    paused = run["status"] == "paused"
+    paused = run.status == "paused"
     cancel_open_work(c, run, reason, keep_task)
     c.event(run, event_type, **attributes)
     c.set_status(run, status, closed_at=c.now, closed_reason=reason, wait_kind=None,
@@ -50,7 +50,7 @@ def close_run(c: Ctx, run: Row, status: str, event_type: str, attributes: dict[s
         notify_parent(c, run, status)
 
 
-def fail_run(c: Ctx, run: Row, *, category: str, message: str, keep_task: int | None = None,
+def fail_run(c: Ctx, run: Run, *, category: str, message: str, keep_task: int | None = None,
              step: str | None = None, **failure: Any) -> None:
     failure_id = record_failure(c, run, category=category, message=message, **failure)
     attributes = {
@@ -64,20 +64,20 @@ def fail_run(c: Ctx, run: Row, *, category: str, message: str, keep_task: int | 
               reason=category, keep_task=keep_task)
 
 
-def apply_child_policy(c: Ctx, run: Row) -> None:
+def apply_child_policy(c: Ctx, run: Run) -> None:
     """Apply the parent's child_policy to each of its children still open (SWF ParentClosePolicy)."""
     fixed = c.fixed(run)
     if not c.workflow_type(fixed).starts_children():
         return
-    policy = fixed["child_policy"]
-    for child in c.tx.run_children(run["workflow_run_id"]):
+    policy = fixed.child_policy
+    for child in c.tx.run_children(run.workflow_run_id):
         if child.status not in OPEN_RUN:
             continue
         c.event(run, "ParentClosePolicyApplied", child_instance_id=child.child_instance_id,
                 policy=policy, child_status=child.status)
         child_instance = c.instance(child.child_instance_id)
-        child_run = c.run(child_instance["current_run_id"])
-        reason = f"parent {run['workflow_instance_id']} closed ({run['status']})"
+        child_run = c.run(child_instance.current_run_id)
+        reason = f"parent {run.workflow_instance_id} closed ({run.status})"
         if policy == "terminate":
             close_run(c, child_run, "terminated", "WorkflowTerminated",
                       {"reason": reason, "child_policy": policy}, reason="terminated")
@@ -85,36 +85,36 @@ def apply_child_policy(c: Ctx, run: Row) -> None:
             request_cancel(c, child_run, reason)
 
 
-def request_cancel(c: Ctx, run: Row, reason: str | None) -> None:
-    if run["cancel_requested"]:
+def request_cancel(c: Ctx, run: Run, reason: str | None) -> None:
+    if run.cancel_requested:
         return
     c.set_run(run, cancel_requested=True)
     c.event(run, "WorkflowCancelRequested", reason=reason)
     schedule_workflow_task(c, run, "cancel_requested")
 
 
-def notify_parent(c: Ctx, run: Row, status: str) -> None:
+def notify_parent(c: Ctx, run: Run, status: str) -> None:
     """Wake the parent waiting on this instance, recording how the child ended."""
-    if not c.fixed(run)["child_depth"]:
+    if not c.fixed(run).child_depth:
         # A top-level instance: no parent waits.
         return
-    link = c.tx.child_link(run["workflow_instance_id"])
+    link = c.tx.child_link(run.workflow_instance_id)
     if link is None or link.superseded:
         return
     parent = c.run(link.parent_run_id)
-    if parent is None or parent["status"] in CLOSED_RUN:
+    if parent is None or parent.status in CLOSED_RUN:
         return
     attributes: dict[str, Any] = {
-        "child_instance_id": run["workflow_instance_id"],
-        "child_run_id": run["workflow_run_id"],
+        "child_instance_id": run.workflow_instance_id,
+        "child_run_id": run.workflow_run_id,
         "step": link.step,
         "status": status,
         "initiated_event_id": link.started_event_id,
     }
     if status == "completed":
-        merge_state(c, parent, {link.step: public_state(run["state"])})
-    elif run["failure_id"] is not None:
-        failure = c.tx.get_failure(run["failure_id"])
+        merge_state(c, parent, {link.step: public_state(run.state)})
+    elif run.failure_id is not None:
+        failure = c.tx.get_failure(run.failure_id)
         attributes["failure"] = failure_view(failure)
         if status == "timed_out":
             attributes["timeout_kind"] = failure.timeout_kind
@@ -140,7 +140,7 @@ def retry_cause(status: str, attributes: dict[str, Any]) -> str | None:
     return None
 
 
-def schedule_retry(c: Ctx, run: Row, status: str, attributes: dict[str, Any], *,
+def schedule_retry(c: Ctx, run: Run, status: str, attributes: dict[str, Any], *,
                    paused: bool = False) -> bool:
     """Called as a run closes failed or timed out: when its retry policy answers the cause and
     attempts remain, record WorkflowRetryScheduled, arm the backoff's timer and keep the
@@ -150,31 +150,31 @@ def schedule_retry(c: Ctx, run: Row, status: str, attributes: dict[str, Any], *,
     The retry must start before the execution deadline and the deadline: neither is ever
     reset by a retry, so one starting at or after them would only fail again.
     """
-    instance = c.instance(run["workflow_instance_id"])
+    instance = c.instance(run.workflow_instance_id)
     wf = c.workflow_type(instance)
     policy = wf.retry
     cause = retry_cause(status, attributes)
-    if policy is None or cause is None or cause not in policy.when or run["cancel_requested"]:
+    if policy is None or cause is None or cause not in policy.when or run.cancel_requested:
         return False
-    attempt = run["retry_attempt"]
+    attempt = run.retry_attempt
     if attempt >= policy.max_attempts:
         return False
     delay = policy.delay_after(attempt)
     next_attempt_at = clock.after(c.now, delay)
     if any(limit is not None and next_attempt_at >= limit
-           for limit in (run["execution_deadline_at"], run["deadline_at"])):
+           for limit in (run.execution_deadline_at, run.deadline_at)):
         return False
-    index = run["step_index"]
+    index = run.step_index
     step = wf.steps[index].name if index < len(wf.steps) else None
     seq = c.event(run, "WorkflowRetryScheduled", attempt=attempt + 1,
                   max_attempts=policy.max_attempts, delay_seconds=durations.whole_seconds(delay),
                   cause=cause, next_attempt_at=next_attempt_at, step=step,
-                  closed_status=status, execution_deadline_at=run["execution_deadline_at"],
-                  deadline_at=run["deadline_at"])
+                  closed_status=status, execution_deadline_at=run.execution_deadline_at,
+                  deadline_at=run.deadline_at)
     c.tx.insert_timer({
         "timer_id": new_id(),
-        "workflow_run_id": run["workflow_run_id"],
-        "workflow_instance_id": run["workflow_instance_id"],
+        "workflow_run_id": run.workflow_run_id,
+        "workflow_instance_id": run.workflow_instance_id,
         "step_index": index,
         "step": step or "",
         "kind": RETRY_TIMER,

@@ -9,7 +9,7 @@ from wfctl import clock
 from wfctl.engine.closing import close_run, notify_parent, request_cancel
 from wfctl.engine.core import Ctx, EngineCore, check_payload, operation, schedule_workflow_task
 from wfctl.errors import Conflict, InvalidInput, NotFound, StructuralLimitExceeded
-from wfctl.store import Row
+from wfctl.store.records import Instance, Run
 from wfctl.vocabulary import (
     OPEN_RUN,
     RESUMABLE_RUN,
@@ -19,16 +19,16 @@ from wfctl.vocabulary import (
 )
 
 
-def _open_run(c: Ctx, instance_id: str, action: str) -> tuple[Row, Row]:
+def _open_run(c: Ctx, instance_id: str, action: str) -> tuple[Instance, Run]:
     instance = c.tx.get_instance(instance_id)
     if instance is None:
         raise NotFound(f"no instance {instance_id!r}")
-    run = c.run(instance["current_run_id"])
-    if instance["status"] not in OPEN_RUN:
-        allowed = "describe, history and retry" if instance["status"] in RESUMABLE_RUN \
+    run = c.run(instance.current_run_id)
+    if instance.status not in OPEN_RUN:
+        allowed = "describe, history and retry" if instance.status in RESUMABLE_RUN \
             else "describe and history"
         raise Conflict(
-            f"cannot {action} {instance_id}: it is {instance['status']} "
+            f"cannot {action} {instance_id}: it is {instance.status} "
             f"(a closed instance accepts only {allowed})"
         )
     return instance, run
@@ -48,7 +48,7 @@ def signal(engine: EngineCore, instance_id: str, name: str, data: dict[str, Any]
         if name not in awaited_names and not force:
             waits = f"waits for {', '.join(awaited_names)}" if awaited_names \
                 else "waits for no signal"
-            raise InvalidInput(f"{instance_id} ({instance['workflow_type']}) has no "
+            raise InvalidInput(f"{instance_id} ({instance.workflow_type}) has no "
                                f"wait_for_signal step for {name!r}: its type {waits} "
                                "(--force delivers it anyway)")
         limits = c.limits(instance)
@@ -60,7 +60,7 @@ def signal(engine: EngineCore, instance_id: str, name: str, data: dict[str, Any]
                                           limits.pending_signal_count)
         step = _current_step(c, instance, run)
         awaited = (step is not None and step.kind == "wait_for_signal" and step.signal == name
-                   and run["step_started"])
+                   and run.step_started)
         seq = c.event(run, "SignalReceived", signal=name, data=data, buffered=not awaited,
                       **_reason(reason))
         c.tx.insert_signal({
@@ -70,7 +70,7 @@ def signal(engine: EngineCore, instance_id: str, name: str, data: dict[str, Any]
             "received_at": c.now,
             "received_event_id": seq,
         })
-        if awaited and run["status"] != "paused":
+        if awaited and run.status != "paused":
             schedule_workflow_task(c, run, "signal_received")
         return {"workflow_instance_id": instance_id, "signal": name, "buffered": not awaited}
 
@@ -81,9 +81,9 @@ def _reason(reason: str | None) -> dict[str, str]:
     return {"reason": reason} if reason else {}
 
 
-def _current_step(c: Ctx, instance: Row, run: Row) -> Any:
+def _current_step(c: Ctx, instance: Instance, run: Run) -> Any:
     steps = c.workflow_type(instance).steps
-    return steps[run["step_index"]] if run["step_index"] < len(steps) else None
+    return steps[run.step_index] if run.step_index < len(steps) else None
 
 
 @operation
@@ -92,7 +92,7 @@ def pause(engine: EngineCore, instance_id: str, now: datetime, *,
     """No new step starts while paused; a running activity finishes and its result is kept."""
     with engine.transaction(now) as c:
         _, run = _open_run(c, instance_id, "pause")
-        if run["status"] == "paused":
+        if run.status == "paused":
             raise Conflict(f"{instance_id} is already paused")
         c.set_status(run, "paused")
         c.event(run, "WorkflowPaused", **_reason(reason))
@@ -104,9 +104,9 @@ def resume(engine: EngineCore, instance_id: str, now: datetime, *,
            reason: str | None = None) -> dict[str, Any]:
     with engine.transaction(now) as c:
         _, run = _open_run(c, instance_id, "resume")
-        if run["status"] != "paused":
-            raise Conflict(f"{instance_id} is not paused (it is {run['status']})")
-        status = "waiting" if run["wait_kind"] in ("signal", "child") else "running"
+        if run.status != "paused":
+            raise Conflict(f"{instance_id} is not paused (it is {run.status})")
+        status = "waiting" if run.wait_kind in ("signal", "child") else "running"
         c.set_status(run, status)
         c.event(run, "WorkflowResumed", status=status, **_reason(reason))
         schedule_workflow_task(c, run, "resumed")
@@ -119,10 +119,10 @@ def cancel(engine: EngineCore, instance_id: str, reason: str | None,
     """Cooperative: the next workflow task cancels open work and closes the run."""
     with engine.transaction(now) as c:
         _, run = _open_run(c, instance_id, "cancel")
-        if run["cancel_requested"]:
+        if run.cancel_requested:
             raise Conflict(f"cancellation of {instance_id} was already requested")
         request_cancel(c, run, reason)
-        return {"workflow_instance_id": instance_id, "status": run["status"],
+        return {"workflow_instance_id": instance_id, "status": run.status,
                 "cancel_requested": True}
 
 
@@ -151,28 +151,28 @@ def retry(engine: EngineCore, instance_id: str, now: datetime, *,
         instance = c.tx.get_instance(instance_id)
         if instance is None or c.tx.is_pruning(instance_id):
             raise NotFound(f"no instance {instance_id!r}")
-        if instance["status"] not in RESUMABLE_RUN:
-            raise Conflict(f"cannot retry {instance_id}: it is {instance['status']}"
+        if instance.status not in RESUMABLE_RUN:
+            raise Conflict(f"cannot retry {instance_id}: it is {instance.status}"
                            f"{_backoff_note(c, instance)} "
                            "(only failed, timed_out, cancelled or terminated instances can be "
                            "retried)")
-        run = c.run(instance["current_run_id"])
-        return retry_run(c, instance, run, previous_status=instance["status"],
+        run = c.run(instance.current_run_id)
+        return retry_run(c, instance, run, previous_status=instance.status,
                          extend_deadline=extend_deadline, clear_deadline=clear_deadline,
                          reason=reason)
 
 
-def _backoff_note(c: Ctx, instance: Row) -> str:
+def _backoff_note(c: Ctx, instance: Instance) -> str:
     """', waiting to retry at T' for an instance whose retry policy already scheduled a retry."""
-    run = c.run(instance["current_run_id"])
-    if run["wait_kind"] != RETRY_WAIT:
+    run = c.run(instance.current_run_id)
+    if run.wait_kind != RETRY_WAIT:
         return ""
-    due = [t.fire_at for t in c.tx.open_timers(run["workflow_run_id"]) if t.kind == RETRY_TIMER]
+    due = [t.fire_at for t in c.tx.open_timers(run.workflow_run_id) if t.kind == RETRY_TIMER]
     return f", waiting to retry at {clock.iso(due[0])} (its retry policy's attempt " \
-        f"{run['retry_attempt']})" if due else ""
+        f"{run.retry_attempt})" if due else ""
 
 
-def retry_run(c: Ctx, instance: Row, run: Row, *, previous_status: str,
+def retry_run(c: Ctx, instance: Instance, run: Run, *, previous_status: str,
               extend_deadline: float | None = None, clear_deadline: bool = False,
               attempt: int = 1, scheduled_event_id: int | None = None,
               reason: str | None = None) -> dict[str, Any]:
@@ -192,10 +192,10 @@ def retry_run(c: Ctx, instance: Row, run: Row, *, previous_status: str,
     A retry policy's retry passes the `attempt` it starts and the WorkflowRetryScheduled event
     that scheduled it; a paused run stays paused (its resume goes on from the step).
     """
-    instance_id = instance["workflow_instance_id"]
-    index = run["step_index"]
-    run_id = run["workflow_run_id"]
-    closed_at = run["closed_at"]
+    instance_id = instance.workflow_instance_id
+    index = run.step_index
+    run_id = run.workflow_run_id
+    closed_at = run.closed_at
     for activity in c.tx.step_activities(run_id, index):
         if activity.status in UNSUCCESSFUL_ACTIVITY:
             c.tx.update_activity(activity.activity_id, superseded=True)
@@ -206,21 +206,21 @@ def retry_run(c: Ctx, instance: Row, run: Row, *, previous_status: str,
     for child in c.tx.run_children(run_id):
         if child.step_index != index or child.superseded:
             continue
-        child_run = c.run(c.instance(child.child_instance_id)["current_run_id"])
-        if child.status in OPEN_RUN and child_run["cancel_requested"]:
+        child_run = c.run(c.instance(child.child_instance_id).current_run_id)
+        if child.status in OPEN_RUN and child_run.cancel_requested:
             c.tx.supersede_child(child.child_instance_id)
         elif child.status == "completed" and closed_at is not None \
                 and child.closed_at > closed_at:
             completed_late.append(child_run)
-    previous = run["deadline_at"]
+    previous = run.deadline_at
     if clear_deadline:
         deadline_at, change = None, "cleared"
     elif extend_deadline is not None:
         deadline_at, change = clock.after(c.now, extend_deadline), "extended"
     else:
         deadline_at, change = previous, "kept"
-    run_deadline_at = clock.after(c.now, run["run_timeout_seconds"])
-    status = "paused" if run["status"] == "paused" else "running"
+    run_deadline_at = clock.after(c.now, run.run_timeout_seconds)
+    status = "paused" if run.status == "paused" else "running"
     c.set_status(run, status, closed_at=None, closed_reason=None, failure_id=None,
                  step_started=False, wait_kind=None, cancel_requested=False,
                  deadline_claimed_by=None, deadline_claimed_at=None,
@@ -235,7 +235,7 @@ def retry_run(c: Ctx, instance: Row, run: Row, *, previous_status: str,
     attributes: dict[str, Any] = {
         "step": step, "step_index": index, "previous_status": previous_status,
         "deadline_at": deadline_at, "previous_deadline_at": previous, "deadline_change": change,
-        "run_deadline_at": run_deadline_at, "execution_deadline_at": run["execution_deadline_at"],
+        "run_deadline_at": run_deadline_at, "execution_deadline_at": run.execution_deadline_at,
         "retried_by": "command" if scheduled_event_id is None else "retry_policy",
     }
     if wf.retry is not None:
@@ -252,7 +252,7 @@ def retry_run(c: Ctx, instance: Row, run: Row, *, previous_status: str,
             f"its deadline already passed at {clock.iso(deadline_at)}: the next deadline check "
             "will fail it again; retry with --extend-deadline D or --clear-deadline"
         )
-    execution_deadline_at = run["execution_deadline_at"]
+    execution_deadline_at = run.execution_deadline_at
     if execution_deadline_at is not None and execution_deadline_at <= c.now:
         warnings.append(
             f"its execution timeout expired at {clock.iso(execution_deadline_at)} and is never "

@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -18,15 +19,26 @@ from wfctl.definitions import Definitions, Limits, WorkflowType
 from wfctl.engine.time.claims import ClaimsInHand
 from wfctl.errors import StructuralLimitExceeded, TransientConflict
 from wfctl.store import Row, Store, Tx, dumps
+from wfctl.store.records import Instance, Run, assign
 
 # Ready tasks a claim tries before it gives up for this pass: each one lost was taken by another
 # writer in the meantime (claims are conditional updates, acted on only when they won).
 CLAIM_TRIES = 8
 
 
-# Instance fields that never change for a run once it exists: read once per process and run
-# (`Ctx.fixed`), not once per transaction. A run id is never reused, so an entry never goes stale.
-FIXED_INSTANCE_FIELDS = ("definitions_digest", "workflow_type", "child_depth", "child_policy")
+
+
+@dataclass(slots=True, frozen=True)
+class Fixed:
+    """Instance fields that never change for a run once it exists: read once per process and
+    run (`Ctx.fixed`), not once per transaction. A run id is never reused, so an entry never
+    goes stale."""
+
+    definitions_digest: str
+    workflow_type: str
+    child_depth: int
+    child_policy: str
+
 # Runs whose fixed fields a process keeps at most (the cache starts over beyond it).
 FIXED_KEPT = 10_000
 
@@ -65,7 +77,7 @@ class Ctx:
     """One engine transaction: the store transaction, the instant it acts at, and definitions."""
 
     def __init__(self, engine: EngineCore, tx: Tx, now: datetime,
-                 rows: tuple[dict[str, Row], dict[str, Row]] | None = None,
+                 rows: tuple[dict[str, Instance], dict[str, Run]] | None = None,
                  check_deadlines: bool = False) -> None:
         self.engine = engine
         self.tx = tx
@@ -78,7 +90,7 @@ class Ctx:
         # deadline runner is woken after the commit to run on_deadline and record the failure.
         self.deadline_claimed = False
         self.appended: list[dict[str, Any]] = []
-        # Instance and run rows read in this transaction (`rows`: shared by the operations of
+        # Instances and runs read in this transaction (`rows`: shared by the operations of
         # one batch, which share its transaction); every change goes through them.
         self._instances, self._runs = rows if rows is not None else ({}, {})
         # Workflow tasks scheduled in this transaction and not written yet, by run id: one that
@@ -90,7 +102,7 @@ class Ctx:
         # transaction: deciding them needs no read of the step's activities.
         self.completed_steps: set[tuple[str, int]] = set()
         # Run fields changed but not written yet, by run id (`set_run_later`).
-        self._unwritten: dict[str, tuple[Row, dict[str, Any]]] = {}
+        self._unwritten: dict[str, tuple[Run, dict[str, Any]]] = {}
 
     def flush_tasks(self) -> None:
         """Write the workflow tasks scheduled in this transaction and not decided in it."""
@@ -99,56 +111,57 @@ class Ctx:
             self.tx.insert_workflow_task(row)
             self.woke = True
 
-    def event(self, run: Row, event_type: str, **attributes: Any) -> int:
+    def event(self, run: Run, event_type: str, **attributes: Any) -> int:
         """Append an event to the run's history. Its attributes are JSON values, but for its
         instants (store/codec.py names them), which may be datetimes: history reads them back as
         datetimes."""
         seq = self.tx.append_event(run, event_type, self.now, attributes)
         self.appended.append({
-            "workflow_instance_id": run["workflow_instance_id"],
-            "run_number": run["run_number"],
+            "workflow_instance_id": run.workflow_instance_id,
+            "run_number": run.run_number,
             "seq": seq,
             "event_type": event_type,
             "attributes": attributes,
         })
         return seq
 
-    def next_seq(self, run: Row) -> int:
+    def next_seq(self, run: Run) -> int:
         """The seq the next event of the run's instance will get."""
-        return self.tx.last_seq(run["workflow_instance_id"]) + 1
+        return self.tx.last_seq(run.workflow_instance_id) + 1
 
-    def definitions(self, instance: Row) -> Definitions:
-        return self.engine.definitions_by_digest(self.tx, instance["definitions_digest"])
+    def definitions(self, instance: Instance | Fixed) -> Definitions:
+        return self.engine.definitions_by_digest(self.tx, instance.definitions_digest)
 
-    def workflow_type(self, instance: Row) -> WorkflowType:
-        return self.definitions(instance).types[instance["workflow_type"]]
+    def workflow_type(self, instance: Instance | Fixed) -> WorkflowType:
+        return self.definitions(instance).types[instance.workflow_type]
 
-    def limits(self, instance: Row) -> Limits:
+    def limits(self, instance: Instance | Fixed) -> Limits:
         return self.definitions(instance).limits
 
-    def fixed(self, run: Row) -> Row:
-        """The fields of the run's instance that never change (`FIXED_INSTANCE_FIELDS`): enough
+    def fixed(self, run: Run) -> Fixed:
+        """The fields of the run's instance that never change (`Fixed`): enough
         for its definitions, type, limits, child depth and child policy, without reading the
         instance row in every transaction."""
         kept = self.engine.fixed_fields
-        found = kept.get(run["workflow_run_id"])
+        found = kept.get(run.workflow_run_id)
         if found is None:
-            instance = self.instance(run["workflow_instance_id"])
-            found = {name: instance[name] for name in FIXED_INSTANCE_FIELDS}
+            instance = self.instance(run.workflow_instance_id)
+            found = Fixed(instance.definitions_digest, instance.workflow_type,
+                          instance.child_depth, instance.child_policy)
             if len(kept) >= FIXED_KEPT:
                 kept.clear()
-            kept[run["workflow_run_id"]] = found
+            kept[run.workflow_run_id] = found
         return found
 
-    def instance(self, instance_id: str) -> Row:
-        """The instance row, read once per transaction (set_status keeps it current)."""
+    def instance(self, instance_id: str) -> Instance:
+        """The instance, read once per transaction (set_status keeps it current)."""
         found = self._instances.get(instance_id)
         if found is None:
             found = self._instances[instance_id] = self.tx.get_instance(instance_id)
         return found
 
-    def run(self, run_id: str) -> Row:
-        """The run row, one dict per run and transaction, so that every change is seen."""
+    def run(self, run_id: str) -> Run:
+        """The run, one record per run and transaction, so that every change is seen."""
         found = self._runs.get(run_id)
         if found is None:
             found = self.tx.get_run(run_id)
@@ -156,27 +169,27 @@ class Ctx:
                 self._runs[run_id] = found
         return found
 
-    def set_run(self, run: Row, **fields: Any) -> None:
-        run.update(fields)
-        unwritten = self._unwritten.pop(run["workflow_run_id"], None)
+    def set_run(self, run: Run, **fields: Any) -> None:
+        assign(run, fields)
+        unwritten = self._unwritten.pop(run.workflow_run_id, None)
         if unwritten is not None:
             fields = {**unwritten[1], **fields}
-        self.tx.update_run(run["workflow_run_id"], **fields)
+        self.tx.update_run(run.workflow_run_id, **fields)
 
-    def set_run_later(self, run: Row, **fields: Any) -> None:
+    def set_run_later(self, run: Run, **fields: Any) -> None:
         """Change the run now and write the change with its next one, or when the operation
         ends (`flush_runs`): a step that ends and the next that begins take one UPDATE."""
-        run.update(fields)
-        _, unwritten = self._unwritten.setdefault(run["workflow_run_id"], (run, {}))
+        assign(run, fields)
+        _, unwritten = self._unwritten.setdefault(run.workflow_run_id, (run, {}))
         unwritten.update(fields)
 
     def flush_runs(self) -> None:
         """Write the run changes `set_run_later` kept."""
         unwritten, self._unwritten = self._unwritten, {}
         for run, fields in unwritten.values():
-            self.tx.update_run(run["workflow_run_id"], **fields)
+            self.tx.update_run(run.workflow_run_id, **fields)
 
-    def set_status(self, run: Row, status: str, **fields: Any) -> None:
+    def set_status(self, run: Run, status: str, **fields: Any) -> None:
         """Run and instance statuses move together; the instance shows its current run.
 
         An instance that closes is kept until its type's retention has passed since.
@@ -188,9 +201,9 @@ class Ctx:
         if "closed_at" in fields:
             instance_fields["closed_at"] = fields["closed_at"]
             instance_fields["retain_until"] = self._retain_until(run, fields["closed_at"])
-        self.update_instance(run["workflow_instance_id"], **instance_fields)
+        self.update_instance(run.workflow_instance_id, **instance_fields)
 
-    def _retain_until(self, run: Row, closed_at: datetime | None) -> datetime | None:
+    def _retain_until(self, run: Run, closed_at: datetime | None) -> datetime | None:
         if closed_at is None:
             return None
         retention = self.workflow_type(self.fixed(run)).retention
@@ -215,24 +228,24 @@ def check_payload(limits: Limits, value: Any) -> str:
     return text
 
 
-def merge_state(c: Ctx, run: Row, values: dict[str, Any]) -> None:
+def merge_state(c: Ctx, run: Run, values: dict[str, Any]) -> None:
     """Merge a result into the run's state; a state over the payload limit is refused."""
-    state = dict(run["state"])
+    state = dict(run.state)
     state.update(values)
     check_payload(c.limits(c.fixed(run)), state)
     c.set_run(run, state=state)
 
 
-def schedule_workflow_task(c: Ctx, run: Row, reason: str) -> None:
+def schedule_workflow_task(c: Ctx, run: Run, reason: str) -> None:
     """Make sure the run has an open workflow task, so that a worker decides what comes next."""
-    run_id = run["workflow_run_id"]
-    if run["closed_at"] is not None or run_id in c.pending_tasks \
+    run_id = run.workflow_run_id
+    if run.closed_at is not None or run_id in c.pending_tasks \
             or c.tx.open_workflow_task(run_id):
         return
     seq = c.event(run, "WorkflowTaskScheduled", reason=reason)
     c.pending_tasks[run_id] = {
-        "workflow_run_id": run["workflow_run_id"],
-        "workflow_instance_id": run["workflow_instance_id"],
+        "workflow_run_id": run.workflow_run_id,
+        "workflow_instance_id": run.workflow_instance_id,
         "status": "scheduled",
         "reason": reason,
         "available_at": c.now,
@@ -240,14 +253,14 @@ def schedule_workflow_task(c: Ctx, run: Row, reason: str) -> None:
     }
 
 
-def record_failure(c: Ctx, run: Row, *, category: str, message: str,
+def record_failure(c: Ctx, run: Run, *, category: str, message: str,
                    activity_id: str | None = None, propagation_kind: str | None = None,
                    timeout_kind: str | None = None, exception_class: str | None = None,
                    deadline_at: datetime | None = None,
                    details: dict[str, Any] | None = None) -> int:
     return c.tx.insert_failure({
-        "workflow_instance_id": run["workflow_instance_id"],
-        "workflow_run_id": run["workflow_run_id"],
+        "workflow_instance_id": run.workflow_instance_id,
+        "workflow_run_id": run.workflow_run_id,
         "activity_id": activity_id,
         "failure_category": category,
         "propagation_kind": propagation_kind,
@@ -260,9 +273,9 @@ def record_failure(c: Ctx, run: Row, *, category: str, message: str,
     })
 
 
-def cancel_open_work(c: Ctx, run: Row, reason: str, keep_task: int | None = None) -> None:
+def cancel_open_work(c: Ctx, run: Run, reason: str, keep_task: int | None = None) -> None:
     """Cancel every open task, activity and timer of the run (all but the current task)."""
-    run_id = run["workflow_run_id"]
+    run_id = run.workflow_run_id
     c.flush_tasks()
     c.tx.close_workflow_tasks(run_id, keep_task)
     for activity in c.tx.open_activities(run_id):
@@ -300,7 +313,7 @@ class EngineCore:
         self._definitions: dict[str, Definitions] = {}
         self._saved_digests: set[str] = set()
         # `Ctx.fixed`: the unchanging instance fields of the runs this process touched.
-        self.fixed_fields: dict[str, dict[str, Any]] = {}
+        self.fixed_fields: dict[str, Fixed] = {}
         self.deadline_claims = ClaimsInHand()
         self._lock = threading.Lock()
         self._batch = threading.local()

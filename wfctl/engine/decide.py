@@ -13,6 +13,7 @@ from wfctl.engine.core import (
     CLAIM_TRIES,
     Ctx,
     EngineCore,
+    Fixed,
     merge_state,
     new_id,
     operation,
@@ -21,8 +22,7 @@ from wfctl.engine.core import (
 from wfctl.engine.time.deadlines import deadline_passed, hand_over_deadline
 from wfctl.engine.time.timeouts import expired_workflow_timeout, time_out_run, time_out_workflow_task
 from wfctl.reasons import stop_reason
-from wfctl.store import Row
-from wfctl.store.records import Activity, Child, WorkflowTask
+from wfctl.store.records import Activity, Child, Instance, Run, WorkflowTask
 from wfctl.vocabulary import (
     CLOSED_RUN,
     RETRY_WAIT,
@@ -66,7 +66,7 @@ def decide_ready_task(engine: EngineCore, worker_id: str, now: datetime, *,
             run = c.run(task.workflow_run_id)
             if not c.tx.take_workflow_task(task.task_id):
                 continue
-            timeout_at = clock.after(c.now, run["workflow_task_timeout_seconds"])
+            timeout_at = clock.after(c.now, run.workflow_task_timeout_seconds)
             started = c.event(run, "WorkflowTaskStarted",
                               scheduled_event_id=task.scheduled_event_id,
                               worker_id=worker_id, timeout_at=timeout_at)
@@ -94,14 +94,14 @@ def complete_workflow_task(engine: EngineCore, task: WorkflowTask, now: datetime
         return True
 
 
-def decide_now(c: Ctx, run: Row, worker_id: str) -> None:
+def decide_now(c: Ctx, run: Run, worker_id: str) -> None:
     """Claim and complete the run's ready workflow task within this transaction.
 
     The worker that just reported an activity's outcome decides what comes next at once:
     the history is the same as for a task claimed and completed on its own, with one
     transaction instead of three.
     """
-    run_id = run["workflow_run_id"]
+    run_id = run.workflow_run_id
     # A task scheduled in this transaction has no row yet (nor task id), and is ready now.
     pending = c.pending_tasks.pop(run_id, None)
     if pending is not None:
@@ -117,12 +117,12 @@ def decide_now(c: Ctx, run: Row, worker_id: str) -> None:
                        worker_id)
 
 
-def _start_task(c: Ctx, task_id: int | None, scheduled_event_id: int, run: Row,
+def _start_task(c: Ctx, task_id: int | None, scheduled_event_id: int, run: Run,
                 worker_id: str) -> dict[str, Any] | None:
     """Start a scheduled task; the fields that changed, or None when another writer started
     it first (a task scheduled in this transaction, `task_id` None, has no row yet, and is
     this transaction's alone)."""
-    timeout_at = clock.after(c.now, run["workflow_task_timeout_seconds"])
+    timeout_at = clock.after(c.now, run.workflow_task_timeout_seconds)
     fields = {"status": "started", "owner": worker_id, "started_at": c.now,
               "timeout_at": timeout_at, "started_event_id": c.next_seq(run)}
     if task_id is not None and not c.tx.update_workflow_task(task_id,
@@ -133,7 +133,7 @@ def _start_task(c: Ctx, task_id: int | None, scheduled_event_id: int, run: Row,
     return fields
 
 
-def _complete_task(c: Ctx, run: Row, task_id: int | None, scheduled_event_id: int,
+def _complete_task(c: Ctx, run: Run, task_id: int | None, scheduled_event_id: int,
                    started_event_id: int | None, owner: str | None) -> None:
     """Complete a started task and decide; a task scheduled and decided in this transaction
     has no row to update (it was never written)."""
@@ -157,20 +157,20 @@ def process_workflow_tasks(engine: EngineCore, worker_id: str, now: datetime,
     return done
 
 
-def decide(c: Ctx, run: Row, task_id: int | None, worker_id: str) -> None:
+def decide(c: Ctx, run: Run, task_id: int | None, worker_id: str) -> None:
     """Advance the run as far as its stored state allows.
 
     In a process that checks deadlines, a run past its `deadline_at` is handed to the
     deadline path instead of advancing: at once when it is running (as the deadline loop
     would claim it), or at the step boundary a wait that ended after the deadline reaches.
     """
-    if run["status"] in CLOSED_RUN or run["deadline_claimed_at"] is not None:
+    if run.status in CLOSED_RUN or run.deadline_claimed_at is not None:
         return
     expired = expired_workflow_timeout(run, c.now)
     if expired:
         time_out_run(c, run, *expired, keep_task=task_id)
         return
-    if run["status"] == "running" and deadline_passed(c, run):
+    if run.status == "running" and deadline_passed(c, run):
         hand_over_deadline(c, run, worker_id)
         return
     fixed = c.fixed(run)
@@ -183,30 +183,30 @@ def decide(c: Ctx, run: Row, task_id: int | None, worker_id: str) -> None:
                  details={"limit_kind": "history_size", "value": events,
                           "limit": limits.history_size})
         return
-    if run["cancel_requested"]:
+    if run.cancel_requested:
         close_run(c, run, "cancelled", "WorkflowCancelled",
                   {"reason": "cancel requested", "cancel_reason": stop_reason(c.tx, run)},
                   reason="cancelled", keep_task=task_id)
         return
-    if run["status"] == "paused" or run["wait_kind"] == RETRY_WAIT:
+    if run.status == "paused" or run.wait_kind == RETRY_WAIT:
         # Paused, or waiting out a retry policy's backoff: no step runs until it ends.
         return
     wf = c.workflow_type(fixed)
     # Whether the step at step_index was reached in this loop: nothing of it exists yet.
     fresh = False
     while True:
-        at_boundary = run["step_index"] >= len(wf.steps) or not run["step_started"]
+        at_boundary = run.step_index >= len(wf.steps) or not run.step_started
         if at_boundary and deadline_passed(c, run):
             hand_over_deadline(c, run, worker_id)
             return
-        if run["step_index"] >= len(wf.steps):
+        if run.step_index >= len(wf.steps):
             close_run(c, run, "completed", "WorkflowCompleted",
-                      {"state_keys": sorted(public_state(run["state"]))},
+                      {"state_keys": sorted(public_state(run.state))},
                       reason="completed", keep_task=task_id)
             return
-        step = wf.steps[run["step_index"]]
+        step = wf.steps[run.step_index]
         outcome = None
-        if not run["step_started"]:
+        if not run.step_started:
             began = _begin_step(c, run, fixed, wf, step, task_id, fresh=fresh)
             if began == CLOSED:
                 return
@@ -221,25 +221,25 @@ def decide(c: Ctx, run: Row, task_id: int | None, worker_id: str) -> None:
             return
         if outcome == CLOSED:
             return
-        c.set_run_later(run, step_index=run["step_index"] + 1, step_started=False)
+        c.set_run_later(run, step_index=run.step_index + 1, step_started=False)
         fresh = True
 
 
-def _show_waiting(c: Ctx, run: Row, step: Step) -> None:
+def _show_waiting(c: Ctx, run: Run, step: Step) -> None:
     status, wait_kind = "running", None
     if step.kind == "delay":
         wait_kind = "timer"
     elif step.kind == "wait_for_signal":
         status, wait_kind = "waiting", "signal"
     elif step.kind == "workflow" or (
-        step.kind == "parallel" and not c.tx.count_open_activities(run["workflow_run_id"])
+        step.kind == "parallel" and not c.tx.count_open_activities(run.workflow_run_id)
     ):
         status, wait_kind = "waiting", "child"
-    if run["status"] != status or run["wait_kind"] != wait_kind:
+    if run.status != status or run.wait_kind != wait_kind:
         c.set_status(run, status, wait_kind=wait_kind)
 
 
-def _begin_step(c: Ctx, run: Row, fixed: Row, wf: WorkflowType, step: Step,
+def _begin_step(c: Ctx, run: Run, fixed: Fixed, wf: WorkflowType, step: Step,
                 task_id: int | None, *, fresh: bool = False) -> str:
     """Start what the step needs (`fixed`: the instance's unchanging fields). `fresh`: the step
     was reached in this decision, once every step before it ended, so it has no activity or
@@ -252,12 +252,12 @@ def _begin_step(c: Ctx, run: Row, fixed: Row, wf: WorkflowType, step: Step,
         limits = c.limits(fixed)
         wanted = sum(1 for _, branch in missing if branch.kind == "activity")
         pending = wanted if fresh else \
-            c.tx.count_open_activities(run["workflow_run_id"]) + wanted
+            c.tx.count_open_activities(run.workflow_run_id) + wanted
         if limits.pending_activity_count and pending > limits.pending_activity_count:
             _fail_structural(c, run, step, task_id, "pending_activity_count", pending,
                              limits.pending_activity_count)
             return CLOSED
-        depth = fixed["child_depth"] + 1
+        depth = fixed.child_depth + 1
         if limits.child_depth and depth > limits.child_depth \
                 and any(branch.kind == "workflow" for _, branch in missing):
             # A type that starts itself (directly or not) stops here instead of recursing.
@@ -278,13 +278,13 @@ def _begin_step(c: Ctx, run: Row, fixed: Row, wf: WorkflowType, step: Step,
                 timeout_seconds=durations.whole_seconds(step.timeout), timeout_at=timeout_at)
         if step.timeout is not None:
             _schedule_timer(c, run, step, "signal_timeout", step.timeout)
-    elif step.kind == "continue_as_new" and run["state"].get(step.while_key):
-        continue_as_new(c, run, c.instance(run["workflow_instance_id"]), wf, task_id)
+    elif step.kind == "continue_as_new" and run.state.get(step.while_key):
+        continue_as_new(c, run, c.instance(run.workflow_instance_id), wf, task_id)
         return CLOSED
     return OPEN
 
 
-def _fail_structural(c: Ctx, run: Row, step: Step, task_id: int | None, kind: str,
+def _fail_structural(c: Ctx, run: Run, step: Step, task_id: int | None, kind: str,
                      value: int, limit: int) -> None:
     fail_run(c, run, category="structural_limit", keep_task=task_id, step=step.name,
              message=f"{kind} limit exceeded: {value} (limit {limit})",
@@ -292,7 +292,7 @@ def _fail_structural(c: Ctx, run: Row, step: Step, task_id: int | None, kind: st
              details={"limit_kind": kind, "value": value, "limit": limit})
 
 
-def schedule_activity(c: Ctx, run: Row, step: Step, branch: Step, branch_index: int) -> None:
+def schedule_activity(c: Ctx, run: Run, step: Step, branch: Step, branch_index: int) -> None:
     options = branch.options
     assert options is not None and branch.handler is not None
     activity_id = new_id()
@@ -306,9 +306,9 @@ def schedule_activity(c: Ctx, run: Row, step: Step, branch: Step, branch_index: 
                   schedule_to_close_deadline_at=total_deadline_at)
     c.tx.insert_activity({
         "activity_id": activity_id,
-        "workflow_run_id": run["workflow_run_id"],
-        "workflow_instance_id": run["workflow_instance_id"],
-        "step_index": run["step_index"],
+        "workflow_run_id": run.workflow_run_id,
+        "workflow_instance_id": run.workflow_instance_id,
+        "step_index": run.step_index,
         "branch_index": branch_index,
         "step": branch.name,
         "handler": branch.handler,
@@ -326,16 +326,16 @@ def schedule_activity(c: Ctx, run: Row, step: Step, branch: Step, branch_index: 
     c.woke = True
 
 
-def _schedule_timer(c: Ctx, run: Row, step: Step, kind: str, seconds: float) -> None:
+def _schedule_timer(c: Ctx, run: Run, step: Step, kind: str, seconds: float) -> None:
     timer_id = new_id()
     fire_at = clock.after(c.now, seconds)
     seq = c.event(run, "TimerScheduled", timer_id=timer_id, step=step.name, kind=kind,
                   duration_seconds=durations.whole_seconds(seconds), fire_at=fire_at)
     c.tx.insert_timer({
         "timer_id": timer_id,
-        "workflow_run_id": run["workflow_run_id"],
-        "workflow_instance_id": run["workflow_instance_id"],
-        "step_index": run["step_index"],
+        "workflow_run_id": run.workflow_run_id,
+        "workflow_instance_id": run.workflow_instance_id,
+        "step_index": run.step_index,
         "step": step.name,
         "kind": kind,
         "fire_at": fire_at,
@@ -344,25 +344,25 @@ def _schedule_timer(c: Ctx, run: Row, step: Step, kind: str, seconds: float) -> 
     })
 
 
-def start_child(c: Ctx, run: Row, fixed: Row, step: Step, branch: Step,
+def start_child(c: Ctx, run: Run, fixed: Fixed, step: Step, branch: Step,
                 branch_index: int) -> None:
     from wfctl.engine.start import create_instance
 
     definitions = c.definitions(fixed)
     child_type = definitions.types[branch.workflow_type]
-    child_id = f"{run['workflow_instance_id']}.{branch.name}.{new_id()[:8]}"
+    child_id = f"{run.workflow_instance_id}.{branch.name}.{new_id()[:8]}"
     child_run = create_instance(c, definitions, child_type, child_id,
-                                public_state(run["state"]), {},
-                                parent_instance_id=run["workflow_instance_id"],
-                                child_depth=fixed["child_depth"] + 1)
+                                public_state(run.state), {},
+                                parent_instance_id=run.workflow_instance_id,
+                                child_depth=fixed.child_depth + 1)
     seq = c.event(run, "ChildWorkflowStarted", child_instance_id=child_id,
-                  child_run_id=child_run["workflow_run_id"], workflow_type=child_type.name,
+                  child_run_id=child_run.workflow_run_id, workflow_type=child_type.name,
                   step=branch.name)
     c.tx.insert_child({
         "child_instance_id": child_id,
-        "parent_instance_id": run["workflow_instance_id"],
-        "parent_run_id": run["workflow_run_id"],
-        "step_index": run["step_index"],
+        "parent_instance_id": run.workflow_instance_id,
+        "parent_run_id": run.workflow_run_id,
+        "step_index": run.step_index,
         "branch_index": branch_index,
         "step": branch.name,
         "workflow_type": child_type.name,
@@ -371,8 +371,8 @@ def start_child(c: Ctx, run: Row, fixed: Row, step: Step, branch: Step,
     })
 
 
-def _check_step(c: Ctx, run: Row, step: Step) -> str:
-    run_id, index = run["workflow_run_id"], run["step_index"]
+def _check_step(c: Ctx, run: Run, step: Step) -> str:
+    run_id, index = run.workflow_run_id, run.step_index
     if step.kind in ("activity", "workflow", "parallel"):
         return _check_branches(c, run, step)
     if step.kind == "delay":
@@ -383,9 +383,9 @@ def _check_step(c: Ctx, run: Row, step: Step) -> str:
     return DONE
 
 
-def _check_branches(c: Ctx, run: Row, step: Step) -> str:
+def _check_branches(c: Ctx, run: Run, step: Step) -> str:
     if step.kind == "activity" and not step.branches and \
-            (run["workflow_run_id"], run["step_index"]) in c.completed_steps:
+            (run.workflow_run_id, run.step_index) in c.completed_steps:
         # Its one activity completed in this transaction: nothing else can have ended it.
         return DONE
     activities, children = _step_items(c, run, step)
@@ -420,19 +420,19 @@ def _check_branches(c: Ctx, run: Row, step: Step) -> str:
     return DONE if completed == branches else OPEN
 
 
-def _step_items(c: Ctx, run: Row, step: Step) -> tuple[list[Activity], list[Child]]:
+def _step_items(c: Ctx, run: Run, step: Step) -> tuple[list[Activity], list[Child]]:
     """The activities and children the current step started (not superseded by a retry)."""
     kinds = {branch.kind for branch in step.branches or (step,)}
-    run_id, index = run["workflow_run_id"], run["step_index"]
+    run_id, index = run.workflow_run_id, run.step_index
     activities = c.tx.step_activities(run_id, index) if "activity" in kinds else []
     children = c.tx.step_children(run_id, index) if "workflow" in kinds else []
     return activities, children
 
 
-def _fail_for_child(c: Ctx, run: Row, child: Child) -> None:
+def _fail_for_child(c: Ctx, run: Run, child: Child) -> None:
     child_instance = c.instance(child.child_instance_id)
-    child_run = c.run(child_instance["current_run_id"])
-    failure = c.tx.get_failure(child_run["failure_id"]) if child_run["failure_id"] else None
+    child_run = c.run(child_instance.current_run_id)
+    failure = c.tx.get_failure(child_run.failure_id) if child_run.failure_id else None
     what = child.status.replace("_", " ")
     detail = f": {failure.message}" if failure else ""
     details = {"child_instance_id": child.child_instance_id, "child_status": child.status}
@@ -452,12 +452,12 @@ def _fail_for_child(c: Ctx, run: Row, child: Child) -> None:
     )
 
 
-def _check_signal(c: Ctx, run: Row, step: Step) -> str:
-    run_id, index = run["workflow_run_id"], run["step_index"]
+def _check_signal(c: Ctx, run: Run, step: Step) -> str:
+    run_id, index = run.workflow_run_id, run.step_index
     if c.tx.consumed_signal(run_id, index) is not None:
         return DONE
     timers = c.tx.step_timers(run_id, index)
-    signal = c.tx.first_pending_signal(run["workflow_instance_id"], step.signal)
+    signal = c.tx.first_pending_signal(run.workflow_instance_id, step.signal)
     # A signal received at or after the wait's timeout is late: the outcome depends on the
     # instants recorded, never on whether a worker happened to decide in between.
     if signal is not None and any(t.kind == "signal_timeout"
@@ -485,42 +485,42 @@ def _check_signal(c: Ctx, run: Row, step: Step) -> str:
     return OPEN
 
 
-def continue_as_new(c: Ctx, run: Row, instance: Row, wf: WorkflowType,
+def continue_as_new(c: Ctx, run: Run, instance: Instance, wf: WorkflowType,
                     task_id: int | None) -> None:
     """Close this run and start the next one of the same instance with the state as input."""
     from wfctl.engine.start import create_run
 
     new_run_id = new_id()
-    run_number = instance["run_count"] + 1
-    new_run_deadline_at = clock.after(c.now, run["run_timeout_seconds"])
+    run_number = instance.run_count + 1
+    new_run_deadline_at = clock.after(c.now, run.run_timeout_seconds)
     close_run(c, run, "continued_as_new", "WorkflowContinuedAsNew", {
         "new_run_id": new_run_id,
         "new_run_number": run_number,
-        "execution_deadline_at": run["execution_deadline_at"],
+        "execution_deadline_at": run.execution_deadline_at,
         "run_deadline_at": new_run_deadline_at,
-        "deadline_at": run["deadline_at"],
+        "deadline_at": run.deadline_at,
     }, reason="continued_as_new", keep_task=task_id, apply_policy=False)
-    c.update_instance(run["workflow_instance_id"], current_run_id=new_run_id,
+    c.update_instance(run.workflow_instance_id, current_run_id=new_run_id,
                       run_count=run_number, status="running", updated_at=c.now)
-    state = run["state"]
+    state = run.state
     create_run(
-        c, run["workflow_instance_id"], new_run_id, run_number, state,
-        execution_deadline_at=run["execution_deadline_at"],
-        run_timeout=run["run_timeout_seconds"],
-        deadline_at=run["deadline_at"],
-        workflow_task_timeout=run["workflow_task_timeout_seconds"],
+        c, run.workflow_instance_id, new_run_id, run_number, state,
+        execution_deadline_at=run.execution_deadline_at,
+        run_timeout=run.run_timeout_seconds,
+        deadline_at=run.deadline_at,
+        workflow_task_timeout=run.workflow_task_timeout_seconds,
         started=_continued_attributes(instance, wf, run, state),
     )
 
 
-def _continued_attributes(instance: Row, wf: WorkflowType, run: Row,
+def _continued_attributes(instance: Instance, wf: WorkflowType, run: Run,
                           state: dict[str, Any]) -> dict[str, Any]:
     return {
         "workflow_type": wf.name,
         "input": state,
-        "execution_timeout_seconds": durations.whole_seconds(instance["execution_timeout_seconds"]),
-        "deadline_seconds": durations.whole_seconds(instance["deadline_seconds"]),
-        "on_deadline": instance["on_deadline"],
-        "child_policy": instance["child_policy"],
-        "continued_from_run_id": run["workflow_run_id"],
+        "execution_timeout_seconds": durations.whole_seconds(instance.execution_timeout_seconds),
+        "deadline_seconds": durations.whole_seconds(instance.deadline_seconds),
+        "on_deadline": instance.on_deadline,
+        "child_policy": instance.child_policy,
+        "continued_from_run_id": run.workflow_run_id,
     }

@@ -11,7 +11,7 @@ from wfctl import clock, durations
 from wfctl.definitions import Definitions, WorkflowType
 from wfctl.engine.core import Ctx, EngineCore, check_payload, new_id, operation, schedule_workflow_task
 from wfctl.errors import Conflict, InvalidInput
-from wfctl.store import Row
+from wfctl.store.records import Instance, Run
 from wfctl.vocabulary import OPEN_RUN
 
 INSTANCE_ID = re.compile(r"^[^\s\x00-\x1f]{1,200}$")
@@ -46,14 +46,14 @@ def start(engine: EngineCore, definitions: Definitions, workflow_type: str,
     instance_id = instance_id or f"{workflow_type}-{uuid.uuid4().hex[:12]}"
     with engine.transaction(now) as c:
         existing = c.tx.get_instance(instance_id)
-        if existing is not None and existing["status"] in OPEN_RUN:
-            run = c.run(existing["current_run_id"])
+        if existing is not None and existing.status in OPEN_RUN:
+            run = c.run(existing.current_run_id)
             if on_duplicate == "return-existing":
                 return _result(existing, run, False, "returned_existing_active")
             c.event(run, "StartRejected", reason="duplicate", requested_type=workflow_type,
-                    existing_status=existing["status"])
+                    existing_status=existing.status)
             # Recorded for the operator, yet no part of the run's own history (history_size).
-            c.set_run(run, rejected_starts=run["rejected_starts"] + 1)
+            c.set_run(run, rejected_starts=run.rejected_starts + 1)
             return _result(existing, run, False, "rejected_duplicate")
         if existing is not None and c.tx.is_pruning(instance_id):
             raise Conflict(f"cannot start {instance_id} again yet: its closed instance is being "
@@ -64,30 +64,30 @@ def start(engine: EngineCore, definitions: Definitions, workflow_type: str,
         return _result(c.instance(instance_id), run, True, "started_new")
 
 
-def _result(instance: Row, run: Row, started: bool, outcome: str) -> dict[str, Any]:
+def _result(instance: Instance, run: Run, started: bool, outcome: str) -> dict[str, Any]:
     return {
         "started": started,
         "outcome": outcome,
-        "workflow_instance_id": instance["workflow_instance_id"],
-        "workflow_run_id": run["workflow_run_id"],
-        "workflow_type": instance["workflow_type"],
-        "execution_deadline_at": run["execution_deadline_at"],
-        "run_deadline_at": run["run_deadline_at"],
-        "deadline_at": instance["deadline_at"],
+        "workflow_instance_id": instance.workflow_instance_id,
+        "workflow_run_id": run.workflow_run_id,
+        "workflow_type": instance.workflow_type,
+        "execution_deadline_at": run.execution_deadline_at,
+        "run_deadline_at": run.run_deadline_at,
+        "deadline_at": instance.deadline_at,
     }
 
 
 def create_instance(c: Ctx, definitions: Definitions, wf: WorkflowType, instance_id: str,
                     state: dict[str, Any], overrides: dict[str, float | None], *,
-                    existing: Row | None = None, parent_instance_id: str | None = None,
-                    child_depth: int = 0) -> Row:
+                    existing: Instance | None = None, parent_instance_id: str | None = None,
+                    child_depth: int = 0) -> Run:
     """Insert (or, for a closed id started again, renew) an instance and its first run.
 
     `child_depth` is 0 for a workflow started on its own, its parent's plus one for a child.
     """
     values = {key: overrides.get(key, getattr(wf, key)) for key in OVERRIDABLE}
     deadline_at = clock.after(c.now, values["deadline"])
-    run_number = existing["run_count"] + 1 if existing else 1
+    run_number = existing.run_count + 1 if existing else 1
     run_id = new_id()
     instance = {
         "workflow_type": wf.name,
@@ -132,7 +132,7 @@ def create_instance(c: Ctx, definitions: Definitions, wf: WorkflowType, instance
 def create_run(c: Ctx, instance_id: str, run_id: str, run_number: int, state: dict[str, Any], *,
                execution_deadline_at: datetime | None, run_timeout: float | None,
                deadline_at: datetime | None, workflow_task_timeout: float | None,
-               started: dict[str, Any]) -> Row:
+               started: dict[str, Any]) -> Run:
     run = {
         "workflow_run_id": run_id,
         "workflow_instance_id": instance_id,
@@ -158,7 +158,7 @@ def create_run(c: Ctx, instance_id: str, run_id: str, run_number: int, state: di
         run_timeout_seconds=durations.whole_seconds(run_timeout),
         workflow_task_timeout_seconds=durations.whole_seconds(workflow_task_timeout),
         execution_deadline_at=execution_deadline_at,
-        run_deadline_at=run["run_deadline_at"],
+        run_deadline_at=run.run_deadline_at,
         deadline_at=deadline_at,
     )
     schedule_workflow_task(c, run, "started")

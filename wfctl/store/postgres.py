@@ -65,7 +65,7 @@ from wfctl.store.queries import (
     WAITING_DEADLINES_HOLD,
     SQLTx,
 )
-from wfctl.store.records import Activity, WorkflowTask
+from wfctl.store.records import Activity, Instance, Run, WorkflowTask
 from wfctl.vocabulary import PENDING_ACTIVITY
 
 Row = dict[str, Any]
@@ -816,7 +816,7 @@ class PostgresTx(SQLTx):
     # what differs from queries.py: instances are keyed and locked by the server, work left
     # ready is remembered for the NOTIFY at commit, claims lock what they take
 
-    def get_instance(self, instance_id: str) -> Row | None:
+    def get_instance(self, instance_id: str) -> Instance | None:
         row = super().get_instance(instance_id)
         if row is None and self._locking:
             # Another transaction may be starting it: wait for it, then look again.
@@ -836,7 +836,7 @@ class PostgresTx(SQLTx):
             # A new family: no other transaction can see it before this one commits.
             self._created.add(family)
 
-    def append_event(self, run: Row, event_type: str, at: datetime, attributes: Row) -> int:
+    def append_event(self, run: Run, event_type: str, at: datetime, attributes: Row) -> int:
         if not isinstance(codec.type_code(event_type), int):
             # The column holds codes only: a new event type gets its code in codec.EVENT_CODES.
             raise ValueError(f"event type {event_type!r} has no code in codec.EVENT_CODES")

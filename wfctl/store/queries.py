@@ -13,7 +13,9 @@ the work it leaves ready — it overrides the hook or the method.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import operator
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
@@ -25,7 +27,9 @@ from wfctl.store.records import (
     ClosedAttempt,
     Event,
     Failure,
+    Instance,
     RegisteredWorker,
+    Run,
     Signal,
     StoredDefinitions,
     Timer,
@@ -103,16 +107,28 @@ _RUN_NEEDS_WAKING = (
     "AND runs.deadline_claimed_at IS NULL AND NOT EXISTS (SELECT 1 FROM workflow_tasks t "
     f"WHERE t.workflow_run_id = runs.workflow_run_id AND t.status IN {OPEN_WORKFLOW_TASK_SQL})"
 )
-# One run row with what `keep_run_extras` keeps: its instance's history key and last seq, and
-# whether it has an open workflow task.
+
+
+@dataclasses.dataclass(slots=True)
+class RunRead(Run):
+    """A run as `GET_RUN` reads it, with what `keep_run_extras` keeps: its instance's history
+    key and last seq, and an open workflow task of the run (if it has one)."""
+
+    read_instance_key: int | None = dataclasses.field(metadata={"column": "i.instance_key"})
+    read_last_seq: int | None = dataclasses.field(metadata={
+        "column": "(SELECT coalesce(max(seq), 0) FROM events WHERE instance_key = i.instance_key)"})
+    read_open_task: int | None = dataclasses.field(metadata={
+        "column": "(SELECT t.task_id FROM workflow_tasks t WHERE t.workflow_run_id = "
+                  f"r.workflow_run_id AND t.status IN {OPEN_WORKFLOW_TASK_SQL} LIMIT 1)"})
+
+
 GET_RUN = (
-    "SELECT r.*, i.instance_key AS _instance_key, (SELECT coalesce(max(seq), 0) FROM events "
-    "WHERE instance_key = i.instance_key) AS _last_seq, (SELECT t.task_id FROM "
-    f"workflow_tasks t WHERE t.workflow_run_id = r.workflow_run_id AND t.status IN "
-    f"{OPEN_WORKFLOW_TASK_SQL} LIMIT 1) AS _open_task FROM runs r "
+    f"SELECT {records.select(RunRead, 'r')} FROM runs r "
     "LEFT JOIN instances i ON i.workflow_instance_id = r.workflow_instance_id "
     "WHERE r.workflow_run_id = %s"
 )
+# A run's own fields, of a `RunRead`.
+_RUN_FIELDS = operator.attrgetter(*(f.name for f in dataclasses.fields(Run)))
 # The columns of each record (store/records.py), as the queries that make them select them
 # (the backends' own claims select a workflow task's and an activity's too).
 TASK_COLUMNS = records.select(WorkflowTask)
@@ -123,6 +139,8 @@ _SIGNAL = records.select(Signal)
 _CHILD = records.select(Child, "c")
 _FAILURE = records.select(Failure)
 _WORKER = records.select(RegisteredWorker)
+_RUN = records.select(Run)
+_INSTANCE = records.select(Instance)
 # The earliest pending deadline of each kind, as metrics shows them.
 _NEXT_DEADLINES = (
     "SELECT "
@@ -185,20 +203,20 @@ STARTED_DEADLINES_HOLD = " ".join(
     if "started" in t.counts_while)
 
 
-def keep_run_extras(run: Row | None, keys: dict[str, int], seqs: dict[str, int],
-                    without_task: set[str] | None) -> Row | None:
-    """The run row read with `GET_RUN`, less what came with it: its instance's history key and
+def keep_run_extras(read: RunRead | None, keys: dict[str, int], seqs: dict[str, int],
+                    without_task: set[str] | None) -> Run | None:
+    """The run read with `GET_RUN`, less what came with it: its instance's history key and
     last seq go into a transaction's caches (`keys`, `seqs`: what it knew already stays), and,
     in a write transaction (`without_task` given), that the run has no open workflow task, so
     that `open_workflow_task` need not ask (inserting one for the run forgets it)."""
-    if run is not None:
-        key, seq, task = run.pop("_instance_key"), run.pop("_last_seq"), run.pop("_open_task")
-        if key is not None:
-            keys.setdefault(run["workflow_instance_id"], key)
-            seqs.setdefault(run["workflow_instance_id"], seq)
-        if without_task is not None and task is None:
-            without_task.add(run["workflow_run_id"])
-    return run
+    if read is None:
+        return None
+    if read.read_instance_key is not None:
+        keys.setdefault(read.workflow_instance_id, read.read_instance_key)
+        seqs.setdefault(read.workflow_instance_id, read.read_last_seq)
+    if without_task is not None and read.read_open_task is None:
+        without_task.add(read.workflow_run_id)
+    return Run(*_RUN_FIELDS(read))
 
 
 @functools.lru_cache(maxsize=512)
@@ -334,9 +352,9 @@ class SQLTx:
     def hold(self, instance_id: str) -> None:
         """Nothing to take where the write transaction holds the whole database."""
 
-    def get_instance(self, instance_id: str) -> Row | None:
-        return self._owned("SELECT * FROM instances WHERE workflow_instance_id = %s",
-                           (instance_id,))
+    def get_instance(self, instance_id: str) -> Instance | None:
+        return self._owned(f"SELECT {_INSTANCE} FROM instances WHERE workflow_instance_id = %s",
+                           (instance_id,), Instance)
 
     def update_instance(self, instance_id: str, **fields: Any) -> None:
         self._update("instances", "workflow_instance_id", instance_id, fields)
@@ -407,17 +425,17 @@ class SQLTx:
         )
         return [row["workflow_instance_id"] for row in rows]
 
-    def get_run(self, run_id: str) -> Row | None:
+    def get_run(self, run_id: str) -> Run | None:
         """The run row (read after its family's lock where families are locked); its instance's
         history key and last seq come along in the same statement, since a transaction that
         reads a run mostly appends to its history."""
-        return keep_run_extras(self._owned(GET_RUN, (run_id,)), self._keys, self._seq,
+        return keep_run_extras(self._owned(GET_RUN, (run_id,), RunRead), self._keys, self._seq,
                                self._without_task)
 
-    def get_run_by_number(self, instance_id: str, run_number: int) -> Row | None:
+    def get_run_by_number(self, instance_id: str, run_number: int) -> Run | None:
         return self._owned(
-            "SELECT * FROM runs WHERE workflow_instance_id = %s AND run_number = %s",
-            (instance_id, run_number),
+            f"SELECT {_RUN} FROM runs WHERE workflow_instance_id = %s AND run_number = %s",
+            (instance_id, run_number), Run,
         )
 
     def insert_run(self, row: Row) -> None:
@@ -462,12 +480,12 @@ class SQLTx:
             self._seq[instance_id] = seq
         return seq
 
-    def append_event(self, run: Row, event_type: str, at: datetime, attributes: Row) -> int:
+    def append_event(self, run: Run, event_type: str, at: datetime, attributes: Row) -> int:
         """Append one event to the instance's history; returns its seq (the event id)."""
-        instance_id = run["workflow_instance_id"]
+        instance_id = run.workflow_instance_id
         seq = self._seq[instance_id] = self.last_seq(instance_id) + 1
         stored_at = codec.micros(at)
-        self._events.append((self._keys[instance_id], seq, run["run_number"],
+        self._events.append((self._keys[instance_id], seq, run.run_number,
                              codec.type_code(event_type), stored_at,
                              codec.encode_attributes(attributes, stored_at)))
         if event_type in _TIMEOUT_EVENTS:
@@ -480,11 +498,11 @@ class SQLTx:
         """Write the events appended so far (one statement for all of them)."""
         raise NotImplementedError
 
-    def history_count(self, run: Row) -> int:
+    def history_count(self, run: Run) -> int:
         """Events of a run that count toward history_size, without a scan: a run's events are
         contiguous from its first_seq to the last, less the refused starts it recorded."""
-        return self.last_seq(run["workflow_instance_id"]) - run["first_seq"] + 1 \
-            - run["rejected_starts"]
+        return self.last_seq(run.workflow_instance_id) - run.first_seq + 1 \
+            - run.rejected_starts
 
     def event(self, instance_id: str, seq: int) -> Event | None:
         """One event of an instance's history, as `events` gives it."""
@@ -800,12 +818,12 @@ class SQLTx:
 
     # deadlines (must complete within)
 
-    def expired_deadlines(self, now: datetime, limit: int) -> list[Row]:
+    def expired_deadlines(self, now: datetime, limit: int) -> list[Run]:
         return self._scan(
-            "SELECT * FROM runs WHERE status = 'running' AND deadline_at IS NOT NULL "
+            f"SELECT {_RUN} FROM runs WHERE status = 'running' AND deadline_at IS NOT NULL "
             "AND deadline_claimed_at IS NULL AND deadline_at <= %(now)s{only} "
             "ORDER BY deadline_at LIMIT %(limit)s", {"now": self._at(now), "limit": limit},
-            "workflow_run_id",
+            "workflow_run_id", record=Run,
         )
 
     def earliest_deadline(self) -> datetime | None:
@@ -814,10 +832,10 @@ class SQLTx:
             "AND deadline_at IS NOT NULL AND deadline_claimed_at IS NULL"
         )["at"]
 
-    def claimed_deadlines(self) -> list[Row]:
+    def claimed_deadlines(self) -> list[Run]:
         return self._scan(
-            "SELECT * FROM runs WHERE deadline_claimed_at IS NOT NULL AND closed_at IS NULL{only}",
-            {}, "workflow_run_id",
+            f"SELECT {_RUN} FROM runs WHERE deadline_claimed_at IS NOT NULL "
+            "AND closed_at IS NULL{only}", {}, "workflow_run_id", record=Run,
         )
 
     def claim_deadline(self, run_id: str, worker_id: str, now: datetime,
@@ -830,11 +848,11 @@ class SQLTx:
 
     # workflow timeouts
 
-    def runs_past_deadline_without_task(self, now: datetime, limit: int) -> list[Row]:
+    def runs_past_deadline_without_task(self, now: datetime, limit: int) -> list[Run]:
         return self._scan(
-            f"SELECT * FROM runs WHERE workflow_run_id IN ({_EXPIRED_RUNS}) "
+            f"SELECT {_RUN} FROM runs WHERE workflow_run_id IN ({_EXPIRED_RUNS}) "
             f"{_RUN_NEEDS_WAKING}{{only}} LIMIT %(limit)s", {"now": self._at(now), "limit": limit},
-            "workflow_run_id",
+            "workflow_run_id", record=Run,
         )
 
     def next_due(self, now: datetime) -> datetime | None:

@@ -19,9 +19,13 @@ History's events cross as `Event`, which `Tx.events` makes itself: history is st
 compact encoding (store/codec.py: type codes, integer instants, coded attributes), which codec
 reads back, not the columns' kinds above.
 
-Converted so far: definitions, workflow tasks, activities, timers, signals, children, failures,
-workers and events. Instances and runs still cross as dicts whose columns' kinds
+Converted: definitions, instances, runs, workflow tasks, activities, timers, signals, children,
+failures, workers and events. Inserts and updates still take dicts, whose columns' kinds
 store/columns.py guesses from their names; they follow.
+
+Records are not frozen: the engine keeps one `Run` per run and transaction and changes its
+fields as it writes them (`assign`), so that whatever reads the run later in the transaction
+sees the change.
 """
 
 from __future__ import annotations
@@ -55,6 +59,63 @@ class StoredDefinitions:
     path: str
     source: str
     created_at: datetime
+
+
+@dataclass(slots=True)
+class Instance:
+    """A workflow instance: what it was started as, its current run and how it stands."""
+
+    workflow_instance_id: str
+    workflow_type: str
+    definitions_digest: str
+    status: str
+    current_run_id: str
+    run_count: int
+    execution_timeout_seconds: float | None
+    deadline_seconds: float | None
+    deadline_at: datetime | None
+    on_deadline: str | None
+    child_policy: str
+    parent_instance_id: str | None
+    created_at: datetime
+    updated_at: datetime
+    closed_at: datetime | None
+    child_depth: int
+    instance_key: int | None
+    # The workflow's retry policy, as started (None without one).
+    retry_policy: Policy
+    retain_until: datetime | None
+
+
+@dataclass(slots=True)
+class Run:
+    """A run of an instance: where it stands in its steps, its state and its deadlines. The
+    engine changes a run's fields as it writes them (`assign`), so a transaction sees one run."""
+
+    workflow_run_id: str
+    workflow_instance_id: str
+    run_number: int
+    status: str
+    closed_reason: str | None
+    run_timeout_seconds: float | None
+    execution_deadline_at: datetime | None
+    run_deadline_at: datetime | None
+    workflow_task_timeout_seconds: float | None
+    deadline_at: datetime | None
+    deadline_claimed_by: str | None
+    deadline_claimed_at: datetime | None
+    step_index: int
+    step_started: bool
+    wait_kind: str | None
+    cancel_requested: bool
+    state: Json
+    first_seq: int
+    failure_id: int | None
+    continued_to_run_id: str | None
+    started_at: datetime
+    closed_at: datetime | None
+    rejected_starts: int
+    retry_attempt: int
 
 
 @dataclass(slots=True)
@@ -228,6 +289,10 @@ class Event:
     # The event's JSON values, but for its instants (`codec.INSTANT_ATTRIBUTES`, a failure's
     # `deadline_at`): aware UTC datetimes.
     attributes: dict[str, Any]
+def assign(record: Any, fields: dict[str, Any]) -> None:
+    """Set a record's fields from `fields` (a name it lacks fails, as a typo should)."""
+    for name, value in fields.items():
+        setattr(record, name, value)
 
 
 def kind(hint: Any) -> str | None:

@@ -10,34 +10,33 @@ from wfctl.engine.closing import close_run
 from wfctl.engine.core import Ctx, EngineCore, cancel_open_work, operation, public_state, record_failure
 from wfctl.engine.time.claims import DeadlineClaim
 from wfctl.engine.time.workers import worker_alive
-from wfctl.store import Row
-from wfctl.store.records import RegisteredWorker
+from wfctl.store.records import RegisteredWorker, Run
 from wfctl.vocabulary import CLOSED_RUN
 
 DEADLINE_MESSAGE = "Deadline exceeded"
 
 
-def deadline_passed(c: Ctx, run: Row) -> bool:
+def deadline_passed(c: Ctx, run: Run) -> bool:
     """Whether this transaction checks deadlines and the run's has passed (at, not before, it)."""
-    return c.check_deadlines and run["deadline_at"] is not None \
-        and run["deadline_at"] <= c.now
+    return c.check_deadlines and run.deadline_at is not None \
+        and run.deadline_at <= c.now
 
 
-def hand_over_deadline(c: Ctx, run: Row, worker_id: str) -> None:
+def hand_over_deadline(c: Ctx, run: Run, worker_id: str) -> None:
     """Claim the run's passed deadline for `worker_id`, whose deadline runner finishes it.
 
     Called where the run would otherwise advance (start its next step, apply a result):
     from here on it advances no further, as after a claim by the deadline loop, so the
     outcome never depends on which of the two got there first.
     """
-    if not c.tx.claim_deadline(run["workflow_run_id"], worker_id, c.now, None):
+    if not c.tx.claim_deadline(run.workflow_run_id, worker_id, c.now, None):
         return
-    run.update(deadline_claimed_by=worker_id, deadline_claimed_at=c.now)
-    if run["status"] != "running":
+    run.deadline_claimed_by, run.deadline_claimed_at = worker_id, c.now
+    if run.status != "running":
         # A wait that ended after the deadline: the run is no longer waiting, it is expiring.
         c.set_status(run, "running", wait_kind=None)
     c.deadline_claimed = True
-    c.engine.deadline_claims.handed_over(run["deadline_at"])
+    c.engine.deadline_claims.handed_over(run.deadline_at)
 
 
 @operation
@@ -68,10 +67,10 @@ def claim_expired_deadlines(engine: EngineCore, worker_id: str, now: datetime,
             # (this transaction holds the write lock), so the scan below sees its claim.
             in_hand.take_handed_over()
             for run in c.tx.expired_deadlines(c.now, limit):
-                if c.tx.claim_deadline(run["workflow_run_id"], worker_id, c.now, None):
+                if c.tx.claim_deadline(run.workflow_run_id, worker_id, c.now, None):
                     take(_claim(c, worker_id, run, reclaimed=False))
             for run in c.tx.claimed_deadlines():
-                run_id, owner = run["workflow_run_id"], run["deadline_claimed_by"]
+                run_id, owner = run.workflow_run_id, run.deadline_claimed_by
                 if owner == worker_id:
                     if not in_hand.held(run_id):
                         take(_claim(c, worker_id, run, reclaimed=in_hand.was_dropped(run_id)))
@@ -85,15 +84,15 @@ def claim_expired_deadlines(engine: EngineCore, worker_id: str, now: datetime,
     return claims
 
 
-def _claim(c: Ctx, worker_id: str, run: Row, *, reclaimed: bool) -> DeadlineClaim:
-    instance = c.instance(run["workflow_instance_id"])
+def _claim(c: Ctx, worker_id: str, run: Run, *, reclaimed: bool) -> DeadlineClaim:
+    instance = c.instance(run.workflow_instance_id)
     return DeadlineClaim(
         worker_id=worker_id,
-        workflow_instance_id=run["workflow_instance_id"],
-        workflow_run_id=run["workflow_run_id"],
-        deadline_at=run["deadline_at"],
-        on_deadline=instance["on_deadline"],
-        state=public_state(run["state"]),
+        workflow_instance_id=run.workflow_instance_id,
+        workflow_run_id=run.workflow_run_id,
+        deadline_at=run.deadline_at,
+        on_deadline=instance.on_deadline,
+        state=public_state(run.state),
         reclaimed=reclaimed,
     )
 
@@ -119,13 +118,13 @@ def _record(engine: EngineCore, claim: DeadlineClaim, handler_error: dict[str, s
             now: datetime) -> bool:
     with engine.transaction(now) as c:
         run = c.run(claim.workflow_run_id)
-        if run is None or run["status"] in CLOSED_RUN \
-                or run["deadline_claimed_by"] != claim.worker_id:
+        if run is None or run.status in CLOSED_RUN \
+                or run.deadline_claimed_by != claim.worker_id:
             return False
         cancel_open_work(c, run, "deadline_exceeded")
         c.event(run, "WorkflowDeadlineExceeded", deadline_at=claim.deadline_at,
                 handler=claim.on_deadline, handler_error=handler_error,
-                claimed_at=run["deadline_claimed_at"])
+                claimed_at=run.deadline_claimed_at)
         failure_id = record_failure(
             c, run, category="deadline", message=DEADLINE_MESSAGE,
             exception_class="WorkflowDeadlineExceeded", deadline_at=claim.deadline_at,

@@ -19,8 +19,7 @@ from wfctl.engine.time.timeouts import (
     time_out_activity,
     time_out_workflow_task,
 )
-from wfctl.store import Row
-from wfctl.store.records import Activity, Timer
+from wfctl.store.records import Activity, Run, Timer
 from wfctl.vocabulary import RETRY_TIMER, RETRY_WAIT
 
 
@@ -105,8 +104,8 @@ def expire(engine: EngineCore, now: datetime, limit: int,
     # and fires no more once the run has a workflow task.
     with engine.store.read() as tx:
         for run in tx.runs_past_deadline_without_task(now, limit):
-            due.setdefault(run["workflow_instance_id"], _Due()).runs.append(
-                run["workflow_run_id"])
+            due.setdefault(run.workflow_instance_id, _Due()).runs.append(
+                run.workflow_run_id)
     for instance_due in due.values():
         _add(done, _expire_instance(engine, _at(now, clock_now), instance_due))
     return done
@@ -148,8 +147,8 @@ def _expire_instance(engine: EngineCore, now: datetime, due: _Due) -> Expired:
                 done.timers_fired += 1
         for run_id in due.runs:
             run = c.run(run_id)
-            if run is not None and run["closed_at"] is None \
-                    and run["deadline_claimed_at"] is None \
+            if run is not None and run.closed_at is None \
+                    and run.deadline_claimed_at is None \
                     and expired_workflow_timeout(run, c.now) is not None \
                     and run_id not in c.pending_tasks \
                     and c.tx.open_workflow_task(run_id) is None:
@@ -174,12 +173,12 @@ def fire_timer(c: Ctx, timer: Timer) -> bool:
     return True
 
 
-def _times_out_first(c: Ctx, run: Row, fire_at: datetime) -> bool:
+def _times_out_first(c: Ctx, run: Run, fire_at: datetime) -> bool:
     """A watchdog that catches up late leaves a timer due after its run's execution or run
     deadline to the timeout procedure, which cancels it (the run is woken by `expire`)."""
     return (expired_workflow_timeout(run, fire_at) is not None
-            and run["deadline_claimed_at"] is None
-            and c.tx.open_workflow_task(run["workflow_run_id"]) is None)
+            and run.deadline_claimed_at is None
+            and c.tx.open_workflow_task(run.workflow_run_id) is None)
 
 
 def fire_retry(c: Ctx, timer: Timer) -> bool:
@@ -193,11 +192,11 @@ def fire_retry(c: Ctx, timer: Timer) -> bool:
                              closed_at=c.now):
         return False
     run = c.run(timer.workflow_run_id)
-    if run is None or run["closed_at"] is not None or run["wait_kind"] != RETRY_WAIT \
-            or run["deadline_claimed_at"] is not None:
+    if run is None or run.closed_at is not None or run.wait_kind != RETRY_WAIT \
+            or run.deadline_claimed_at is not None:
         return False
-    scheduled = c.tx.event(run["workflow_instance_id"], timer.scheduled_event_id).attributes
-    retry_run(c, c.instance(run["workflow_instance_id"]), run,
+    scheduled = c.tx.event(run.workflow_instance_id, timer.scheduled_event_id).attributes
+    retry_run(c, c.instance(run.workflow_instance_id), run,
               previous_status=scheduled["closed_status"], attempt=scheduled["attempt"],
               scheduled_event_id=timer.scheduled_event_id)
     return True

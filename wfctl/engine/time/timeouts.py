@@ -12,8 +12,7 @@ from wfctl import clock
 from wfctl.engine.attempts import fail_attempt
 from wfctl.engine.closing import close_run
 from wfctl.engine.core import Ctx, record_failure, schedule_workflow_task
-from wfctl.store import Row
-from wfctl.store.records import Activity, WorkflowTask
+from wfctl.store.records import Activity, Run, WorkflowTask
 from wfctl.vocabulary import ACTIVITY_TIMEOUTS, TIMEOUTS, WORKFLOW_TIMEOUTS
 
 
@@ -46,16 +45,16 @@ def time_out_workflow_task(c: Ctx, task: WorkflowTask) -> None:
     schedule_workflow_task(c, run, "workflow_task_timed_out")
 
 
-def expired_workflow_timeout(run: Row, at: datetime) -> tuple[str, datetime] | None:
+def expired_workflow_timeout(run: Run, at: datetime) -> tuple[str, datetime] | None:
     """(timeout_kind, deadline) when a workflow timeout expired; execution wins over run."""
     for timeout in WORKFLOW_TIMEOUTS:
-        deadline = run[timeout.column]
+        deadline = getattr(run, timeout.column)
         if deadline is not None and deadline <= at:
             return timeout.kind, deadline
     return None
 
 
-def time_out_run(c: Ctx, run: Row, kind: str, deadline: datetime,
+def time_out_run(c: Ctx, run: Run, kind: str, deadline: datetime,
                  keep_task: int | None) -> None:
     """The timeout procedure, in the caller's transaction."""
     message = f"Workflow {TIMEOUTS[kind].label} expired at {clock.iso(deadline)}"
@@ -63,12 +62,12 @@ def time_out_run(c: Ctx, run: Row, kind: str, deadline: datetime,
         c, run, category="timeout", message=message, timeout_kind=kind,
         exception_class="WorkflowTimeoutException", deadline_at=deadline,
     )
-    instance = c.instance(run["workflow_instance_id"])
+    instance = c.instance(run.workflow_instance_id)
     close_run(c, run, "timed_out", "WorkflowTimedOut", {
         "timeout_kind": kind,
         "deadline_at": deadline,
-        "execution_deadline_at": run["execution_deadline_at"],
-        "run_deadline_at": run["run_deadline_at"],
-        "child_policy": instance["child_policy"],
+        "execution_deadline_at": run.execution_deadline_at,
+        "run_deadline_at": run.run_deadline_at,
+        "child_policy": instance.child_policy,
         "message": message,
     }, failure_id=failure_id, reason=kind, keep_task=keep_task)
