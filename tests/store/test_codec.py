@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from wfctl import clock
-from wfctl.store import codec
+from wfctl.store import codec, columns, records
 from wfctl.vocabulary import EVENT_TYPES
 
 # Fixed examples, no time limits: the suite runs on a busy two-core machine too.
@@ -163,3 +163,18 @@ def test_text_that_only_looks_like_an_instant_comes_back_as_written(chars, where
     attributes = {"deadline_at": text}
     assert codec.decode_attributes(codec.encode_attributes(attributes, 0), 0) == \
         read_back(attributes)
+
+
+def test_a_columns_kind_is_what_the_records_declare_and_an_aggregates_follows_its_name():
+    # Written and read alike: the run's state as JSON, a retry policy compactly, a flag as 0/1.
+    assert columns.DECLARED["state"] == records.JSON
+    assert columns.DECLARED["retry_policy"] == records.POLICY
+    assert columns.DECLARED["superseded"] == records.FLAG
+    assert columns.DECLARED["retain_until"] == records.INSTANT
+    assert columns.is_instant("retain_until") and not columns.is_instant("state")
+    # Every field a record declares with a kind is converted as that kind when written.
+    written = columns.Writer(str)._plan(tuple(columns.DECLARED))
+    assert len(written) == len(columns.DECLARED)
+    # A column no record has (an aggregate's) is an instant by its name alone.
+    assert "oldest" not in columns.DECLARED and columns.is_instant("oldest")
+    assert not columns.is_instant("count")

@@ -1,36 +1,60 @@
 """What the stores' columns hold, and the conversions between their Python and stored values.
 
 Across the store interface values are Python's (store/base.py); in a database they are what its
-columns can hold. Rows read as typed records (store/records.py) are converted by their fields'
-declared kinds; for the rows still read as dicts, and for every row written, a column's kind
-follows from its name alone, the same in every table:
+columns can hold. A column's kind is what the records of store/records.py declare for it (a
+column of one name holds one kind in every table):
 
-- an instant: a name ending in `_at`, `retain_until`, and the `at` and `oldest` of aggregates;
-- JSON: the run's `state`, heartbeat details, an attempt's `last_error`, a signal's `data`, a
-  failure's `details` (None is stored as NULL, and a stored JSON `null` reads as None);
-- a retry policy: `retry_policy`, JSON in the compact form of `codec.encode_policy`;
-- a flag: `step_started`, `cancel_requested`, `superseded` (0/1 in the database).
+- an instant: a `datetime` field;
+- JSON: a `Json` field — the run's `state`, heartbeat details, an attempt's `last_error`, a
+  signal's `data`, a failure's `details` (None is stored as NULL, and a stored JSON `null`
+  reads as None);
+- a retry policy: a `Policy` field, JSON in the compact form of `codec.encode_policy`;
+- a flag: a `bool` field (0/1 in the database).
+
+Inserts and updates write dicts, converted here by those kinds. The columns of an aggregate
+(counts, the next deadlines) belong to no record: an instant there is a name ending in `_at`,
+or `at` or `oldest`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from wfctl import jsonvalue
-from wfctl.store import codec
+from wfctl.store import codec, records
 
 Row = dict[str, Any]
 
-JSON_COLUMNS = frozenset({"state", "last_heartbeat_details", "last_error", "data", "details"})
-POLICY_COLUMNS = frozenset({"retry_policy"})
-FLAG_COLUMNS = frozenset({"step_started", "cancel_requested", "superseded"})
-_INSTANT_NAMES = frozenset({"retain_until", "at", "oldest"})
+
+def _declared() -> dict[str, str]:
+    """Each column's kind as the records declare it, by its name; a name that two records
+    declare with two kinds is a mistake in records.py, refused here."""
+    found: dict[str, str] = {}
+    for record in vars(records).values():
+        if not (isinstance(record, type) and dataclasses.is_dataclass(record)):
+            continue
+        for field, kind in zip(dataclasses.fields(record), records.kinds(record), strict=True):
+            if kind is not None and found.setdefault(field.name, kind) != kind:
+                raise TypeError(f"column {field.name} is declared both {found[field.name]} "
+                                f"and {kind} in store/records.py")
+    return found
+
+
+DECLARED = _declared()
+JSON_COLUMNS = frozenset(name for name, kind in DECLARED.items() if kind == records.JSON)
+POLICY_COLUMNS = frozenset(name for name, kind in DECLARED.items() if kind == records.POLICY)
+FLAG_COLUMNS = frozenset(name for name, kind in DECLARED.items() if kind == records.FLAG)
+_AGGREGATE_INSTANTS = frozenset({"at", "oldest"})
 
 
 def is_instant(name: str) -> bool:
-    return name.endswith("_at") or name in _INSTANT_NAMES
+    kind = DECLARED.get(name)
+    if kind is not None:
+        return kind == records.INSTANT
+    return name.endswith("_at") or name in _AGGREGATE_INSTANTS
 
 
 def read_plan(names: Iterable[str], instant: Callable[[Any], Any] | None) -> \

@@ -20,8 +20,8 @@ compact encoding (store/codec.py: type codes, integer instants, coded attributes
 reads back, not the columns' kinds above.
 
 Converted: definitions, instances, runs, workflow tasks, activities, timers, signals, children,
-failures, workers and events. Inserts and updates still take dicts, whose columns' kinds
-store/columns.py guesses from their names; they follow.
+failures, workers and events. Inserts and updates take dicts, which store/columns.py converts
+by the kinds declared here.
 
 Records are not frozen: the engine keeps one `Run` per run and transaction and changes its
 fields as it writes them (`assign`), so that whatever reads the run later in the transaction
