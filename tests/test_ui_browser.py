@@ -149,6 +149,18 @@ def _quietly(check) -> bool:
         return False
 
 
+def type_reason(browser, form: str, reason: str) -> bool:
+    """Type `reason` into the form's reason field; True once the field holds it."""
+    from selenium.webdriver.common.by import By
+
+    field = browser.find_element(By.CSS_SELECTOR, f"{form} input[name=reason]")
+    field.click()
+    field.clear()
+    field.send_keys(reason)
+    return browser.find_element(By.CSS_SELECTOR, f"{form} input[name=reason]") \
+        .get_attribute("value") == reason
+
+
 def status_of(client: Client, instance_id: str) -> str:
     return client.describe(instance_id)["status"]
 
@@ -170,15 +182,19 @@ def test_the_instance_page_draws_the_timeline_and_its_countdowns_tick(site, brow
     client, servers = site.client, site.servers
     wait_until(lambda: status_of(client, "order-1") == "waiting", "order-1 to wait")
     browser.get(servers["read_only"].url + "/instances/order-1")
-    markers = browser.find_elements(By.CSS_SELECTOR, "svg.timeline g.marker.deadline")
-    titles = [m.find_element(By.TAG_NAME, "title").get_attribute("textContent") for m in markers]
+    # Read in one call: the panel may be swapped in anew between two.
+    titles = browser.execute_script(
+        "return Array.from(document.querySelectorAll('svg.timeline g.marker.deadline title'),"
+        " (title) => title.textContent)")
     assert any(t.startswith("D deadline (must complete within): ") for t in titles), titles
     assert browser.find_elements(By.CSS_SELECTOR, "svg.timeline rect.bar.completed")
     assert "held while waiting" in visible_text(browser, "table.time")
-    countdown = browser.find_element(By.CSS_SELECTOR, "table.time .countdown")
-    first = countdown.text
+    first = visible_text(browser, "table.time .countdown")
     assert re.fullmatch(r"in 1h 5\dm \d+s", first), first
-    eventually(lambda: countdown.text != first, "the countdown to move", timeout=5)
+    # Found afresh each time: an update the page polls for (the worker's lease renewed, say)
+    # swaps the panel in anew.
+    eventually(lambda: visible_text(browser, "table.time .countdown") != first,
+               "the countdown to move", timeout=5)
     browser.save_screenshot(str(SCREENSHOTS / "instance.png"))
     browser.set_window_size(360, 800)
     try:
@@ -225,8 +241,11 @@ def test_actions_are_refused_without_allow_actions_and_work_with_it(site, browse
     assert status_of(client, "order-3") == "paused"
     paused = [e for e in client.history("order-3") if e["event_type"] == "WorkflowPaused"]
     assert paused[0]["attributes"] == {"reason": "from the web view"}
-    browser.find_element(By.CSS_SELECTOR, "form[action$='/terminate'] input[name=reason]") \
-        .send_keys("duplicate order")
+    # The page swaps its actions in when an update it polls for comes in (the pause's own, say)
+    # unless one of them is being edited: the reason is typed into whichever is there once it
+    # holds still, and from then on the focus keeps it.
+    eventually(lambda: type_reason(browser, "form[action$='/terminate']", "duplicate order"),
+               "the terminate form to take a reason")
     browser.find_element(By.CSS_SELECTOR, "form[action$='/terminate'] button").click()
     browser.switch_to.alert.accept()
     eventually(lambda: status_of(client, "order-3") == "terminated", "order-3 to stop")
