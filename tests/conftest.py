@@ -17,7 +17,7 @@ import pytest
 
 from wfctl import Client, jsonvalue
 from wfctl.engine import Engine
-from wfctl.engine.activities import ActivityTask
+from wfctl.engine.tasks import ActivityTask
 from wfctl.engine.time.sweep import SweepReport, sweep
 from wfctl.worker import Worker, WorkerOptions
 

@@ -108,3 +108,12 @@ def _read_fields(state: dict[str, Any]) -> None:
 
 def _field(state: dict[str, Any], name: str) -> None:
     raise LookupError("no such order")
+
+
+# (workflow id, step) of each call of `trace`, in the order the handlers ran.
+traced: list[tuple[str, str]] = []
+
+
+def trace(state: dict[str, Any], ctx: ActivityContext) -> None:
+    """Records which workflow's step ran, in order."""
+    traced.append((ctx.workflow_id, ctx.step))

@@ -52,7 +52,7 @@ from wfctl.store import Store
 from wfctl.vocabulary import OPEN_ACTIVITY, SIGNAL_WAIT, TIMEOUT_KINDS
 
 if TYPE_CHECKING:
-    from wfctl.engine.activities import ActivityTask
+    from wfctl.engine.tasks import ActivityTask
     from wfctl.handlers import Outcome
     from wfctl.worker.attempts import Attempt
 

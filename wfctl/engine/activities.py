@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from wfctl import clock
-from wfctl.engine.attempts import fail_attempt
+from wfctl.engine.attempts import fail_attempt, started, started_fields
 from wfctl.engine.core import (
     CLAIM_TRIES,
     Ctx,
@@ -19,6 +18,7 @@ from wfctl.engine.core import (
     schedule_workflow_task,
 )
 from wfctl.engine.decide import decide_now
+from wfctl.engine.tasks import ActivityTask
 from wfctl.engine.time.deadlines import deadline_passed, hand_over_deadline
 from wfctl.engine.time.timeouts import (
     expired_timeout,
@@ -30,36 +30,8 @@ from wfctl.errors import StructuralLimitExceeded
 from wfctl.store.records import Activity, ClosedAttempt, Run
 from wfctl.vocabulary import PENDING_ACTIVITY
 
-# When an activity has no heartbeat timeout, history still records a heartbeat at most this often.
-DEFAULT_HEARTBEAT_EVENT_INTERVAL = 30.0
-
-
-@dataclass
-class ActivityTask:
-    """One claimed attempt: what the worker needs to run the handler and report back."""
-
-    activity_id: str
-    attempt: int
-    max_attempts: int
-    worker_id: str
-    workflow_instance_id: str
-    workflow_run_id: str
-    step: str
-    handler: str
-    state: dict[str, Any]
-    last_heartbeat_details: Any
-    heartbeat_timeout: float | None
-    schedule_to_close_deadline_at: datetime | None
-    close_deadline_at: datetime | None
-    heartbeat_deadline_at: datetime | None
-    non_retryable: tuple[str, ...]
-    # For the worker's metrics: where the attempt waited, and how long (available to claimed).
-    queue: str = ""
-    schedule_to_start_seconds: float | None = None
-
-    @property
-    def heartbeat_event_interval(self) -> float:
-        return self.heartbeat_timeout or DEFAULT_HEARTBEAT_EVENT_INTERVAL
+__all__ = ["ActivityTask", "claim_activity", "complete_activity", "fail_activity",
+           "record_heartbeat", "release_activity"]
 
 
 @operation
@@ -81,48 +53,18 @@ def claim_activity(engine: EngineCore, worker_id: str, queues: Sequence[str],
 
 
 def _claim(c: Ctx, activity: Activity, worker_id: str) -> ActivityTask | None:
-    now = c.now
     run = c.run(activity.workflow_run_id)
-    policy = activity.retry_policy
-    close_deadline = clock.after(now, policy["start_to_close_timeout"])
-    heartbeat_deadline = clock.after(now, policy["heartbeat_timeout"])
-    seq = c.next_seq(run)
-    won = c.tx.update_activity(
-        activity.activity_id, expect_attempt=activity.attempt,
-        expect_status=PENDING_ACTIVITY,
-        status="started", owner=worker_id, started_at=c.now, started_event_id=seq,
-        schedule_deadline_at=None, close_deadline_at=close_deadline,
-        heartbeat_deadline_at=heartbeat_deadline,
-        # Each attempt records its first heartbeat at once, whatever the last one did.
-        last_heartbeat_event_at=None,
-    )
-    if not won:
+    fields = started_fields(c, run, worker_id, activity.retry_policy)
+    if not c.tx.update_activity(activity.activity_id, expect_attempt=activity.attempt,
+                                expect_status=PENDING_ACTIVITY, **fields):
         return None
-    c.event(run, "ActivityStarted", activity_id=activity.activity_id,
-            step=activity.step, attempt=activity.attempt, worker_id=worker_id,
-            scheduled_event_id=activity.scheduled_event_id,
-            close_deadline_at=close_deadline, heartbeat_deadline_at=heartbeat_deadline)
-    return ActivityTask(
-        activity_id=activity.activity_id,
-        attempt=activity.attempt,
-        max_attempts=activity.max_attempts,
-        worker_id=worker_id,
-        workflow_instance_id=activity.workflow_instance_id,
-        workflow_run_id=activity.workflow_run_id,
-        step=activity.step,
-        handler=activity.handler,
-        state=dict(run.state),
-        last_heartbeat_details=activity.last_heartbeat_details,
-        heartbeat_timeout=policy["heartbeat_timeout"],
-        schedule_to_close_deadline_at=activity.schedule_to_close_deadline_at,
-        close_deadline_at=close_deadline,
-        heartbeat_deadline_at=heartbeat_deadline,
-        non_retryable=tuple(policy["non_retryable"]),
-        queue=activity.queue,
-        schedule_to_start_seconds=(now - activity.available_at).total_seconds(),
-    )
-
-
+    return started(c, run, fields, activity_id=activity.activity_id, step=activity.step,
+                   handler=activity.handler, queue=activity.queue, attempt=activity.attempt,
+                   max_attempts=activity.max_attempts, policy=activity.retry_policy,
+                   scheduled_event_id=activity.scheduled_event_id,
+                   schedule_to_close_deadline_at=activity.schedule_to_close_deadline_at,
+                   last_heartbeat_details=activity.last_heartbeat_details,
+                   available_at=activity.available_at)
 
 
 _KEEP = object()

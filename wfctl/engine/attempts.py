@@ -1,5 +1,7 @@
-"""How an activity attempt that did not complete ends: the next attempt is scheduled (the retry
-policy's backoff), or the activity closes for good (ActivityFailed, ActivityTimedOut)."""
+"""An activity attempt's start, whichever way it was claimed (from the queue, or at once by the
+worker whose transaction scheduled it), and how an attempt that did not complete ends: the next
+attempt is scheduled (the retry policy's backoff), or the activity closes for good
+(ActivityFailed, ActivityTimedOut)."""
 
 from __future__ import annotations
 
@@ -9,8 +11,57 @@ from typing import Any
 
 from wfctl import clock, durations
 from wfctl.engine.core import Ctx, record_failure, schedule_workflow_task
+from wfctl.engine.tasks import ActivityTask
 from wfctl.store.records import Activity, Run
 from wfctl.vocabulary import CLOSED_RUN
+
+
+def started_fields(c: Ctx, run: Run, worker_id: str, policy: dict[str, Any]) -> dict[str, Any]:
+    """The activity's columns once its attempt starts now: start_to_close and heartbeat
+    count from here, and ActivityStarted gets the run's next seq."""
+    return {
+        "status": "started",
+        "owner": worker_id,
+        "started_at": c.now,
+        "started_event_id": c.next_seq(run),
+        "schedule_deadline_at": None,
+        "close_deadline_at": clock.after(c.now, policy["start_to_close_timeout"]),
+        "heartbeat_deadline_at": clock.after(c.now, policy["heartbeat_timeout"]),
+        # Each attempt records its first heartbeat at once, whatever the last one did.
+        "last_heartbeat_event_at": None,
+    }
+
+
+def started(c: Ctx, run: Run, fields: dict[str, Any], *, activity_id: str, step: str,
+            handler: str, queue: str, attempt: int, max_attempts: int, policy: dict[str, Any],
+            scheduled_event_id: int | None, schedule_to_close_deadline_at: datetime | None,
+            last_heartbeat_details: Any, available_at: datetime) -> ActivityTask:
+    """Record that the attempt started with `fields` (written by the caller), and what the
+    worker needs to run it."""
+    close_deadline, heartbeat_deadline = fields["close_deadline_at"], fields["heartbeat_deadline_at"]
+    worker_id = fields["owner"]
+    c.event(run, "ActivityStarted", activity_id=activity_id, step=step, attempt=attempt,
+            worker_id=worker_id, scheduled_event_id=scheduled_event_id,
+            close_deadline_at=close_deadline, heartbeat_deadline_at=heartbeat_deadline)
+    return ActivityTask(
+        activity_id=activity_id,
+        attempt=attempt,
+        max_attempts=max_attempts,
+        worker_id=worker_id,
+        workflow_instance_id=run.workflow_instance_id,
+        workflow_run_id=run.workflow_run_id,
+        step=step,
+        handler=handler,
+        state=dict(run.state),
+        last_heartbeat_details=last_heartbeat_details,
+        heartbeat_timeout=policy["heartbeat_timeout"],
+        schedule_to_close_deadline_at=schedule_to_close_deadline_at,
+        close_deadline_at=close_deadline,
+        heartbeat_deadline_at=heartbeat_deadline,
+        non_retryable=tuple(policy["non_retryable"]),
+        queue=queue,
+        schedule_to_start_seconds=(c.now - available_at).total_seconds(),
+    )
 
 
 def fail_attempt(c: Ctx, run: Run, activity: Activity, *, retryable: bool, reason: str,

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from wfctl import clock
 from wfctl import definitions as defs_module
@@ -20,6 +20,9 @@ from wfctl.engine.time.claims import ClaimsInHand
 from wfctl.errors import StructuralLimitExceeded, TransientConflict
 from wfctl.store import Row, Store, Tx, dumps
 from wfctl.store.records import Instance, Run, assign
+
+if TYPE_CHECKING:
+    from wfctl.engine.tasks import Offer
 
 # Ready tasks a claim tries before it gives up for this pass: each one lost was taken by another
 # writer in the meantime (claims are conditional updates, acted on only when they won).
@@ -78,13 +81,15 @@ class Ctx:
 
     def __init__(self, engine: EngineCore, tx: Tx, now: datetime,
                  rows: tuple[dict[str, Instance], dict[str, Run]] | None = None,
-                 check_deadlines: bool = False) -> None:
+                 check_deadlines: bool = False, offer: Offer | None = None) -> None:
         self.engine = engine
         self.tx = tx
         self.now = now
         # True where deadlines are checked (the long-running worker, never --once): there a
         # decision that meets a passed deadline_at hands the run to the deadline path.
         self.check_deadlines = check_deadlines
+        # The free slots of the worker whose batch this is, for what it schedules (tasks.Offer).
+        self.offer = offer
         self.woke = False
         # Set when this transaction claimed a passed deadline for the deciding worker: its
         # deadline runner is woken after the commit to run on_deadline and record the failure.
@@ -333,7 +338,8 @@ class EngineCore:
         """
         batch: list[Ctx] | None = getattr(self._batch, "ctxs", None)
         if batch is not None:
-            c = Ctx(self, self._batch.tx, now, self._batch.rows, check_deadlines)
+            c = Ctx(self, self._batch.tx, now, self._batch.rows, check_deadlines,
+                    self._batch.offer)
             yield c
             c.flush_runs()
             c.flush_tasks()
@@ -351,20 +357,22 @@ class EngineCore:
         return getattr(self._batch, "ctxs", None) is not None
 
     @contextmanager
-    def batch(self) -> Iterator[BatchDone]:
+    def batch(self, offer: Offer | None = None) -> Iterator[BatchDone]:
         """One write transaction for every engine operation this thread runs inside it (group
         commit). All of them commit, or none: a failure rolls the whole batch back, and the
-        caller may run the operations again one by one."""
+        caller may run the operations again one by one. `offer`: free slots of the caller's
+        worker, which take the activities the batch schedules for them (`tasks.Offer`)."""
         if getattr(self._batch, "ctxs", None) is not None:
             raise RuntimeError("engine batches do not nest")
         ctxs: list[Ctx] = []
         done = BatchDone()
         with self.store.write() as tx:
             self._batch.tx, self._batch.ctxs, self._batch.rows = tx, ctxs, ({}, {})
+            self._batch.offer = offer
             try:
                 yield done
             finally:
-                self._batch.tx = self._batch.ctxs = self._batch.rows = None
+                self._batch.tx = self._batch.ctxs = self._batch.rows = self._batch.offer = None
         self._committed(ctxs, wake=not done.nothing_left_ready)
 
     def _committed(self, ctxs: list[Ctx], *, wake: bool = True) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from wfctl import clock, durations
 from wfctl.definitions import Step, WorkflowType
+from wfctl.engine.attempts import started, started_fields
 from wfctl.engine.closing import close_run, fail_run
 from wfctl.engine.core import (
     CLAIM_TRIES,
@@ -293,6 +294,8 @@ def _fail_structural(c: Ctx, run: Run, step: Step, task_id: int | None, kind: st
 
 
 def schedule_activity(c: Ctx, run: Run, step: Step, branch: Step, branch_index: int) -> None:
+    """Schedule the branch's activity; a step's only activity on a queue the worker whose
+    batch this is serves starts at once, in a free slot of it (`tasks.Offer`)."""
     options = branch.options
     assert options is not None and branch.handler is not None
     activity_id = new_id()
@@ -304,7 +307,7 @@ def schedule_activity(c: Ctx, run: Run, step: Step, branch: Step, branch_index: 
                   max_attempts=options.max_attempts, retry_policy=policy,
                   schedule_deadline_at=schedule_deadline_at,
                   schedule_to_close_deadline_at=total_deadline_at)
-    c.tx.insert_activity({
+    row = {
         "activity_id": activity_id,
         "workflow_run_id": run.workflow_run_id,
         "workflow_instance_id": run.workflow_instance_id,
@@ -322,8 +325,21 @@ def schedule_activity(c: Ctx, run: Run, step: Step, branch: Step, branch_index: 
         "schedule_deadline_at": schedule_deadline_at,
         "schedule_to_close_deadline_at": total_deadline_at,
         "scheduled_event_id": seq,
-    })
-    c.woke = True
+    }
+    offer = c.offer
+    if offer is None or step.kind != "activity" or not offer.takes(options.queue):
+        c.tx.insert_activity(row)
+        c.woke = True
+        return
+    fields = started_fields(c, run, offer.worker_id, policy)
+    row.update(fields)
+    c.tx.insert_activity(row)
+    offer.left -= 1
+    offer.taken.append(started(
+        c, run, fields, activity_id=activity_id, step=branch.name, handler=branch.handler,
+        queue=options.queue, attempt=1, max_attempts=options.max_attempts, policy=policy,
+        scheduled_event_id=seq, schedule_to_close_deadline_at=total_deadline_at,
+        last_heartbeat_details=None, available_at=c.now))
 
 
 def _schedule_timer(c: Ctx, run: Run, step: Step, kind: str, seconds: float) -> None:

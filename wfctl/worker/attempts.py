@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from wfctl import clock, log
 from wfctl.context import HeartbeatBuffer
-from wfctl.engine.activities import ActivityTask
+from wfctl.engine.tasks import ActivityTask
 from wfctl.handlers import HandlerCall, Outcome
 from wfctl.vocabulary import ACTIVITY_TIMEOUTS
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from wfctl import log
 from wfctl.context import _NOTHING
-from wfctl.engine.activities import ActivityTask
+from wfctl.engine.tasks import ActivityTask, Offer
 from wfctl.errors import ActivityCancelled, StoreUnavailable
 from wfctl.handlers import HandlerError, Outcome, format_traceback
 from wfctl.worker.attempts import Attempt, AttemptObserver, Attempts
@@ -259,14 +259,20 @@ class StepPath:
         wanting = [exchange for exchange in batch if exchange.claim]
         # None once stopping, and never more than `max_tasks` counts.
         budget = 0 if shared.stopping.is_set() else self.attempts.budget(len(wanting))
-        tasks: list[ActivityTask] = []
+        offer = Offer(shared.worker_id, self.queues, budget)
+        tasks = offer.taken
         decided = 0
         try:
-            with shared.outage.writing(), engine.batch() as done:
+            with shared.outage.writing(), engine.batch(offer) as done:
                 for exchange in batch:
                     if exchange.attempt is not None:
                         exchange.rejected = _record(engine, exchange, now)
-                decided = _decide(shared, now, self.DECISIONS, check)
+                # Only what an outcome made ready is taken at once: what other decisions
+                # schedule waits its turn in the queue's order. Slots that each took the next
+                # step of the run they followed decide nothing more: the watchdog does.
+                free, offer.left = offer.left, 0
+                if free or not tasks:
+                    decided = _decide(shared, now, self.DECISIONS, check)
                 while len(tasks) < budget:
                     claimed = engine.claim_activity(shared.worker_id, self.queues, now)
                     if claimed is None:

@@ -1,0 +1,60 @@
+"""A claimed attempt as the worker gets it, and the free slots a worker offers to what its own
+transaction schedules (`Offer`); engine/attempts.py starts an attempt either way."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+# When an activity has no heartbeat timeout, history still records a heartbeat at most this often.
+DEFAULT_HEARTBEAT_EVENT_INTERVAL = 30.0
+
+
+@dataclass
+class ActivityTask:
+    """One claimed attempt: what the worker needs to run the handler and report back."""
+
+    activity_id: str
+    attempt: int
+    max_attempts: int
+    worker_id: str
+    workflow_instance_id: str
+    workflow_run_id: str
+    step: str
+    handler: str
+    state: dict[str, Any]
+    last_heartbeat_details: Any
+    heartbeat_timeout: float | None
+    schedule_to_close_deadline_at: datetime | None
+    close_deadline_at: datetime | None
+    heartbeat_deadline_at: datetime | None
+    non_retryable: tuple[str, ...]
+    # For the worker's metrics: where the attempt waited, and how long (available to claimed).
+    queue: str = ""
+    schedule_to_start_seconds: float | None = None
+
+    @property
+    def heartbeat_event_interval(self) -> float:
+        return self.heartbeat_timeout or DEFAULT_HEARTBEAT_EVENT_INTERVAL
+
+
+@dataclass(slots=True, eq=False)
+class Offer:
+    """Free handler slots of one worker, offered to the activities its own transaction schedules.
+
+    A worker that records an outcome and wants its next attempt in the same transaction takes
+    the activity that outcome's decision scheduled, when it is a step's only activity and on a
+    queue the worker serves, instead of leaving it for the oldest-ready claim (Temporal's eager
+    activity dispatch): the row is written started, with no read of it or its run. The attempt's
+    history is the same: ActivityScheduled, then ActivityStarted. Since a run's steps end, the
+    run a slot follows this way ends too, and the slot goes back to the queue's order.
+    """
+
+    worker_id: str
+    queues: tuple[str, ...]
+    left: int
+    taken: list[ActivityTask] = field(default_factory=list)
+
+    def takes(self, queue: str) -> bool:
+        return self.left > 0 and queue in self.queues
