@@ -114,6 +114,18 @@ def test_nulls_come_back_as_none(store):
     assert instance.execution_timeout_seconds is None and instance.retry_policy is None
 
 
+@covers("run_instance_fields")
+def test_a_run_read_brings_its_instances_unchanging_fields(store):
+    with store.write() as tx:
+        add_instance(tx, "i1", child_depth=2, child_policy="terminate")
+        add_instance(tx, "i2")
+    with store.write() as tx:
+        assert tx.run_instance_fields("i1-r1") is None, "not read yet"
+        tx.get_run("i1-r1")
+        assert tx.run_instance_fields("i1-r1") == ("d", "t", 2, "terminate")
+        assert tx.run_instance_fields("i2-r1") is None
+
+
 @covers("list_instances", "append_event", "events", "get_run")
 def test_lists_come_newest_first_and_history_in_seq_order(store):
     with store.write() as tx:

@@ -150,9 +150,13 @@ class Ctx:
         kept = self.engine.fixed_fields
         found = kept.get(run.workflow_run_id)
         if found is None:
-            instance = self.instance(run.workflow_instance_id)
-            found = Fixed(instance.definitions_digest, instance.workflow_type,
-                          instance.child_depth, instance.child_policy)
+            known = self.tx.run_instance_fields(run.workflow_run_id)
+            if known is not None:
+                found = Fixed(*known)
+            else:
+                instance = self.instance(run.workflow_instance_id)
+                found = Fixed(instance.definitions_digest, instance.workflow_type,
+                              instance.child_depth, instance.child_policy)
             if len(kept) >= FIXED_KEPT:
                 kept.clear()
             kept[run.workflow_run_id] = found
@@ -290,6 +294,8 @@ def cancel_open_work(c: Ctx, run: Run, reason: str, keep_task: int | None = None
                 step=activity.step, attempt=activity.attempt, reason=reason,
                 scheduled_event_id=activity.scheduled_event_id,
                 started_event_id=activity.started_event_id)
+    if not c.workflow_type(c.fixed(run)).sets_timers():
+        return
     for timer in c.tx.open_timers(run_id):
         c.tx.update_timer(timer.timer_id, status="cancelled", closed_at=c.now)
         c.event(run, "TimerCancelled", timer_id=timer.timer_id, step=timer.step,

@@ -112,7 +112,7 @@ _RUN_NEEDS_WAKING = (
 @dataclasses.dataclass(slots=True)
 class RunRead(Run):
     """A run as `GET_RUN` reads it, with what `keep_run_extras` keeps: its instance's history
-    key and last seq, and an open workflow task of the run (if it has one)."""
+    key, last seq and unchanging fields, and an open workflow task of the run (if it has one)."""
 
     read_instance_key: int | None = dataclasses.field(metadata={"column": "i.instance_key"})
     read_last_seq: int | None = dataclasses.field(metadata={
@@ -120,6 +120,11 @@ class RunRead(Run):
     read_open_task: int | None = dataclasses.field(metadata={
         "column": "(SELECT t.task_id FROM workflow_tasks t WHERE t.workflow_run_id = "
                   f"r.workflow_run_id AND t.status IN {OPEN_WORKFLOW_TASK_SQL} LIMIT 1)"})
+    read_definitions_digest: str | None = dataclasses.field(
+        metadata={"column": "i.definitions_digest"})
+    read_workflow_type: str | None = dataclasses.field(metadata={"column": "i.workflow_type"})
+    read_child_depth: int | None = dataclasses.field(metadata={"column": "i.child_depth"})
+    read_child_policy: str | None = dataclasses.field(metadata={"column": "i.child_policy"})
 
 
 GET_RUN = (
@@ -204,16 +209,20 @@ STARTED_DEADLINES_HOLD = " ".join(
 
 
 def keep_run_extras(read: RunRead | None, keys: dict[str, int], seqs: dict[str, int],
-                    without_task: set[str] | None) -> Run | None:
+                    without_task: set[str] | None,
+                    fields: dict[str, tuple[str, str, int, str]]) -> Run | None:
     """The run read with `GET_RUN`, less what came with it: its instance's history key and
-    last seq go into a transaction's caches (`keys`, `seqs`: what it knew already stays), and,
-    in a write transaction (`without_task` given), that the run has no open workflow task, so
-    that `open_workflow_task` need not ask (inserting one for the run forgets it)."""
+    last seq go into a transaction's caches (`keys`, `seqs`: what it knew already stays), its
+    instance's unchanging fields into `fields` (`run_instance_fields`), and, in a write
+    transaction (`without_task` given), that the run has no open workflow task, so that
+    `open_workflow_task` need not ask (inserting one for the run forgets it)."""
     if read is None:
         return None
     if read.read_instance_key is not None:
         keys.setdefault(read.workflow_instance_id, read.read_instance_key)
         seqs.setdefault(read.workflow_instance_id, read.read_last_seq)
+        fields[read.workflow_run_id] = (read.read_definitions_digest, read.read_workflow_type,
+                                        read.read_child_depth, read.read_child_policy)
     if without_task is not None and read.read_open_task is None:
         without_task.add(read.workflow_run_id)
     return Run(*_RUN_FIELDS(read))
@@ -248,6 +257,8 @@ class SQLTx:
         self._keys: dict[str, int] = {}
         # In a write transaction: runs read without an open workflow task (`keep_run_extras`).
         self._without_task: set[str] | None = set() if writing else None
+        # The unchanging fields of the instances of the runs read (`run_instance_fields`).
+        self._instance_fields: dict[str, tuple[str, str, int, str]] = {}
         # Events appended in this transaction, written in one statement before any read of the
         # history and at commit.
         self._events: list[tuple[Any, ...]] = []
@@ -430,7 +441,12 @@ class SQLTx:
         history key and last seq come along in the same statement, since a transaction that
         reads a run mostly appends to its history."""
         return keep_run_extras(self._owned(GET_RUN, (run_id,), RunRead), self._keys, self._seq,
-                               self._without_task)
+                               self._without_task, self._instance_fields)
+
+    def run_instance_fields(self, run_id: str) -> tuple[str, str, int, str] | None:
+        """The unchanging fields of the run's instance (definitions digest, workflow type, child
+        depth, child policy) when this transaction read the run, which reads them with it."""
+        return self._instance_fields.get(run_id)
 
     def get_run_by_number(self, instance_id: str, run_number: int) -> Run | None:
         return self._owned(
