@@ -449,25 +449,45 @@ def _drain_postgres(workflows: int, server: pglib.Server, *, trace: bool = False
             except psycopg.Error:
                 stats = False
             # Every statement goes through a cursor (Connection.execute makes one): the store's
-            # transactions keep cursors of their own.
+            # transactions keep cursors of their own. In pipeline mode a statement is only
+            # queued: the round trip is the pipeline's end, which waits for all of them.
             execute = psycopg.Cursor.execute
+            pipeline_exit = psycopg.Pipeline.__exit__
+            piped: list[str] = []
 
             def counted(cursor: psycopg.Cursor, query: Any, params: Any = None,
                         **kwargs: Any) -> Any:
+                queued = cursor.connection.info.pipeline_status != psycopg.pq.PipelineStatus.OFF
                 before = time.perf_counter()
                 try:
                     return execute(cursor, query, params, **kwargs)
                 finally:
                     took = time.perf_counter() - before
                     traced.client_seconds += took
-                    traced.round_trips += 1
                     kinds = [_kind(statement.strip()) for statement in str(query).split(";")
                              if statement.strip()]
                     traced.statements.update(kinds)
-                    traced.seconds_by_kind[kinds[0]] += took
+                    if queued:
+                        piped.extend(kinds)
+                    else:
+                        traced.round_trips += 1
+                        traced.seconds_by_kind[kinds[0]] += took
+
+            def sent(pipeline: psycopg.Pipeline, *args: Any) -> Any:
+                before = time.perf_counter()
+                try:
+                    return pipeline_exit(pipeline, *args)
+                finally:
+                    took = time.perf_counter() - before
+                    traced.client_seconds += took
+                    traced.round_trips += 1
+                    # Named by the statement whose result was awaited (the last one).
+                    traced.seconds_by_kind[f"{piped[-1]} (pipelined)" if piped else "?"] += took
+                    piped.clear()
 
             if trace:
                 psycopg.Cursor.execute = counted  # type: ignore[method-assign]
+                psycopg.Pipeline.__exit__ = sent  # type: ignore[method-assign]
             profiler = cProfile.Profile() if profile else None
             started = time.perf_counter()
             try:
@@ -479,6 +499,7 @@ def _drain_postgres(workflows: int, server: pglib.Server, *, trace: bool = False
                     profiler.disable()
             finally:
                 psycopg.Cursor.execute = execute  # type: ignore[method-assign]
+                psycopg.Pipeline.__exit__ = pipeline_exit  # type: ignore[method-assign]
             seconds = time.perf_counter() - started
             if trace and stats:
                 traced.server_seconds, traced.plan_seconds = stats_conn.execute(

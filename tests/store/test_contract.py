@@ -841,3 +841,25 @@ def test_every_method_of_the_interface_has_a_contract_test():
                for name, value in vars(protocol).items()
                if callable(value) and not name.startswith("_")}
     assert sorted(methods - COVERED) == []
+
+
+@covers("update_run", "insert_activity", "flush")
+def test_a_write_that_fails_leaves_nothing_of_its_transaction(store):
+    """However late a backend sends a write (PostgreSQL holds back those whose result nobody
+    reads, for the next round trip), its failure fails the whole transaction."""
+    with store.write() as tx:
+        add_instance(tx, "i1")
+        add_activity(tx, "a1", "i1-r1")
+    with pytest.raises(Exception, match=r"(?i)unique|duplicate|constraint"), store.write() as tx:
+        run = tx.get_run("i1-r1")
+        tx.update_run("i1-r1", step_index=5)
+        tx.append_event(run, "WorkflowTaskScheduled", T0, {"reason": "r"})
+        add_activity(tx, "a1", "i1-r1")
+    with store.read() as tx:
+        assert tx.get_run("i1-r1").step_index == 0
+        assert tx.events("i1") == []
+        assert [a.activity_id for a in tx.open_activities("i1-r1")] == ["a1"]
+    with store.write() as tx:
+        tx.update_run("i1-r1", step_index=2)
+    with store.read() as tx:
+        assert tx.get_run("i1-r1").step_index == 2, "the store writes again after the failure"

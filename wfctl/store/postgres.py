@@ -75,7 +75,8 @@ R = TypeVar("R")
 # path cost far more to plan (0.4 ms for a claim, re-planned at every call under the default
 # `auto`) than to run, and their status conditions are written as literals, so that a generic
 # plan still uses the partial indexes.
-_BEGIN_WRITE = ("BEGIN ISOLATION LEVEL READ COMMITTED; "
+# Sent with the transaction's first statement (`PostgresTx._send`), one statement each.
+_BEGIN_WRITE = ("BEGIN ISOLATION LEVEL READ COMMITTED",
                 "SET LOCAL plan_cache_mode = force_generic_plan")
 # Family locks are advisory locks keyed by the root's instance_key (small positive bigints; the
 # migration lock's key is far above them). An instance id not stored yet is locked by name, in
@@ -113,7 +114,10 @@ _COUNTS_UPSERT = (
 # The channel write transactions notify when they leave work ready (payload-free: a listener
 # only learns that it should look again), and workers LISTEN on, one connection per process.
 READY_CHANNEL = "wfctl_ready"
-_NOTIFY_AND_COMMIT = f"NOTIFY {READY_CHANNEL}; COMMIT"
+_NOTIFY = f"NOTIFY {READY_CHANNEL}"
+# Tables whose inserts (without RETURNING) are held back for the next round trip: nothing reads
+# their result, nor expects their error at once.
+_HELD_BACK_INSERTS = frozenset({"activities"})
 # Tables whose presence without wfctl's migrations table means the database is another's.
 _OWN_TABLES = ("instances", "runs", "events", "activities", "workflow_tasks")
 
@@ -425,14 +429,9 @@ class PostgresStore:
         try:
             with self._connections().connection() as conn:
                 try:
-                    conn.execute(_BEGIN_WRITE)
-                    tx = PostgresTx(conn, locking=True)
+                    tx = PostgresTx(conn, locking=True, begin=_BEGIN_WRITE)
                     yield tx
-                    tx.flush()
-                    # A NOTIFY is delivered at the commit, and only if it commits: workers on
-                    # every host look for work at once instead of at their next poll. Sent with
-                    # the COMMIT, in one round trip.
-                    conn.execute(_NOTIFY_AND_COMMIT if tx.readied else "COMMIT")
+                    tx.commit()
                 except BaseException:
                     _roll_back(conn)
                     raise
@@ -613,12 +612,19 @@ class PostgresTx(SQLTx):
     _stored = columns.Writer(None).values
     _readers = records.Readers(None)
 
-    def __init__(self, conn: psycopg.Connection | _PerStatement, *, locking: bool) -> None:
+    def __init__(self, conn: psycopg.Connection | _PerStatement, *, locking: bool,
+                 begin: Sequence[str] = ()) -> None:
         super().__init__(writing=locking)
         self.conn = conn
         self._cursor = conn.cursor() if isinstance(conn, psycopg.Connection) else None
         # The cursor whose rows are tuples of stored values, for records (made on first use).
         self._tuple_cursor: psycopg.Cursor[tuple[Any, ...]] | None = None
+        # Statements whose results nobody reads, held back to go with the next statement
+        # whose result is read, or with the COMMIT, in one round trip (psycopg's pipeline
+        # mode): the BEGIN, a run's update, an activity's insert, the history rows. An error
+        # in one fails the transaction all the same, a statement later.
+        self._held_back: list[tuple[str, Any]] = [(statement, None) for statement in begin]
+        self._blind: psycopg.Cursor[Any] | None = None
         self._locking = locking
         self._lock = " FOR UPDATE SKIP LOCKED" if locking else ""
         # The family keys this transaction holds, and the family of each instance it looked up.
@@ -644,9 +650,42 @@ class PostgresTx(SQLTx):
         # `Connection.execute` would make a new one every time.
         if self._cursor is None:
             return self.conn.execute(sql, params)
-        return self._cursor.execute(sql, params)
+        return self._send(self._cursor, sql, params)
 
     _run = _execute
+
+    def _write(self, sql: str, params: Sequence[Any] | Row | None) -> None:
+        if self._cursor is None:
+            self.conn.execute(sql, params)
+        else:
+            self._held_back.append((sql, params))
+
+    def _send(self, cursor: psycopg.Cursor[Any], sql: str | None,
+              params: Sequence[Any] | Row | None = None) -> psycopg.Cursor[Any]:
+        """Run `sql` on `cursor` after the statements held back, in one round trip."""
+        assert isinstance(self.conn, psycopg.Connection)
+        if not self._held_back:
+            return cursor.execute(sql, params) if sql is not None else cursor
+        held, self._held_back = self._held_back, []
+        if self._blind is None:
+            self._blind = self.conn.cursor()
+        with self.conn.pipeline():
+            for statement, values in held:
+                self._blind.execute(statement, values)
+            if sql is not None:
+                cursor.execute(sql, params)
+        return cursor
+
+    def commit(self) -> None:
+        """Write what is held back and commit, in one round trip. A NOTIFY is delivered at the
+        commit, and only if it commits: workers on every host look for work at once instead of
+        at their next poll."""
+        self.flush()
+        if self.readied:
+            self._held_back.append((_NOTIFY, None))
+        self._held_back.append(("COMMIT", None))
+        assert self._cursor is not None
+        self._send(self._cursor, None)
 
     def _one(self, sql: str, params: Sequence[Any] | Row | None = None) -> Row | None:
         return self._execute(sql, params).fetchone()
@@ -660,14 +699,17 @@ class PostgresTx(SQLTx):
             return self.conn.execute(sql, params, tuples=True).fetchall()
         if self._tuple_cursor is None:
             self._tuple_cursor = self.conn.cursor(row_factory=tuple_row)
-        return self._tuple_cursor.execute(sql, params).fetchall()
+        return self._send(self._tuple_cursor, sql, params).fetchall()
 
     def _insert(self, table: str, row: Row, returning: str | None = None) -> int:
         names = ", ".join(row)
         marks = ", ".join("%s" for _ in row)
         sql = f"INSERT INTO {table} ({names}) VALUES ({marks})"
         if returning is None:
-            self._execute(sql, self._stored(row))
+            if table in _HELD_BACK_INSERTS:
+                self._write(sql, self._stored(row))
+            else:
+                self._execute(sql, self._stored(row))
             return 0
         return self._one(f"{sql} RETURNING {returning}", self._stored(row))[returning]
 
@@ -691,6 +733,7 @@ class PostgresTx(SQLTx):
         conn = self.conn
         if not isinstance(conn, psycopg.Connection):
             return self._one(sql, params)
+        self._send(self._cursor, None)
         conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
         return conn.execute(sql, params, prepare=True).fetchone()
 
@@ -846,12 +889,12 @@ class PostgresTx(SQLTx):
         """Write the events appended so far (one statement for all of them)."""
         if self._events:
             events, self._events = self._events, []
-            self._execute(_EVENTS_INSERT, [list(column) for column in zip(*events, strict=True)])
+            self._write(_EVENTS_INSERT, [list(column) for column in zip(*events, strict=True)])
         if self._timeout_counts:
             counts, self._timeout_counts = self._timeout_counts, {}
             # In key order, so that two writers adding to the same counts never deadlock.
             rows = [(*key, count) for key, count in sorted(counts.items())]
-            self._execute(_COUNTS_UPSERT, [list(column) for column in zip(*rows, strict=True)])
+            self._write(_COUNTS_UPSERT, [list(column) for column in zip(*rows, strict=True)])
 
     def insert_workflow_task(self, row: Row) -> int:
         task_id = super().insert_workflow_task(row)

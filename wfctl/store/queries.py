@@ -276,6 +276,11 @@ class SQLTx:
         """Run a statement built in the backend's own placeholders (`_MARK`)."""
         raise NotImplementedError
 
+    def _write(self, sql: str, params: Sequence[Any]) -> None:
+        """Run a write built in the backend's own placeholders whose result nobody reads (a
+        backend may send it with its next statement)."""
+        self._run(sql, params)
+
     def _one(self, sql: str, params: Sequence[Any] | Row = ()) -> Row | None:
         raise NotImplementedError
 
@@ -458,7 +463,8 @@ class SQLTx:
         self._insert("runs", row)
 
     def update_run(self, run_id: str, **fields: Any) -> None:
-        self._update("runs", "workflow_run_id", run_id, fields)
+        self._write(_update_statement(self._MARK, "runs", "workflow_run_id", tuple(fields), ""),
+                    (*self._stored(fields), run_id))
 
     # history
 
