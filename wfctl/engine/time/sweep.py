@@ -2,25 +2,23 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from wfctl.engine.core import EngineCore
-from wfctl.engine.time.expiry import expire, lose_workers
+from wfctl.engine.time.expiry import Expired, expire, lose_workers
 from wfctl.engine.time.workers import worker_alive
 
 BATCH = 500
 
 
 @dataclass
-class SweepReport:
-    """What one watchdog pass did, and when the next one has work."""
+class SweepReport(Expired):
+    """What one watchdog pass did (what its `expire` did, and the workers it found lost), and
+    when the next one has work."""
 
-    activities_timed_out: int = 0
-    workflow_tasks_timed_out: int = 0
-    timers_fired: int = 0
-    runs_woken: int = 0
     workers_lost: list[str] = field(default_factory=list)
     next_due: datetime | None = None
 
@@ -41,24 +39,17 @@ def sweep(engine: EngineCore, now: datetime, *, alive: Collection[str] = (),
     what is found due at `now` is enforced instance by instance at the instant the clock
     reads then (see `EngineCore.expire`).
     """
-    report = SweepReport()
     with engine.store.read() as tx:
-        lost = [w for w in tx.live_workers()
+        lost = [w.worker_id for w in tx.live_workers()
                 if w.worker_id not in alive
                 and not worker_alive(w, now, leases_tell=leases_tell)]
         due = tx.next_due(now)
     if lost:
-        ids = [w.worker_id for w in lost]
-        lose_workers(engine, ids, now)
-        report.workers_lost.extend(ids)
-    if due is not None and due <= now:
-        expired = expire(engine, now, BATCH, clock_now)
-        report.activities_timed_out += expired.activities_timed_out
-        report.workflow_tasks_timed_out += expired.workflow_tasks_timed_out
-        report.timers_fired += expired.timers_fired
-        report.runs_woken += expired.runs_woken
+        lose_workers(engine, lost, now)
+    expired = expire(engine, now, BATCH, clock_now) if due is not None and due <= now \
+        else Expired()
     with engine.store.read() as tx:
-        report.next_due = tx.next_due(now)
-    return report
+        next_due = tx.next_due(now)
+    return SweepReport(**dataclasses.asdict(expired), workers_lost=lost, next_due=next_due)
 
 
