@@ -114,6 +114,22 @@ def test_nulls_come_back_as_none(store):
     assert instance.execution_timeout_seconds is None and instance.retry_policy is None
 
 
+@covers("hold_run")
+def test_a_run_held_and_read_at_once_is_the_run_read(store):
+    with store.write() as tx:
+        add_instance(tx, "i1")
+    with store.write() as tx:
+        tx.update_run("i1-r1", step_index=4)
+    with store.write() as tx:
+        run = tx.hold_run("i1", "i1-r1")
+        assert typed(run, records.Run)
+        assert (run.workflow_run_id, run.step_index, run.state) == ("i1-r1", 4, {"k": "v"})
+        assert run == tx.get_run("i1-r1")
+        assert tx.run_instance_fields("i1-r1") == ("d", "t", 0, "abandon")
+        assert tx.hold_run("i1", "i1-r1") == run, "held already: read again as it is"
+        assert tx.hold_run("i1", "no-such-run") is None
+
+
 @covers("run_instance_fields")
 def test_a_run_read_brings_its_instances_unchanging_fields(store):
     with store.write() as tx:

@@ -163,8 +163,7 @@ def _complete_current(c: Ctx, task: ActivityTask, result: Any, heartbeat_details
     what `_complete` always did."""
     if result is not None and not isinstance(result, dict):
         return False
-    c.tx.hold(task.workflow_instance_id)
-    run = c.run(task.workflow_run_id)
+    run = c.held_run(task.workflow_instance_id, task.workflow_run_id)
     if run is None or run.deadline_claimed_at is not None \
             or expired_workflow_timeout(run, c.now) is not None \
             or (run.status == "running" and deadline_passed(c, run)):

@@ -169,6 +169,17 @@ class Ctx:
             found = self._instances[instance_id] = self.tx.get_instance(instance_id)
         return found
 
+    def held_run(self, instance_id: str, run_id: str) -> Run | None:
+        """The run, read once its instance's family is held (`Tx.hold_run`: one round trip)."""
+        found = self._runs.get(run_id)
+        if found is not None:
+            self.tx.hold(instance_id)
+            return found
+        found = self.tx.hold_run(instance_id, run_id)
+        if found is not None:
+            self._runs[run_id] = found
+        return found
+
     def run(self, run_id: str) -> Run:
         """The run, one record per run and transaction, so that every change is seen."""
         found = self._runs.get(run_id)

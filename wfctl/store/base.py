@@ -67,6 +67,9 @@ class Tx(Protocol):
         as `timer`), started workflow tasks' timeouts."""
     def instance_ids(self, prefix: str, limit: int) -> list[str]: ...
     def get_run(self, run_id: str) -> Run | None: ...
+    def hold_run(self, instance_id: str, run_id: str) -> Run | None:
+        """`hold` the instance, then `get_run` one of its runs (where these are two statements,
+        in one round trip)."""
     def run_instance_fields(self, run_id: str) -> tuple[str, str, int, str] | None:
         """The unchanging fields of the run's instance (definitions digest, workflow type, child
         depth, child policy) when this transaction read the run, which reads them with it."""

@@ -60,10 +60,13 @@ from wfctl.errors import (
 from wfctl.store import codec, columns, records
 from wfctl.store import postgres_schema as schema
 from wfctl.store.queries import (
+    GET_RUN,
     PENDING_ACTIVITY_SQL,
     TASK_COLUMNS,
     WAITING_DEADLINES_HOLD,
+    RunRead,
     SQLTx,
+    keep_run_extras,
 )
 from wfctl.store.records import Activity, Instance, Run, WorkflowTask
 from wfctl.vocabulary import PENDING_ACTIVITY
@@ -115,6 +118,9 @@ _COUNTS_UPSERT = (
 # only learns that it should look again), and workers LISTEN on, one connection per process.
 READY_CHANNEL = "wfctl_ready"
 _NOTIFY = f"NOTIFY {READY_CHANNEL}"
+# Takes the family lock of the instance `id` (see the module's text).
+_LOCK_FAMILY = ("SELECT family_key, wfctl_lock_family(family_key, %(wait)s AND family_key > "
+                "%(top)s) AS locked FROM instances WHERE workflow_instance_id = %(id)s")
 # Tables whose inserts (without RETURNING) are held back for the next round trip: nothing reads
 # their result, nor expects their error at once.
 _HELD_BACK_INSERTS = frozenset({"activities"})
@@ -663,18 +669,22 @@ class PostgresTx(SQLTx):
     def _send(self, cursor: psycopg.Cursor[Any], sql: str | None,
               params: Sequence[Any] | Row | None = None) -> psycopg.Cursor[Any]:
         """Run `sql` on `cursor` after the statements held back, in one round trip."""
-        assert isinstance(self.conn, psycopg.Connection)
         if not self._held_back:
             return cursor.execute(sql, params) if sql is not None else cursor
+        self._pipeline([] if sql is None else [(cursor, sql, params)])
+        return cursor
+
+    def _pipeline(self, read: list[tuple[psycopg.Cursor[Any], str, Any]]) -> None:
+        """The statements held back, then each of `read` on its cursor, in one round trip."""
+        assert isinstance(self.conn, psycopg.Connection)
         held, self._held_back = self._held_back, []
         if self._blind is None:
             self._blind = self.conn.cursor()
         with self.conn.pipeline():
             for statement, values in held:
                 self._blind.execute(statement, values)
-            if sql is not None:
-                cursor.execute(sql, params)
-        return cursor
+            for cursor, statement, values in read:
+                cursor.execute(statement, values)
 
     def commit(self) -> None:
         """Write what is held back and commit, in one round trip. A NOTIFY is delivered at the
@@ -745,19 +755,41 @@ class PostgresTx(SQLTx):
         if self._locking:
             self._lock_family(instance_id)
 
+    def hold_run(self, instance_id: str, run_id: str) -> Run | None:
+        """The family's lock and the run's read in one round trip: the server runs them in
+        order, so the run is read after the lock, as `get_run` would read it."""
+        if not self._locking or self._holds(instance_id):
+            return super().hold_run(instance_id, run_id)
+        lock = self.conn.cursor()
+        if self._tuple_cursor is None:
+            self._tuple_cursor = self.conn.cursor(row_factory=tuple_row)
+        self._pipeline([(lock, _LOCK_FAMILY, self._lock_params(instance_id, wait=True)),
+                        (self._tuple_cursor, GET_RUN, (run_id,))])
+        self._locked(instance_id, lock.fetchone(), wait=True)
+        found = self._tuple_cursor.fetchall()
+        read = self._readers[RunRead](found[0]) if found else None
+        return keep_run_extras(read, self._keys, self._seq, self._without_task,
+                               self._instance_fields)
+
+    def _holds(self, instance_id: str) -> bool:
+        key = self._family.get(instance_id)
+        return key is not None and (key in self._held or key in self._created)
+
+    def _lock_params(self, instance_id: str, *, wait: bool) -> dict[str, Any]:
+        return {"wait": wait, "top": max(self._held, default=0), "id": instance_id}
+
     def _lock_family(self, instance_id: str, *, wait: bool = True) -> bool | None:
         """Hold the lock of the instance's family: True when taken now (a row of it read
         before may be stale), False when held already (or the instance is gone), None when a
         claim (`wait` false) found it busy. Raises TransientConflict when the family is busy
         and ranks below one this transaction holds: waiting for it could close a cycle."""
-        key = self._family.get(instance_id)
-        if key is not None and (key in self._held or key in self._created):
+        if self._holds(instance_id):
             return False
-        row = self._one(
-            "SELECT family_key, wfctl_lock_family(family_key, %(wait)s AND family_key > %(top)s)"
-            " AS locked FROM instances WHERE workflow_instance_id = %(id)s",
-            {"wait": wait, "top": max(self._held, default=0), "id": instance_id},
-        )
+        return self._locked(instance_id, self._one(
+            _LOCK_FAMILY, self._lock_params(instance_id, wait=wait)), wait=wait)
+
+    def _locked(self, instance_id: str, row: Row | None, *, wait: bool) -> bool | None:
+        """What `_lock_family` returns, from its statement's row."""
         if row is None:
             return False
         key = self._family[instance_id] = row["family_key"]

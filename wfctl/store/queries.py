@@ -448,6 +448,10 @@ class SQLTx:
         return keep_run_extras(self._owned(GET_RUN, (run_id,), RunRead), self._keys, self._seq,
                                self._without_task, self._instance_fields)
 
+    def hold_run(self, instance_id: str, run_id: str) -> Run | None:
+        self.hold(instance_id)
+        return self.get_run(run_id)
+
     def run_instance_fields(self, run_id: str) -> tuple[str, str, int, str] | None:
         """The unchanging fields of the run's instance (definitions digest, workflow type, child
         depth, child policy) when this transaction read the run, which reads them with it."""
