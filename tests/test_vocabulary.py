@@ -25,7 +25,7 @@ V01 = Path(__file__).parent / "data" / "v01.db"
     ("instances", "child_policy", vocabulary.CHILD_POLICIES),
 ])
 def test_a_database_holds_only_words_of_the_vocabulary(table, column, words):
-    conn = sqlite3.connect(f"{V01.as_uri()}?mode=ro", uri=True)
+    conn = sqlite3.connect(f"{V01.as_uri()}?mode=ro&immutable=1", uri=True)
     found = {value for (value,) in conn.execute(f"SELECT DISTINCT {column} FROM {table}")}
     conn.close()
 
