@@ -334,8 +334,7 @@ def schedule_activity(c: Ctx, run: Run, step: Step, branch: Step, branch_index: 
     fields = started_fields(c, run, offer.worker_id, policy)
     row.update(fields)
     c.tx.insert_activity(row)
-    offer.left -= 1
-    offer.taken.append(started(
+    offer.take(started(
         c, run, fields, activity_id=activity_id, step=branch.name, handler=branch.handler,
         queue=options.queue, attempt=1, max_attempts=options.max_attempts, policy=policy,
         scheduled_event_id=seq, schedule_to_close_deadline_at=total_deadline_at,

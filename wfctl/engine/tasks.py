@@ -58,3 +58,7 @@ class Offer:
 
     def takes(self, queue: str) -> bool:
         return self.left > 0 and queue in self.queues
+
+    def take(self, task: ActivityTask) -> None:
+        self.left -= 1
+        self.taken.append(task)
