@@ -249,22 +249,26 @@ def test_an_attempt_closes_in_one_statement_only_while_current_and_within_its_de
         assert tx.get_activity("a3").status == "started"
 
 
-@covers("take_workflow_task")
-def test_a_scheduled_workflow_task_is_taken_once_and_never_once_started(store):
+@covers("take_ready_workflow_task")
+def test_the_oldest_ready_workflow_task_is_taken_once_and_never_once_started(store):
     with store.write() as tx:
         add_instance(tx, "i1")
         add_instance(tx, "i2")
-        scheduled = add_task(tx, "i1-r1")
-        started = add_task(tx, "i2-r1")
+        add_instance(tx, "i3")
+        started = add_task(tx, "i1-r1", available_at=later(-2))
         tx.update_workflow_task(started, status="started", owner="w1")
+        newer = add_task(tx, "i2-r1", available_at=later(1))
+        older = add_task(tx, "i3-r1", available_at=later(-1))
+        future = add_task(tx, "i1-r1", available_at=later(9))
     with store.write() as tx:
-        taken = tx.take_workflow_task(scheduled)
-        twice = tx.take_workflow_task(scheduled)
-        not_scheduled = tx.take_workflow_task(started)
+        taken = [tx.take_ready_workflow_task(later(5)) for _ in range(3)]
+    assert [t and t.task_id for t in taken] == [older, newer, None]
+    assert typed(taken[0], records.WorkflowTask) and taken[0].workflow_run_id == "i3-r1"
+    assert taken[0].status == "scheduled"
     with store.read() as tx:
-        assert tx.get_workflow_task(scheduled) is None
+        assert tx.get_workflow_task(older) is None and tx.get_workflow_task(newer) is None
         assert tx.get_workflow_task(started).owner == "w1"
-    assert (taken, twice, not_scheduled) == (True, False, False)
+        assert tx.get_workflow_task(future).status == "scheduled"
 
 
 @covers("insert_workflow_task", "open_workflow_task")

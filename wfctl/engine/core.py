@@ -256,6 +256,11 @@ def merge_state(c: Ctx, run: Run, values: dict[str, Any]) -> None:
     c.set_run(run, state=state)
 
 
+# Why a run's first workflow task is scheduled, once, as the run is created: the decision that
+# takes it finds nothing of any step (decide's `first`).
+FIRST_TASK = "started"
+
+
 def schedule_workflow_task(c: Ctx, run: Run, reason: str) -> None:
     """Make sure the run has an open workflow task, so that a worker decides what comes next."""
     run_id = run.workflow_run_id

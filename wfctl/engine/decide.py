@@ -12,6 +12,7 @@ from wfctl.engine.attempts import started, started_fields
 from wfctl.engine.closing import close_run, fail_run
 from wfctl.engine.core import (
     CLAIM_TRIES,
+    FIRST_TASK,
     Ctx,
     EngineCore,
     Fixed,
@@ -60,22 +61,17 @@ def decide_ready_task(engine: EngineCore, worker_id: str, now: datetime, *,
     when none was ready. The history is that of a claim and a completion; the task's row goes
     at once, since no other writer can see it started."""
     with engine.transaction(now, check_deadlines=check_deadlines) as c:
-        for _ in range(CLAIM_TRIES):
-            task = c.tx.next_ready_workflow_task(c.now)
-            if task is None:
-                return False
-            run = c.run(task.workflow_run_id)
-            if not c.tx.take_workflow_task(task.task_id):
-                continue
-            timeout_at = clock.after(c.now, run.workflow_task_timeout_seconds)
-            started = c.event(run, "WorkflowTaskStarted",
-                              scheduled_event_id=task.scheduled_event_id,
-                              worker_id=worker_id, timeout_at=timeout_at)
-            c.event(run, "WorkflowTaskCompleted", scheduled_event_id=task.scheduled_event_id,
-                    started_event_id=started)
-            decide(c, run, None, worker_id)
-            return True
-        return False
+        task = c.tx.take_ready_workflow_task(c.now)
+        if task is None:
+            return False
+        run = c.run(task.workflow_run_id)
+        timeout_at = clock.after(c.now, run.workflow_task_timeout_seconds)
+        started = c.event(run, "WorkflowTaskStarted", scheduled_event_id=task.scheduled_event_id,
+                          worker_id=worker_id, timeout_at=timeout_at)
+        c.event(run, "WorkflowTaskCompleted", scheduled_event_id=task.scheduled_event_id,
+                started_event_id=started)
+        decide(c, run, None, worker_id, first=task.reason == FIRST_TASK)
+        return True
 
 
 @operation
@@ -91,7 +87,8 @@ def complete_workflow_task(engine: EngineCore, task: WorkflowTask, now: datetime
             time_out_workflow_task(c, current)
             return False
         _complete_task(c, c.run(current.workflow_run_id), current.task_id,
-                       current.scheduled_event_id, current.started_event_id, current.owner)
+                       current.scheduled_event_id, current.started_event_id, current.owner,
+                       current.reason)
         return True
 
 
@@ -106,16 +103,17 @@ def decide_now(c: Ctx, run: Run, worker_id: str) -> None:
     # A task scheduled in this transaction has no row yet (nor task id), and is ready now.
     pending = c.pending_tasks.pop(run_id, None)
     if pending is not None:
-        task_id, scheduled_event_id = None, pending["scheduled_event_id"]
+        task_id, scheduled_event_id, reason = None, pending["scheduled_event_id"], \
+            pending["reason"]
     else:
         task = c.tx.open_workflow_task(run_id)
         if task is None or task.status != "scheduled" or task.available_at > c.now:
             return
-        task_id, scheduled_event_id = task.task_id, task.scheduled_event_id
+        task_id, scheduled_event_id, reason = task.task_id, task.scheduled_event_id, task.reason
     started = _start_task(c, task_id, scheduled_event_id, run, worker_id)
     if started is not None:
         _complete_task(c, run, task_id, scheduled_event_id, started["started_event_id"],
-                       worker_id)
+                       worker_id, reason)
 
 
 def _start_task(c: Ctx, task_id: int | None, scheduled_event_id: int, run: Run,
@@ -135,14 +133,14 @@ def _start_task(c: Ctx, task_id: int | None, scheduled_event_id: int, run: Run,
 
 
 def _complete_task(c: Ctx, run: Run, task_id: int | None, scheduled_event_id: int,
-                   started_event_id: int | None, owner: str | None) -> None:
-    """Complete a started task and decide; a task scheduled and decided in this transaction
-    has no row to update (it was never written)."""
+                   started_event_id: int | None, owner: str | None, reason: str) -> None:
+    """Complete a started task (scheduled for `reason`) and decide; a task scheduled and
+    decided in this transaction has no row to update (it was never written)."""
     if task_id is not None:
         c.tx.close_workflow_task(task_id)
     c.event(run, "WorkflowTaskCompleted", scheduled_event_id=scheduled_event_id,
             started_event_id=started_event_id)
-    decide(c, run, task_id, owner)
+    decide(c, run, task_id, owner, first=reason == FIRST_TASK)
 
 
 def process_workflow_tasks(engine: EngineCore, worker_id: str, now: datetime,
@@ -158,8 +156,9 @@ def process_workflow_tasks(engine: EngineCore, worker_id: str, now: datetime,
     return done
 
 
-def decide(c: Ctx, run: Run, task_id: int | None, worker_id: str) -> None:
-    """Advance the run as far as its stored state allows.
+def decide(c: Ctx, run: Run, task_id: int | None, worker_id: str, *, first: bool = False) -> None:
+    """Advance the run as far as its stored state allows. `first`: the decision takes the run's
+    first workflow task, so nothing of any step exists yet.
 
     In a process that checks deadlines, a run past its `deadline_at` is handed to the
     deadline path instead of advancing: at once when it is running (as the deadline loop
@@ -193,8 +192,9 @@ def decide(c: Ctx, run: Run, task_id: int | None, worker_id: str) -> None:
         # Paused, or waiting out a retry policy's backoff: no step runs until it ends.
         return
     wf = c.workflow_type(fixed)
-    # Whether the step at step_index was reached in this loop: nothing of it exists yet.
-    fresh = False
+    # Whether nothing of the step at step_index exists yet: it was reached in this loop, or
+    # this is the run's first decision.
+    fresh = first
     while True:
         at_boundary = run.step_index >= len(wf.steps) or not run.step_started
         if at_boundary and deadline_passed(c, run):

@@ -9,7 +9,15 @@ from typing import Any
 
 from wfctl import clock, durations
 from wfctl.definitions import Definitions, WorkflowType
-from wfctl.engine.core import Ctx, EngineCore, check_payload, new_id, operation, schedule_workflow_task
+from wfctl.engine.core import (
+    FIRST_TASK,
+    Ctx,
+    EngineCore,
+    check_payload,
+    new_id,
+    operation,
+    schedule_workflow_task,
+)
 from wfctl.errors import Conflict, InvalidInput
 from wfctl.store.records import Instance, Run
 from wfctl.vocabulary import OPEN_RUN
@@ -161,5 +169,5 @@ def create_run(c: Ctx, instance_id: str, run_id: str, run_number: int, state: di
         run_deadline_at=run.run_deadline_at,
         deadline_at=deadline_at,
     )
-    schedule_workflow_task(c, run, "started")
+    schedule_workflow_task(c, run, FIRST_TASK)
     return run

@@ -103,8 +103,8 @@ class Tx(Protocol):
     def update_workflow_task(self, task_id: int, *, expect_status: str | None = None,
                              **fields: Any) -> bool: ...
     def next_ready_workflow_task(self, now: datetime) -> WorkflowTask | None: ...
-    def take_workflow_task(self, task_id: int) -> bool:
-        """Remove a scheduled task decided in this transaction; False when it was started."""
+    def take_ready_workflow_task(self, now: datetime) -> WorkflowTask | None:
+        """Remove the oldest ready task, to be decided in this transaction (None if none is)."""
     def close_workflow_task(self, task_id: int) -> None:
         """A workflow task ended: its row goes, its story stays in history."""
     def close_workflow_tasks(self, run_id: str, keep: int | None) -> None:

@@ -961,9 +961,11 @@ class PostgresTx(SQLTx):
         super().close_workflow_task(task_id)
         self._readied.discard(("workflow_task", task_id))
 
-    def take_workflow_task(self, task_id: int) -> bool:
-        self._readied.discard(("workflow_task", task_id))
-        return super().take_workflow_task(task_id)
+    def take_ready_workflow_task(self, now: datetime) -> WorkflowTask | None:
+        task = super().take_ready_workflow_task(now)
+        if task is not None:
+            self._readied.discard(("workflow_task", task.task_id))
+        return task
 
     def insert_activity(self, row: Row) -> None:
         super().insert_activity(row)

@@ -200,6 +200,8 @@ def prefix_upper_bound(prefix: str) -> str | None:
     return None
 
 
+# How many ready workflow tasks `take_ready_workflow_task` looks at before it gives up.
+_TAKE_TRIES = 8
 # What `close_current_attempt` returns of the attempt it closed.
 _CLOSED_ATTEMPT = records.select(ClosedAttempt)
 # A started attempt is still current while each deadline that counts as it runs still holds.
@@ -586,12 +588,16 @@ class SQLTx:
                                                                 (expect_status,))
         return self._update("workflow_tasks", "task_id", task_id, fields, where, params) == 1
 
-    def take_workflow_task(self, task_id: int) -> bool:
-        """Remove a scheduled task that is decided in this transaction; False when another
-        writer started it first."""
-        return self._execute(
-            "DELETE FROM workflow_tasks WHERE task_id = %s AND status = 'scheduled'", (task_id,),
-        ).rowcount == 1
+    def take_ready_workflow_task(self, now: datetime) -> WorkflowTask | None:
+        """The oldest ready task, removed: it is decided in this transaction (a task another
+        writer started first is passed over)."""
+        for _ in range(_TAKE_TRIES):
+            task = self.next_ready_workflow_task(now)
+            if task is None or self._execute(
+                    "DELETE FROM workflow_tasks WHERE task_id = %s AND status = 'scheduled'",
+                    (task.task_id,)).rowcount == 1:
+                return task
+        return None
 
     def close_workflow_task(self, task_id: int) -> None:
         """A workflow task ended (completed, timed out or cancelled): its row goes, its story

@@ -691,6 +691,14 @@ class SQLiteTx(SQLTx):
             "AND available_at <= %s ORDER BY available_at LIMIT 1", (text(now),),
         )
 
+    def take_ready_workflow_task(self, now: datetime) -> WorkflowTask | None:
+        # One statement: no other writer can come between the look and the take.
+        return self._record(
+            WorkflowTask, "DELETE FROM workflow_tasks WHERE task_id = (SELECT task_id FROM "
+            "workflow_tasks WHERE status = 'scheduled' AND available_at <= %s ORDER BY "
+            f"available_at LIMIT 1) RETURNING {TASK_COLUMNS}", (text(now),),
+        )
+
     def next_ready_activity(self, queues: Sequence[str], now: datetime) -> Activity | None:
         """The oldest activity ready on these queues whose schedule deadlines still hold."""
         best, at = None, text(now)
