@@ -28,9 +28,12 @@ _FIELDS = (
     "next_attempt_at",
     "handler_error", "worker_id", "new_run_number",
 )
+# A text value shown as it is (anything else is shown as JSON).
+_BARE = re.compile(r"[\w.:/+-]+")
 _COLOURS = {"DEBUG": "\x1b[2m", "INFO": "\x1b[36m", "WARNING": "\x1b[33m", "ERROR": "\x1b[31m"}
 
 
+@functools.cache
 def snake(name: str) -> str:
     """WorkflowDeadlineExceeded -> workflow_deadline_exceeded."""
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
@@ -53,7 +56,7 @@ class _TextFormatter(logging.Formatter):
                 continue
             shown = json.dumps(value, ensure_ascii=False) if not isinstance(value, int | float) \
                 else str(value)
-            if isinstance(value, str) and re.fullmatch(r"[\w.:/+-]+", value):
+            if isinstance(value, str) and _BARE.fullmatch(value):
                 shown = value
             parts.append(f"{key}={shown}")
         return " ".join(parts)
@@ -92,7 +95,15 @@ def configure(level: str = "info", fmt: str = "text") -> None:
 
 def event(name: str, level: int = logging.INFO, **fields: Any) -> None:
     if LOGGER.isEnabledFor(level):
-        LOGGER.log(level, name, extra={"fields": fields})
+        _emit(level, name, fields)
+
+
+def _emit(level: int, name: str, fields: dict[str, Any]) -> None:
+    """Log one event with its fields (the caller's source line is not looked up: no line shows
+    it, and the lookup was most of a record's cost)."""
+    record = logging.LogRecord(LOGGER.name, level, "", 0, name, None, None)
+    record.fields = fields
+    LOGGER.handle(record)
 
 
 def failure(name: str, error: BaseException, **fields: Any) -> None:
@@ -126,4 +137,4 @@ def history_events(events: list[dict[str, Any]]) -> None:
             if value is not None:
                 # An instant is appended as a datetime; history and the log show it as ISO text.
                 fields[key] = clock.iso(value) if isinstance(value, datetime) else value
-        LOGGER.log(level, snake(name), extra={"fields": fields})
+        _emit(level, snake(name), fields)
