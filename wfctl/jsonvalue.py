@@ -10,7 +10,10 @@ from __future__ import annotations
 import json
 import math
 import sys
+import threading
+from collections.abc import Callable
 from datetime import datetime
+from json import encoder as json_encoder
 from typing import Any
 
 from wfctl import clock
@@ -135,13 +138,35 @@ def _parse_int(digits: str) -> int:
         raise _TooLong from None
 
 
-# One encoder for every call: json.dumps with options builds a new one each time.
-_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+# The C encoder the one above makes afresh at every call (most of the cost of a small value),
+# made once per thread instead: its record of the containers being encoded (`markers`, which
+# finds cycles) is the thread's own, and is emptied when an encoding fails part way.
+_PER_THREAD = threading.local()
+
+
+def _c_encoder() -> tuple[Callable[[Any, int], list[str]], dict[int, Any]]:
+    markers: dict[int, Any] = {}
+    encode = json_encoder.c_make_encoder(
+        markers, _ENCODER.default, json_encoder.encode_basestring, None, ":", ",", False,
+        False, False)
+    _PER_THREAD.encoder = encode, markers
+    return encode, markers
 
 
 def dumps(value: Any) -> str:
     """Compact strict JSON text (the form wfctl stores)."""
-    return _ENCODE(value)
+    if json_encoder.c_make_encoder is None:
+        return _ENCODER.encode(value)
+    try:
+        encode, markers = _PER_THREAD.encoder
+    except AttributeError:
+        encode, markers = _c_encoder()
+    try:
+        return "".join(encode(value, 0))
+    except BaseException:
+        markers.clear()
+        raise
 
 
 def text(document: Any, *, indent: int | None) -> str:
