@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import math
 import os
@@ -89,7 +90,12 @@ class ActivityOptions:
     queue: str = "default"
 
     def retry_policy(self) -> dict[str, Any]:
-        """The shape `describe --json` shows under `retry_policy`."""
+        """The shape `describe --json` shows under `retry_policy` (a dict of its own each time;
+        worked out once, as each activity scheduled records it)."""
+        return dict(self._retry_policy)
+
+    @functools.cached_property
+    def _retry_policy(self) -> dict[str, Any]:
         return {
             "max_attempts": self.max_attempts,
             "backoff_seconds": [
