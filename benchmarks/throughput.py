@@ -326,10 +326,12 @@ def _drain(workflows: int, *, trace: bool = False, profile: bool = False,
     return seconds, statements, pstats.Stats(profiler) if profiler else None
 
 
-def _threads(workflows: int, concurrency: int, where: Where | None = None,
-             ) -> tuple[float, int, float, float]:
+def _threads(workflows: int, concurrency: int, where: Where | None = None, *,
+             trace: bool = False) -> tuple[float, int, float, float, int]:
     """Worker.run(once=True) in process: seconds, write transactions, time waiting for the
-    process's write lock and time holding it (summed over threads)."""
+    process's write lock and time holding it (summed over threads), and with `trace` the
+    statements run on the SQLite write connection (triggers' included, as its trace counts
+    them)."""
     from wfctl import log
 
     with (where or Where()).scratch() as scratch:
@@ -351,6 +353,10 @@ def _threads(workflows: int, concurrency: int, where: Where | None = None,
             totals["holding"] += time.perf_counter() - entered
 
         store.write = timed_write  # type: ignore[method-assign]
+        statements = [0]
+        if trace:
+            store._writer_connection().set_trace_callback(
+                lambda _: statements.__setitem__(0, statements[0] + 1))
         worker = client.worker(WorkerOptions(concurrency=concurrency))
         level = log.LOGGER.level
         log.LOGGER.setLevel(logging.ERROR)
@@ -361,7 +367,8 @@ def _threads(workflows: int, concurrency: int, where: Where | None = None,
             log.LOGGER.setLevel(level)
         seconds = time.perf_counter() - started
         client.close()
-    return seconds, int(totals["transactions"]), totals["waiting"], totals["holding"]
+    return (seconds, int(totals["transactions"]), totals["waiting"], totals["holding"],
+            statements[0])
 
 
 def _kind(sql: str) -> str:
@@ -402,10 +409,13 @@ def profile(workflows: int) -> None:
                   if func == "<method 'execute' of 'sqlite3.Connection' objects>")
     print(f"     {execute / steps * 1e6:7.0f}  inside sqlite3 execute() (all statements, "
           "COMMIT included)")
-    print("   Worker.run(once=True) in process, by --concurrency (no logging):")
+    print("   Worker.run(once=True) in process, by --concurrency (no logging; statements "
+          "traced on the write connection, the default options' figure):")
     for concurrency in (1, 4):
-        seconds, transactions, waiting, holding = _threads(workflows, concurrency)
+        seconds, transactions, waiting, holding, traced = _threads(workflows, concurrency,
+                                                                   trace=True)
         print(f"     concurrency {concurrency}: {steps / seconds:6,.0f} steps/s, "
+              f"{traced / steps:.2f} statements and "
               f"{transactions / steps:.2f} write transactions per step, "
               f"write lock held {holding / steps * 1e6:4.0f} us per step, "
               f"waited for {waiting / steps * 1e6:5.0f} us per step (summed over threads)")
@@ -562,8 +572,8 @@ def profile_postgres(workflows: int, server: pglib.Server) -> None:
         print(f"     {cumulative / steps * 1e6:7.0f}  {label}")
     print("   Worker.run(once=True) in process, by --concurrency (no logging):")
     for concurrency in (1, 4):
-        seconds, transactions, waiting, holding = _threads(workflows, concurrency,
-                                                           Where(server))
+        seconds, transactions, waiting, holding, _ = _threads(workflows, concurrency,
+                                                              Where(server))
         print(f"     concurrency {concurrency}: {steps / seconds:6,.0f} steps/s, "
               f"{transactions / steps:.2f} write transactions per step, "
               f"write transaction open {holding / steps * 1e6:4.0f} us per step, "

@@ -601,6 +601,31 @@ def test_activities_are_listed_claimed_and_found_past_their_deadlines(store):
             == [(records.Activity, "a1"), (records.Activity, "a2")]
 
 
+@covers("next_ready_activity_with_run")
+def test_a_claim_reads_the_oldest_ready_activity_with_its_run(store):
+    with store.write() as tx:
+        add_instance(tx, "i1")
+        add_instance(tx, "i2")
+        add_activity(tx, "a1", "i1-r1")
+        add_activity(tx, "a2", "i2-r1")
+        tx.update_activity("a1", queue="other", available_at=later(2))
+        tx.update_activity("a2", available_at=later(1))
+        tx.update_run("i2-r1", step_index=1, state={"k": [1]})
+        tx.append_event(tx.get_run("i2-r1"), "WorkflowTaskScheduled", T0, {"reason": "r"})
+    with store.write() as tx:
+        assert tx.next_ready_activity_with_run(["default", "other"], T0) is None
+        activity, run = tx.next_ready_activity_with_run(["default", "other"], later(5))
+        assert typed(activity, records.Activity) and activity.activity_id == "a2"
+        assert typed(run, records.Run) and run == tx.get_run("i2-r1")
+        assert (run.step_index, run.state) == (1, {"k": [1]})
+        # What the run's read brings comes along: the history goes on after its last event.
+        tx.append_event(run, "WorkflowTaskScheduled", T0, {"reason": "again"})
+        activity, run = tx.next_ready_activity_with_run(["other"], later(5))
+        assert (activity.activity_id, run.workflow_run_id) == ("a1", "i1-r1")
+    with store.read() as tx:
+        assert [e.seq for e in tx.events("i2")] == [1, 2]
+
+
 @covers("update_timer", "step_timers", "run_timers", "open_timers")
 def test_timers_fire_once_and_are_listed_by_step_and_run(store):
     with store.write() as tx:

@@ -43,17 +43,17 @@ def claim_activity(engine: EngineCore, worker_id: str, queues: Sequence[str],
     not ours, and the next ready one is tried."""
     with engine.transaction(now) as c:
         for _ in range(CLAIM_TRIES):
-            activity = c.tx.next_ready_activity(queues, c.now)
-            if activity is None:
+            found = c.tx.next_ready_activity_with_run(queues, c.now)
+            if found is None:
                 return None
-            claimed = _claim(c, activity, worker_id)
+            claimed = _claim(c, *found, worker_id)
             if claimed is not None:
                 return claimed
         return None
 
 
-def _claim(c: Ctx, activity: Activity, worker_id: str) -> ActivityTask | None:
-    run = c.run(activity.workflow_run_id)
+def _claim(c: Ctx, activity: Activity, run: Run, worker_id: str) -> ActivityTask | None:
+    run = c.keep_run(run)
     fields = started_fields(c, run, worker_id, activity.retry_policy)
     if not c.tx.update_activity(activity.activity_id, expect_attempt=activity.attempt,
                                 expect_status=PENDING_ACTIVITY, **fields):

@@ -180,6 +180,11 @@ class Ctx:
             self._runs[run_id] = found
         return found
 
+    def keep_run(self, run: Run) -> Run:
+        """A run read along with another row: the transaction's record of it, if it has one
+        (with the changes made since), else this one, kept as its record from now on."""
+        return self._runs.setdefault(run.workflow_run_id, run)
+
     def run(self, run_id: str) -> Run:
         """The run, one record per run and transaction, so that every change is seen."""
         found = self._runs.get(run_id)

@@ -127,6 +127,9 @@ class Tx(Protocol):
     def count_open_activities(self, run_id: str) -> int: ...
     def next_ready_activity(self, queues: Sequence[str], now: datetime) -> Activity | None:
         """The oldest activity ready on these queues whose schedule deadlines still hold."""
+    def next_ready_activity_with_run(self, queues: Sequence[str], now: datetime) -> \
+            tuple[Activity, Run] | None:
+        """What a claim reads: `next_ready_activity`'s activity and its run (`get_run`)."""
     def next_activity_available_at(self, queues: Sequence[str]) -> datetime | None: ...
     def expired_activities(self, now: datetime, limit: int) -> list[Activity]:
         """Open activities past any of their four deadlines, found through the partial indexes."""

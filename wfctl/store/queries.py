@@ -688,6 +688,13 @@ class SQLTx:
             f"AND status IN {OPEN_ACTIVITY_SQL}", (run_id,),
         )["n"]
 
+    def next_ready_activity_with_run(self, queues: Sequence[str], now: datetime) -> \
+            tuple[Activity, Run] | None:
+        activity = self.next_ready_activity(queues, now)
+        if activity is None:
+            return None
+        return activity, self.get_run(activity.workflow_run_id)
+
     def next_activity_available_at(self, queues: Sequence[str]) -> datetime | None:
         condition, params = self._any("queue", queues)
         return self._one(

@@ -3,6 +3,7 @@ spells its own way (the queries themselves are queries.py's)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import operator
 import os
@@ -28,13 +29,14 @@ from wfctl.errors import (
 )
 from wfctl.store import columns, records
 from wfctl.store.queries import (
-    ACTIVITY_COLUMNS,
     PENDING_ACTIVITY_SQL,
     TASK_COLUMNS,
     WAITING_DEADLINES_HOLD,
+    RunRead,
     SQLTx,
+    keep_run_extras,
 )
-from wfctl.store.records import Activity, WorkflowTask
+from wfctl.store.records import Activity, Run, WorkflowTask
 from wfctl.store.schema import MIGRATION_SET, MIGRATIONS_TABLE, migrations
 from wfctl.vocabulary import OPEN_ACTIVITY
 
@@ -701,15 +703,29 @@ class SQLiteTx(SQLTx):
 
     def next_ready_activity(self, queues: Sequence[str], now: datetime) -> Activity | None:
         """The oldest activity ready on these queues whose schedule deadlines still hold."""
+        found = self._oldest_ready(_READY, queues, now)
+        return None if found is None else self._readers[Activity](found)
+
+    def next_ready_activity_with_run(self, queues: Sequence[str], now: datetime) -> \
+            tuple[Activity, Run] | None:
+        # The run comes in the same statement, with what `get_run` keeps of its read.
+        found = self._oldest_ready(_READY_WITH_RUN, queues, now)
+        if found is None:
+            return None
+        run = keep_run_extras(self._readers[RunRead](found[_ACTIVITY_FIELDS:]), self._keys,
+                              self._seq, self._without_task, self._instance_fields)
+        return self._readers[Activity](found[:_ACTIVITY_FIELDS]), run
+
+    def _oldest_ready(self, sql: str, queues: Sequence[str], now: datetime) -> \
+            Sequence[Any] | None:
+        """The row `sql` finds first on any of `queues`: each queue is read through its own
+        range of the ready index, and the oldest of their heads wins (stored instants sort as
+        the instants do)."""
         best, at = None, text(now)
         for queue in queues:
-            found = self._record(
-                Activity, f"SELECT {ACTIVITY_COLUMNS} FROM activities WHERE queue = %(queue)s "
-                f"AND status IN {PENDING_ACTIVITY_SQL} AND available_at <= %(now)s "
-                f"{WAITING_DEADLINES_HOLD} ORDER BY available_at LIMIT 1", {"queue": queue, "now": at},
-            )
-            if found is not None and (best is None or found.available_at < best.available_at):
-                best = found
+            rows = self._tuples(sql, {"queue": queue, "now": at})
+            if rows and (best is None or rows[0][_AVAILABLE_AT] < best[_AVAILABLE_AT]):
+                best = rows[0]
         return best
 
     def open_activity_counts(self) -> list[Row]:
@@ -720,4 +736,19 @@ class SQLiteTx(SQLTx):
         )
 
 
+# A ready activity of one queue, the oldest first (through `activities_ready`); and the same
+# with its run, as `GET_RUN` reads one, for a claim.
+_READY_FROM = (
+    "FROM activities a {join}WHERE a.queue = %(queue)s AND a.status IN "
+    f"{PENDING_ACTIVITY_SQL} AND a.available_at <= %(now)s {WAITING_DEADLINES_HOLD} "
+    "ORDER BY a.available_at LIMIT 1"
+)
+_READY = f"SELECT {records.select(Activity, 'a')} " + _READY_FROM.format(join="")
+_READY_WITH_RUN = (
+    f"SELECT {records.select(Activity, 'a')}, {records.select(RunRead, 'r')} "
+    + _READY_FROM.format(join="JOIN runs r ON r.workflow_run_id = a.workflow_run_id LEFT JOIN "
+                              "instances i ON i.workflow_instance_id = r.workflow_instance_id ")
+)
+_ACTIVITY_FIELDS = len(dataclasses.fields(Activity))
+_AVAILABLE_AT = [f.name for f in dataclasses.fields(Activity)].index("available_at")
 _ANY_OPEN_ACTIVITY = " OR ".join(f"status = '{status}'" for status in OPEN_ACTIVITY)
