@@ -2,11 +2,12 @@
 
 tests/data/v01.db was made by tests/data/make_v01_db.py on wfctl 0.1, and tests/data/v02.db by
 make_v02_db.py on wfctl 0.2, between 11:00 and 11:20 on 2026-04-12, with the definitions and
-handlers beside them (tests/data/v01/, tests/data/v02/). Both hold the same instances in the same
-states (0.2's file three more, of what 0.2 added). Each test opens a copy and drives it from 12:00
-(conftest's T0) at explicit instants, as a worker that starts after the upgrade would; the tests
-of both files run on each. expected.json beside each holds what its release showed of every
-instance.
+handlers beside them (tests/data/v01/, tests/data/v02/); make_v02_db.py also wrote the same on
+PostgreSQL, dumped as tests/data/v02-postgres.sql. All hold the same instances in the same states
+(0.2's three more, of what 0.2 added). Each test opens a copy (a database restored from the dump)
+and drives it from 12:00 (conftest's T0) at explicit instants, as a worker that starts after the
+upgrade would; the tests of every database run on each. expected.json beside each holds what its
+release showed of every instance.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from conftest import T0, Clock, Env, printed
 from typer.testing import CliRunner
@@ -42,6 +44,8 @@ class Release:
     name: str
     added: tuple[str, ...]
     added_to_run: tuple[str, ...] = ()
+    # Written on PostgreSQL (its dump), else an SQLite file.
+    postgres: bool = False
 
     @property
     def database(self) -> Path:
@@ -78,6 +82,7 @@ def _shown(name: str) -> dict[str, Any]:
 V01 = Release("v01", added=("retry_policy", "workflow_retry", "pending_signals",
                             "deadline_held_while"), added_to_run=("stop_reason",))
 V02 = Release("v02", added=("pending_signals", "deadline_held_while"))
+V02_POSTGRES = Release("v02", added=V02.added, postgres=True)
 CLOSED = ("completed", "cancelled", "terminated", "failed", "timed-out")
 
 
@@ -87,11 +92,27 @@ class OldEnv(Env):
     release: Release
 
 
-def _open(release: Release, tmp_path: Path) -> Iterator[OldEnv]:
+def _restored(server: Any) -> str:
+    """A fresh PostgreSQL database holding what 0.2 wrote (psql's own lines, `\\restrict`, left
+    out); its URL."""
+    url = server.create(migrated=False)
+    script = (DATA / "v02-postgres.sql").read_text()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("\n".join(line for line in script.splitlines()
+                               if not line.startswith("\\")))
+    return url
+
+
+def _open(release: Release, tmp_path: Path, request: pytest.FixtureRequest) -> \
+        Iterator[OldEnv]:
     """A copy of the release's database, opened by today's code (opening applies any
     migration)."""
-    db = tmp_path / "wfctl.db"
-    shutil.copyfile(release.database, db)
+    server = request.getfixturevalue("pg_server") if release.postgres else None
+    if server is not None:
+        db: Path | str = _restored(server)
+    else:
+        db = tmp_path / "wfctl.db"
+        shutil.copyfile(release.database, db)
     clock = Clock(T0)
     client = Client(db, release.definitions, clock_now=clock)
     client.definitions()  # the handlers, beside the definitions, become importable
@@ -100,22 +121,36 @@ def _open(release: Release, tmp_path: Path) -> Iterator[OldEnv]:
     env.engine  # noqa: B018 - the store opens (and migrates) here, before any test reads it
     yield env
     client.close()
+    if server is not None:
+        server.drop(str(db))
+
+
+@pytest.fixture(params=[V01, V02, V02_POSTGRES], ids=["0.1", "0.2", "0.2-postgres"])
+def old(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OldEnv]:
+    """The database of each release in turn."""
+    yield from _open(request.param, tmp_path, request)
 
 
 @pytest.fixture(params=[V01, V02], ids=["0.1", "0.2"])
-def old(request, tmp_path: Path) -> Iterator[OldEnv]:
-    """The database of each release in turn."""
-    yield from _open(request.param, tmp_path)
+def old_file(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OldEnv]:
+    """The SQLite file of each release in turn."""
+    yield from _open(request.param, tmp_path, request)
 
 
 @pytest.fixture
-def v01(tmp_path: Path) -> Iterator[OldEnv]:
-    yield from _open(V01, tmp_path)
+def v01(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OldEnv]:
+    yield from _open(V01, tmp_path, request)
 
 
 @pytest.fixture
-def v02(tmp_path: Path) -> Iterator[OldEnv]:
-    yield from _open(V02, tmp_path)
+def v02_postgres(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OldEnv]:
+    yield from _open(V02_POSTGRES, tmp_path, request)
+
+
+@pytest.fixture(params=[V02, V02_POSTGRES], ids=["sqlite", "postgres"])
+def v02(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[OldEnv]:
+    """What 0.2 wrote, on each backend."""
+    yield from _open(request.param, tmp_path, request)
 
 
 def when(time: str) -> datetime:
@@ -177,7 +212,7 @@ def _normalised(sql: str | None) -> str | None:
 # The file as a whole
 
 
-def test_the_schema_after_opening_is_that_of_a_fresh_database(old, tmp_path):
+def test_the_schema_after_opening_is_that_of_a_fresh_database(old_file, tmp_path):
     Store(tmp_path / "fresh.db").close()
 
     upgraded, fresh = schema(tmp_path / "wfctl.db"), schema(tmp_path / "fresh.db")
@@ -186,6 +221,38 @@ def test_the_schema_after_opening_is_that_of_a_fresh_database(old, tmp_path):
     assert {name for kind, name, _ in fresh["objects"] if kind == "table"} >= {
         "definitions", "instances", "runs", "workflow_tasks", "activities", "timers", "signals",
         "children", "failures", "workers", "events"}
+
+
+def postgres_schema(url: str) -> dict[str, Any]:
+    """Columns, indexes, constraints, triggers and functions of a PostgreSQL database, and its
+    migrations."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        def rows(sql: str) -> list[tuple]:
+            return sorted(conn.execute(sql).fetchall())
+
+        return {
+            "columns": rows("SELECT table_name, column_name, data_type, is_nullable, "
+                            "column_default, is_identity, collation_name "
+                            "FROM information_schema.columns WHERE table_schema = 'public'"),
+            "indexes": rows("SELECT indexname, indexdef FROM pg_indexes "
+                            "WHERE schemaname = 'public'"),
+            "constraints": rows("SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint "
+                                "WHERE connamespace = 'public'::regnamespace"),
+            "triggers": rows("SELECT tgname, pg_get_triggerdef(oid) FROM pg_trigger "
+                             "WHERE NOT tgisinternal"),
+            "functions": rows("SELECT proname, prosrc FROM pg_proc "
+                              "WHERE pronamespace = 'public'::regnamespace"),
+            "migrations": rows("SELECT version, name FROM wfctl_migrations"),
+        }
+
+
+def test_the_schema_of_what_0_2_wrote_on_postgres_is_that_of_a_fresh_database(v02_postgres,
+                                                                              pg_server):
+    fresh = pg_server.create()
+    try:
+        assert postgres_schema(v02_postgres.db) == postgres_schema(fresh)
+    finally:
+        pg_server.drop(fresh)
 
 
 def test_every_instance_lists_describes_and_reads_as_its_release_showed_it(old):
@@ -209,7 +276,7 @@ def test_closed_instances_describe_as_before_on_the_command_line(old, tmp_path):
     runner = CliRunner()
     for instance_id in CLOSED:
         for command, key in ((["describe"], "describe"), (["history", "--all-runs"], "history")):
-            result = runner.invoke(app, ["--db", str(tmp_path / "wfctl.db"), "-w",
+            result = runner.invoke(app, ["--db", str(old.db), "-w",
                                          str(old.release.definitions), *command, instance_id,
                                          "--json"])
             assert result.exit_code == 0, result.stderr

@@ -5,6 +5,10 @@ Run it with the released 0.2 code (commit 7f7eb3b) first on PYTHONPATH:
     mkdir /tmp/wfctl-0.2 && git archive 7f7eb3b | tar -x -C /tmp/wfctl-0.2
     PYTHONPATH=/tmp/wfctl-0.2 python3 tests/data/make_v02_db.py
 
+and again with `--postgres URL`, the URL of an empty PostgreSQL database (its server's
+`pg_dump` on PATH): the same instances are written there, and the database is dumped as SQL to
+tests/data/v02-postgres.sql (0.2 showed the same of them on both backends).
+
 It refuses any other code, because the file's whole point is to hold what 0.2 wrote. The
 instances are those of tests/data/v01.db (make_v01_db.py: the same names, instants and states,
 driven through 0.2's interface), and three of what 0.2 added: a run failed and waiting for its
@@ -20,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -31,6 +36,7 @@ HERE = Path(__file__).resolve().parent
 V02 = HERE / "v02"
 DATABASE = HERE / "v02.db"
 EXPECTED = V02 / "expected.json"
+DUMP = HERE / "v02-postgres.sql"
 # Modules that appeared after 0.2: finding one means newer code is on the path.
 NEWER_THAN_02 = ("store/records.py", "store/queries.py", "engine/tasks.py", "engine/time", "ui")
 # 0.2 kept the version number of 0.1.
@@ -65,8 +71,9 @@ def seed_ids() -> None:
     os.urandom = generator.randbytes
 
 
-def make(path: Path) -> dict[str, Any]:
-    """Write the database at `path`; returns what 0.2 shows of each instance."""
+def make(path: Path | str) -> dict[str, Any]:
+    """Write the database at `path` (a file, or a PostgreSQL URL); returns what 0.2 shows of
+    each instance."""
     import v02_handlers
 
     from wfctl import Client
@@ -232,12 +239,45 @@ def check(shown: dict[str, Any]) -> None:
     assert sorted(activities["fanout"]) == [("fetch", "scheduled", 1), ("store", "scheduled", 1)]
 
 
+def dump(url: str) -> None:
+    """The PostgreSQL database as SQL a fresh database can run, with its migrations stamped at
+    a fixed instant; no owners or grants, rows as INSERTs."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("UPDATE wfctl_migrations SET applied_at = %s", (v01.F0,))
+    # A fixed key for psql's `\restrict` line (a restore outside psql leaves it out), and each
+    # table's rows sorted (pg_dump writes them in the order they lie on disk), so that a second
+    # run writes the same file.
+    done = subprocess.run(["pg_dump", "--no-owner", "--no-privileges", "--column-inserts",
+                           "--restrict-key=wfctl02", "--dbname", url],
+                          check=True, stdout=subprocess.PIPE, text=True)
+    lines, block = [], []
+    for line in done.stdout.splitlines():
+        if line.startswith("INSERT INTO ") and (not block or line.split(" (", 1)[0]
+                                                == block[0].split(" (", 1)[0]):
+            block.append(line)
+            continue
+        lines += sorted(block)
+        block = [line] if line.startswith("INSERT INTO ") else []
+        if not block:
+            lines.append(line)
+    DUMP.write_text("\n".join(lines + sorted(block)) + "\n")
+
+
 def main() -> None:
     refuse_newer_code()
     seed_ids()
     # The definitions' path is stored in the file: relative, so it is the same on every checkout.
     os.chdir(V02)
     sys.path.insert(0, str(V02))
+    if sys.argv[1:2] == ["--postgres"]:
+        shown = make(sys.argv[2])
+        dump(sys.argv[2])
+        # 0.2 showed the same of every instance on both backends: one expected.json.
+        assert json.loads(json.dumps(shown)) == json.loads(EXPECTED.read_text())
+        print(f"{DUMP.relative_to(HERE.parent.parent)}: {len(shown['instances'])} instances")
+        return
     building = DATABASE.with_suffix(".db.new")
     for leftover in (building, Path(f"{building}-wal"), Path(f"{building}-shm")):
         leftover.unlink(missing_ok=True)
