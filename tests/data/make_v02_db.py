@@ -103,18 +103,21 @@ def make(path: Path | str) -> dict[str, Any]:
         now.now = when
         getattr(client, action)(instance_id, *args)
 
-    def complete(instance_id: str, when: Any, handler: Any) -> None:
-        """The instance's ready activity claimed, and completed with `handler`'s result."""
+    def claim(instance_id: str, when: Any) -> Any:
+        """The oldest ready activity, claimed: the instance's."""
         now.now = when
         task = engine.claim_activity(v01.WORKER, ("default",), when)
         assert task is not None and task.workflow_instance_id == instance_id
+        return task
+
+    def complete(instance_id: str, when: Any, handler: Any) -> None:
+        """The instance's ready activity claimed, and completed with `handler`'s result."""
+        task = claim(instance_id, when)
         engine.complete_activity(task, handler(task.state), when, decide=True)
 
     def fail(instance_id: str, when: Any) -> None:
         """The instance's ready activity claimed, and failed as the worker records an exception."""
-        now.now = when
-        task = engine.claim_activity(v01.WORKER, ("default",), when)
-        assert task is not None and task.workflow_instance_id == instance_id
+        task = claim(instance_id, when)
         engine.fail_activity(task, "ConnectionError", "warehouse unreachable", when,
                              exception_classes=[c.__name__ for c in ConnectionError.__mro__],
                              decide=True)
