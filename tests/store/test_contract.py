@@ -220,6 +220,48 @@ def test_a_conditional_change_says_whether_it_won(store):
         assert typed(tx.get_activity("a1"), records.Activity)
 
 
+@covers("hold_run_and_close")
+def test_an_attempt_closes_with_its_run_read_only_when_the_run_takes_it(store):
+    with store.write() as tx:
+        add_instance(tx, "i1")
+        for activity_id in ("a1", "a2"):
+            add_activity(tx, activity_id, "i1-r1")
+            tx.update_activity(activity_id, status="started", owner="w1", started_event_id=2)
+    seen = []
+
+    def refuse(run):
+        seen.append(run)
+        return False
+
+    with store.write() as tx:
+        run, closed = tx.hold_run_and_close("i1", "i1-r1", refuse, "a1", 1, "w1", later(1),
+                                            status="completed", closed_at=later(1), owner=None,
+                                            last_heartbeat_details={"n": 1})
+        assert closed is None and typed(run, records.Run) and seen == [run]
+        # Refused: the attempt is as it was, for the rest of the transaction too.
+        assert (tx.get_activity("a1").status, tx.get_activity("a1").owner) == ("started", "w1")
+    with store.read() as tx:
+        refused = tx.get_activity("a1")
+        assert (refused.status, refused.owner, refused.closed_at) == ("started", "w1", None)
+    with store.write() as tx:
+        run, closed = tx.hold_run_and_close("i1", "i1-r1", lambda run: run is not None, "a1", 1,
+                                            "w1", later(2), status="completed",
+                                            closed_at=later(2), owner=None)
+        assert typed(closed, records.ClosedAttempt) and closed.activity_id == "a1"
+        assert typed(run, records.Run) and run == tx.get_run("i1-r1")
+        _, again = tx.hold_run_and_close("i1", "i1-r1", lambda run: True, "a1", 1, "w1",
+                                         later(3), status="completed")
+        _, not_current = tx.hold_run_and_close("i1", "i1-r1", lambda run: True, "a2", 1, "w2",
+                                               later(3), status="completed")
+        assert (again, not_current) == (None, None)
+        assert tx.hold_run_and_close("i1", "no-such-run", lambda run: run is not None, "a2", 1,
+                                     "w1", later(3), status="completed") == (None, None)
+    with store.read() as tx:
+        assert (tx.get_activity("a1").status, tx.get_activity("a1").closed_at) == \
+            ("completed", later(2))
+        assert tx.get_activity("a2").status == "started"
+
+
 @covers("close_current_attempt")
 def test_an_attempt_closes_in_one_statement_only_while_current_and_within_its_deadlines(store):
     with store.write() as tx:

@@ -163,26 +163,33 @@ def _complete_current(c: Ctx, task: ActivityTask, result: Any, heartbeat_details
     what `_complete` always did."""
     if result is not None and not isinstance(result, dict):
         return False
-    run = c.held_run(task.workflow_instance_id, task.workflow_run_id)
-    if run is None or run.deadline_claimed_at is not None \
-            or expired_workflow_timeout(run, c.now) is not None \
-            or (run.status == "running" and deadline_passed(c, run)):
-        return False
-    limits = c.limits(c.fixed(run))
-    try:
-        check_payload(limits, result)
-        state = {**run.state, **result} if result else None
-        if state is not None:
-            check_payload(limits, state)
-    except StructuralLimitExceeded:
-        return False
-    closed = c.tx.close_current_attempt(task.activity_id, task.attempt, task.worker_id, c.now,
-                                        status="completed", closed_at=c.now, owner=None,
-                                        **_heartbeat_fields(heartbeat_details))
+    merged: list[dict[str, Any] | None] = []
+
+    def goes_on(run: Run | None) -> bool:
+        """Whether the run takes the result: it goes on, within its deadlines, and the result
+        and the state it makes fit their limits (`merged`: that state, None for no result)."""
+        if run is None or run.deadline_claimed_at is not None \
+                or expired_workflow_timeout(run, c.now) is not None \
+                or (run.status == "running" and deadline_passed(c, run)):
+            return False
+        limits = c.limits(c.fixed(run))
+        try:
+            check_payload(limits, result)
+            state = {**run.state, **result} if result else None
+            if state is not None:
+                check_payload(limits, state)
+        except StructuralLimitExceeded:
+            return False
+        merged.append(state)
+        return True
+
+    run, closed = c.held_run_and_close(task, goes_on, status="completed", closed_at=c.now,
+                                       owner=None, **_heartbeat_fields(heartbeat_details))
     if closed is None:
         return False
-    if state is not None:
-        c.set_run(run, state=state)
+    assert run is not None
+    if merged[0] is not None:
+        c.set_run(run, state=merged[0])
     _completed(c, run, closed, result)
     return True
 

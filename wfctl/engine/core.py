@@ -19,10 +19,10 @@ from wfctl.definitions import Definitions, Limits, WorkflowType
 from wfctl.engine.time.claims import ClaimsInHand
 from wfctl.errors import StructuralLimitExceeded, TransientConflict
 from wfctl.store import Row, Store, Tx, dumps
-from wfctl.store.records import Instance, Run, assign
+from wfctl.store.records import ClosedAttempt, Instance, Run, assign
 
 if TYPE_CHECKING:
-    from wfctl.engine.tasks import Offer
+    from wfctl.engine.tasks import ActivityTask, Offer
 
 # Ready tasks a claim tries before it gives up for this pass: each one lost was taken by another
 # writer in the meantime (claims are conditional updates, acted on only when they won).
@@ -169,16 +169,24 @@ class Ctx:
             found = self._instances[instance_id] = self.tx.get_instance(instance_id)
         return found
 
-    def held_run(self, instance_id: str, run_id: str) -> Run | None:
-        """The run, read once its instance's family is held (`Tx.hold_run`: one round trip)."""
+    def held_run_and_close(self, task: ActivityTask, accept: Callable[[Run | None], bool],
+                           **fields: Any) -> tuple[Run | None, ClosedAttempt | None]:
+        """The task's run, read once its family is held, and, if `accept` takes the run, the
+        task's attempt closed with `fields` (`Tx.hold_run_and_close`: one round trip)."""
+        instance_id, run_id = task.workflow_instance_id, task.workflow_run_id
         found = self._runs.get(run_id)
         if found is not None:
             self.tx.hold(instance_id)
-            return found
-        found = self.tx.hold_run(instance_id, run_id)
+            if not accept(found):
+                return found, None
+            return found, self.tx.close_current_attempt(task.activity_id, task.attempt,
+                                                        task.worker_id, self.now, **fields)
+        found, closed = self.tx.hold_run_and_close(instance_id, run_id, accept,
+                                                   task.activity_id, task.attempt,
+                                                   task.worker_id, self.now, **fields)
         if found is not None:
             self._runs[run_id] = found
-        return found
+        return found, closed
 
     def keep_run(self, run: Run) -> Run:
         """A run read along with another row: the transaction's record of it, if it has one

@@ -16,7 +16,7 @@ commit, in one statement, and are visible to its own reads.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, Protocol
@@ -121,6 +121,12 @@ class Tx(Protocol):
                               **fields: Any) -> ClosedAttempt | None:
         """Set `fields` on the attempt if it is still `worker_id`'s, started and within its
         deadlines at `now`; what a completion records of it, else None."""
+    def hold_run_and_close(self, instance_id: str, run_id: str,
+                           accept: Callable[[Run | None], bool], activity_id: str,
+                           attempt: int, worker_id: str, now: datetime,
+                           **fields: Any) -> tuple[Run | None, ClosedAttempt | None]:
+        """`hold_run`, then, if `accept` takes the run, `close_current_attempt` (where these are
+        three statements, in one round trip: a close `accept` refuses is undone)."""
     def step_activities(self, run_id: str, step_index: int) -> list[Activity]: ...
     def run_activities(self, run_id: str) -> list[Activity]: ...
     def open_activities(self, run_id: str) -> list[Activity]: ...

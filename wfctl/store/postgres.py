@@ -68,7 +68,7 @@ from wfctl.store.queries import (
     SQLTx,
     keep_run_extras,
 )
-from wfctl.store.records import Activity, Instance, Run, WorkflowTask
+from wfctl.store.records import Activity, ClosedAttempt, Instance, Run, WorkflowTask
 from wfctl.vocabulary import PENDING_ACTIVITY
 
 Row = dict[str, Any]
@@ -770,6 +770,37 @@ class PostgresTx(SQLTx):
         read = self._readers[RunRead](found[0]) if found else None
         return keep_run_extras(read, self._keys, self._seq, self._without_task,
                                self._instance_fields)
+
+    def hold_run_and_close(self, instance_id: str, run_id: str,
+                           accept: Callable[[Run | None], bool], activity_id: str,
+                           attempt: int, worker_id: str, now: datetime,
+                           **fields: Any) -> tuple[Run | None, ClosedAttempt | None]:
+        """The family's lock, the run's read and the attempt's close in one round trip, in a
+        transaction that holds no family yet (where waiting for the lock, and then for the
+        attempt's row, can close no cycle); a close `accept` refuses is undone, in this
+        transaction (the undo goes with its next round trip), so that no one ever sees it."""
+        if not self._locking or self._held or self._created:
+            return super().hold_run_and_close(instance_id, run_id, accept, activity_id,
+                                              attempt, worker_id, now, **fields)
+        lock = self.conn.cursor()
+        if self._tuple_cursor is None:
+            self._tuple_cursor = self.conn.cursor(row_factory=tuple_row)
+        closing = self.conn.cursor(row_factory=tuple_row)
+        self._pipeline([(lock, _LOCK_FAMILY, self._lock_params(instance_id, wait=True)),
+                        (self._tuple_cursor, GET_RUN, (run_id,)),
+                        (closing, *self._close_attempt(activity_id, attempt, worker_id, now,
+                                                       fields))])
+        self._locked(instance_id, lock.fetchone(), wait=True)
+        found = self._tuple_cursor.fetchall()
+        run = keep_run_extras(self._readers[RunRead](found[0]) if found else None, self._keys,
+                              self._seq, self._without_task, self._instance_fields)
+        closed = closing.fetchall()
+        if accept(run):
+            return run, self._readers[ClosedAttempt](closed[0]) if closed else None
+        if closed:
+            self._write("UPDATE activities SET status = 'started', closed_at = NULL, "
+                        "owner = %s WHERE activity_id = %s", (worker_id, activity_id))
+        return run, None
 
     def _holds(self, instance_id: str) -> bool:
         key = self._family.get(instance_id)

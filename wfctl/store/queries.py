@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import operator
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -655,14 +655,29 @@ class SQLTx:
         """Set `fields` on an attempt that is still `worker_id`'s, started, and within every
         deadline that counts while it runs, in one statement; what a completion records of it,
         or None when it is not so (the caller reads the row to say why)."""
+        return self._record(ClosedAttempt,
+                            *self._close_attempt(activity_id, attempt, worker_id, now, fields))
+
+    def _close_attempt(self, activity_id: str, attempt: int, worker_id: str, now: datetime,
+                       fields: Row) -> tuple[str, Row]:
+        """`close_current_attempt`'s statement and its parameters."""
         sets = ", ".join(f"{name} = %({name})s" for name in fields)
-        return self._record(
-            ClosedAttempt, f"UPDATE activities SET {sets} WHERE activity_id = %(activity_id)s "
+        return (
+            f"UPDATE activities SET {sets} WHERE activity_id = %(activity_id)s "
             "AND status = 'started' AND attempt = %(attempt)s AND owner = %(worker_id)s "
             f"{STARTED_DEADLINES_HOLD} RETURNING {_CLOSED_ATTEMPT}",
             {**dict(zip(fields, self._stored(fields), strict=True)), "activity_id": activity_id,
              "attempt": attempt, "worker_id": worker_id, "now": self._at(now)},
         )
+
+    def hold_run_and_close(self, instance_id: str, run_id: str,
+                           accept: Callable[[Run | None], bool], activity_id: str,
+                           attempt: int, worker_id: str, now: datetime,
+                           **fields: Any) -> tuple[Run | None, ClosedAttempt | None]:
+        run = self.hold_run(instance_id, run_id)
+        if not accept(run):
+            return run, None
+        return run, self.close_current_attempt(activity_id, attempt, worker_id, now, **fields)
 
     def step_activities(self, run_id: str, step_index: int) -> list[Activity]:
         return self._records(
