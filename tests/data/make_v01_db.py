@@ -211,15 +211,22 @@ def make(path: Path) -> dict[str, Any]:
     # Started, never decided: its first workflow task is scheduled.
     start("ingest", "fresh", at(19))
 
+    shown = shown_by(client)
+    client.close()
+    check(shown["instances"])
+    return shown
+
+
+def shown_by(client: Any) -> dict[str, Any]:
+    """What the release shows: `list`, and `describe` and `history --all-runs` of each
+    instance."""
     listed = client.list(limit=100)
-    shown = {"list": listed, "instances": {}}
+    shown: dict[str, Any] = {"list": listed, "instances": {}}
     for instance_id in sorted(row["workflow_instance_id"] for row in listed):
         shown["instances"][instance_id] = {
             "describe": client.describe(instance_id),
             "history": client.history(instance_id, all_runs=True),
         }
-    client.close()
-    check(shown["instances"])
     return shown
 
 

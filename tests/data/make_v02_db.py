@@ -216,13 +216,7 @@ def make(path: Path | str) -> dict[str, Any]:
     decide(at(18, 31))
     start("ingest", "fresh", at(19))
 
-    listed = client.list(limit=100)
-    shown = {"list": listed, "instances": {}}
-    for instance_id in sorted(row["workflow_instance_id"] for row in listed):
-        shown["instances"][instance_id] = {
-            "describe": client.describe(instance_id),
-            "history": client.history(instance_id, all_runs=True),
-        }
+    shown = v01.shown_by(client)
     client.close()
     check(shown["instances"])
     return shown
