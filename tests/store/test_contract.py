@@ -664,8 +664,20 @@ def test_a_claim_reads_the_oldest_ready_activity_with_its_run(store):
         tx.append_event(run, "WorkflowTaskScheduled", T0, {"reason": "again"})
         activity, run = tx.next_ready_activity_with_run(["other"], later(5))
         assert (activity.activity_id, run.workflow_run_id) == ("a1", "i1-r1")
+        # The claim's update says whether it won, as any: an attempt other than the one read
+        # is not updated; the one read is.
+        assert tx.update_activity("a1", expect_attempt=2, status="started") is False
+        assert tx.update_activity("a1", expect_attempt=1, expect_status=["scheduled"],
+                                  status="started", owner="w1") is True
+        assert (tx.get_activity("a1").status, tx.get_activity("a1").owner) == ("started", "w1")
+    with store.write() as tx:
+        activity, _ = tx.next_ready_activity_with_run(["default"], later(5))
+        assert tx.update_activity(activity.activity_id, expect_attempt=activity.attempt,
+                                  expect_status=["scheduled"], status="started",
+                                  owner="w2") is True
     with store.read() as tx:
         assert [e.seq for e in tx.events("i2")] == [1, 2]
+        assert (tx.get_activity("a2").status, tx.get_activity("a2").owner) == ("started", "w2")
 
 
 @covers("update_timer", "step_timers", "run_timers", "open_timers")

@@ -645,6 +645,9 @@ class PostgresTx(SQLTx):
         # available_at); one it claimed itself again (the step path's group commit) needs no
         # other worker, so a transaction that claimed all it readied notifies no one.
         self._readied: set[tuple[str, Any]] = set()
+        # The attempt and status of each activity a claim returned, its row locked by this
+        # transaction and unchanged since: the update that starts it cannot miss.
+        self._claimed: dict[str, tuple[int, str]] = {}
 
     @property
     def readied(self) -> bool:
@@ -801,6 +804,11 @@ class PostgresTx(SQLTx):
             self._write("UPDATE activities SET status = 'started', closed_at = NULL, "
                         "owner = %s WHERE activity_id = %s", (worker_id, activity_id))
         return run, None
+
+    def _close_attempt(self, activity_id: str, attempt: int, worker_id: str, now: datetime,
+                       fields: Row) -> tuple[str, Row]:
+        self._claimed.pop(activity_id, None)
+        return super()._close_attempt(activity_id, attempt, worker_id, now, fields)
 
     def _holds(self, instance_id: str) -> bool:
         key = self._family.get(instance_id)
@@ -993,8 +1001,13 @@ class PostgresTx(SQLTx):
         self._readied.discard(("workflow_task", task_id))
 
     def take_ready_workflow_task(self, now: datetime) -> WorkflowTask | None:
-        task = super().take_ready_workflow_task(now)
+        if not self._locking:
+            return super().take_ready_workflow_task(now)
+        task = self.next_ready_workflow_task(now)
         if task is not None:
+            # Its row is locked by the claim that found it, still scheduled: the delete cannot
+            # miss, and goes with the next round trip.
+            self._write("DELETE FROM workflow_tasks WHERE task_id = %s", (task.task_id,))
             self._readied.discard(("workflow_task", task.task_id))
         return task
 
@@ -1005,8 +1018,17 @@ class PostgresTx(SQLTx):
 
     def update_activity(self, activity_id: str, *, expect_attempt: int | None = None,
                         expect_status: Iterable[str] = (), **fields: Any) -> bool:
-        changed = super().update_activity(activity_id, expect_attempt=expect_attempt,
-                                          expect_status=expect_status, **fields)
+        statuses = tuple(expect_status)
+        claimed = self._claimed.pop(activity_id, None)
+        if claimed is not None and expect_attempt in (None, claimed[0]) \
+                and (not statuses or claimed[1] in statuses):
+            # The claim's row, as the claim read it: the update holds, and goes with the next
+            # round trip.
+            self._update_unread("activities", "activity_id", activity_id, fields)
+            changed = True
+        else:
+            changed = super().update_activity(activity_id, expect_attempt=expect_attempt,
+                                              expect_status=statuses, **fields)
         if changed and "status" in fields:
             self._ready_if(fields["status"] in PENDING_ACTIVITY, ("activity", activity_id))
         return changed
@@ -1016,7 +1038,7 @@ class PostgresTx(SQLTx):
         write transaction it is locked for the claim that follows, and one another writer has
         locked, or of a busy family, is passed over. Each queue is read through its own index
         range (the head of each is locked until the transaction ends)."""
-        return self._claimable(
+        found = self._claimable(
             f"SELECT {_CLAIMED_ACTIVITY} FROM unnest(%(queues)s::text[]) AS q(queue) "
             "CROSS JOIN LATERAL ("
             "SELECT * FROM activities WHERE queue = q.queue "
@@ -1026,6 +1048,9 @@ class PostgresTx(SQLTx):
             "ORDER BY a.available_at, a.rowid LIMIT 1", {"queues": list(queues), "now": now},
             "activity_id", Activity,
         )
+        if found is not None and self._locking:
+            self._claimed[found.activity_id] = (found.attempt, found.status)
+        return found
 
     def open_activity_counts(self) -> list[Row]:
         # One part per partial index: the ready activities, and the started ones.

@@ -350,6 +350,11 @@ class SQLTx:
         return self._run(_update_statement(self._MARK, table, key, tuple(fields), where),
                          (*self._stored(fields), value, *params)).rowcount
 
+    def _update_unread(self, table: str, key: str, value: Any, fields: Row) -> None:
+        """An update whose result nobody reads (`_write`)."""
+        self._write(_update_statement(self._MARK, table, key, tuple(fields), ""),
+                    (*self._stored(fields), value))
+
     _stored: Any
 
     # definitions
@@ -469,8 +474,7 @@ class SQLTx:
         self._insert("runs", row)
 
     def update_run(self, run_id: str, **fields: Any) -> None:
-        self._write(_update_statement(self._MARK, "runs", "workflow_run_id", tuple(fields), ""),
-                    (*self._stored(fields), run_id))
+        self._update_unread("runs", "workflow_run_id", run_id, fields)
 
     # history
 
