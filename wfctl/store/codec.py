@@ -170,9 +170,15 @@ def _value_kind(key: str) -> int:
         else _FAILURE if key == "failure" else _PLAIN
 
 
-# For each known key sequence: its stored head and how each value is stored.
-_SHAPE_PLANS = {shape: (-number, tuple(_value_kind(key) for key in shape))
-                for shape, number in _SHAPE_NUMBER.items()}
+def _shape_plan(shape: tuple[str, ...], number: int) -> tuple[int, tuple[int, ...] | None]:
+    """A known key sequence's stored head, and how each value is stored (None: every value
+    as it is)."""
+    kinds = tuple(_value_kind(key) for key in shape)
+    return -number, kinds if any(kinds) else None
+
+
+# For each known key sequence: its stored head and how its values are stored.
+_SHAPE_PLANS = {shape: _shape_plan(shape, number) for shape, number in _SHAPE_NUMBER.items()}
 
 
 def encode_attributes(attributes: dict[str, Any], at: int) -> str:
@@ -181,11 +187,12 @@ def encode_attributes(attributes: dict[str, Any], at: int) -> str:
     plan = _SHAPE_PLANS.get(tuple(attributes))
     if plan is not None:
         head, kinds = plan
-        items: list[Any] = [head]
-        for kind, value in zip(kinds, attributes.values(), strict=True):
-            items.append(_stored(kind, value, at) if kind else value)
-        return jsonvalue.dumps(items)
-    items = []
+        if kinds is None:
+            return jsonvalue.dumps([head, *attributes.values()])
+        return jsonvalue.dumps([head, *[
+            _stored(kind, value, at) if kind else value
+            for kind, value in zip(kinds, attributes.values(), strict=True)]])
+    items: list[Any] = []
     for key, value in attributes.items():
         code = _NAME_CODE.get(key)
         items.append(key if code is None else code)
@@ -195,6 +202,8 @@ def encode_attributes(attributes: dict[str, Any], at: int) -> str:
 
 def _stored(kind: int, value: Any, at: int) -> Any:
     if kind == _INSTANT:
+        if type(value) is datetime:
+            return [micros(value) - at]
         return _encode_instant(value, at)
     if kind == _POLICY:
         return encode_policy_value(value)
