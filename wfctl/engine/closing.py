@@ -31,14 +31,15 @@ from wfctl.vocabulary import (
 
 def close_run(c: Ctx, run: Run, status: str, event_type: str, attributes: dict[str, Any],
               *, failure_id: int | None = None, reason: str, keep_task: int | None = None,
-              apply_policy: bool = True) -> None:
+              apply_policy: bool = True, steps_ended: bool = False) -> None:
     """The one way a run closes: cancel open work, record, apply child policy, tell the parent.
+    `steps_ended`: it closes because it ended its last step (`cancel_open_work`).
 
     A run that failed or timed out for a cause its type's retry policy answers is scheduled
     to run again after the backoff: its parent hears of it only once no retry follows.
     """
     paused = run.status == "paused"
-    cancel_open_work(c, run, reason, keep_task)
+    cancel_open_work(c, run, reason, keep_task, steps_ended=steps_ended)
     c.event(run, event_type, **attributes)
     c.set_status(run, status, closed_at=c.now, closed_reason=reason, wait_kind=None,
                  failure_id=failure_id)

@@ -311,12 +311,15 @@ def record_failure(c: Ctx, run: Run, *, category: str, message: str,
     })
 
 
-def cancel_open_work(c: Ctx, run: Run, reason: str, keep_task: int | None = None) -> None:
-    """Cancel every open task, activity and timer of the run (all but the current task)."""
+def cancel_open_work(c: Ctx, run: Run, reason: str, keep_task: int | None = None, *,
+                     steps_ended: bool = False) -> None:
+    """Cancel every open task, activity and timer of the run (all but the current task).
+    `steps_ended`: the run ended its last step, so none of its activities is open (a step ends
+    only once each of its activities did, and a retry of a step sets aside only closed ones)."""
     run_id = run.workflow_run_id
     c.flush_tasks()
     c.tx.close_workflow_tasks(run_id, keep_task)
-    for activity in c.tx.open_activities(run_id):
+    for activity in () if steps_ended else c.tx.open_activities(run_id):
         c.tx.update_activity(activity.activity_id, status="cancelled", closed_at=c.now,
                              owner=None)
         c.event(run, "ActivityCancelled", activity_id=activity.activity_id,

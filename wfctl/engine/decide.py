@@ -203,7 +203,7 @@ def decide(c: Ctx, run: Run, task_id: int | None, worker_id: str, *, first: bool
         if run.step_index >= len(wf.steps):
             close_run(c, run, "completed", "WorkflowCompleted",
                       {"state_keys": sorted(public_state(run.state))},
-                      reason="completed", keep_task=task_id)
+                      reason="completed", keep_task=task_id, steps_ended=True)
             return
         step = wf.steps[run.step_index]
         outcome = None

@@ -380,7 +380,7 @@ class SQLTx:
                            (instance_id,), Instance)
 
     def update_instance(self, instance_id: str, **fields: Any) -> None:
-        self._update("instances", "workflow_instance_id", instance_id, fields)
+        self._update_unread("instances", "workflow_instance_id", instance_id, fields)
 
     def _instance_filter(self, status: str | None, workflow_type: str | None,
                          since: datetime | None) -> tuple[str, list[Any]]:
@@ -515,7 +515,8 @@ class SQLTx:
     def append_event(self, run: Run, event_type: str, at: datetime, attributes: Row) -> int:
         """Append one event to the instance's history; returns its seq (the event id)."""
         instance_id = run.workflow_instance_id
-        seq = self._seq[instance_id] = self.last_seq(instance_id) + 1
+        seq = self._seq.get(instance_id)
+        seq = self._seq[instance_id] = (self.last_seq(instance_id) if seq is None else seq) + 1
         stored_at = codec.micros(at)
         self._events.append((self._keys[instance_id], seq, run.run_number,
                              codec.type_code(event_type), stored_at,
