@@ -10,7 +10,9 @@ against what is possible here rather than against a number.
           the same order and on as many bare sqlite3 connections, on a copy of the database as
           it was before the drain: wfctl's own SQL, transactions and checkpoints, without the
           engine's Python. (Statements fetch their rows, as the store does; the wfctl
-          rate is taken while recording, a few µs a step slower than without.)
+          rate is taken while recording, a few µs a step slower than without.) Then again
+          with K = 4 and 16 of the drain's transactions joined into one (each COMMIT but every
+          K-th left out, with the BEGIN after it): wfctl's SQL at a group commit of K slots.
   lean    A hand-written step on a minimal schema: the least any engine that keeps an event
           history per step does. Per step: the activity completed, its run moved on, the next
           activity inserted, two history rows; per transaction: the next K activities claimed
@@ -92,8 +94,9 @@ def recording_connections() -> Iterator[list[Statement]]:
         _Recording.log = None
 
 
-def replay(workflows: int, folder: Path) -> tuple[float, float, int]:
-    """Drain with one slot while recording, then replay; (wfctl s, replay s, statements)."""
+def replay(workflows: int, folder: Path) -> tuple[float, dict[int, float], int]:
+    """Drain with one slot while recording, then replay at each of BATCHES steps per
+    transaction; (wfctl s, replay s by steps per transaction, statements)."""
     snapshot = folder / "snapshot.db"
     with recording_connections() as statements, Scratch() as scratch:
         client = scratch.client()
@@ -118,22 +121,47 @@ def replay(workflows: int, folder: Path) -> tuple[float, float, int]:
     drained_on = {conn_id for conn_id, *_ in recorded}
     settings = [statement for statement in settings
                 if statement[0] in drained_on and statement[2].startswith("PRAGMA")]
+    replayed = {k: _replay(snapshot, folder / "replay.db", settings + recorded, k)
+                for k in BATCHES}
+    remove_database(snapshot)
+    return drained, replayed, len(recorded)
+
+
+def _replay(snapshot: Path, path: Path, statements: list[Statement], k: int) -> float:
+    """Seconds to run `statements` on a copy of `snapshot`, with k of the drain's write
+    transactions in each (a COMMIT and the BEGIN after it left out, but every k-th): the same
+    statements at the group commit of k slots."""
+    remove_database(path)
+    shutil.copy(snapshot, path)
     bare: dict[int, sqlite3.Connection] = {}
+    # Per connection: its commits so far, and whether its last COMMIT was left out.
+    commits: dict[int, int] = {}
+    joined: set[int] = set()
     started = time.perf_counter()
-    for conn_id, kind, sql, parameters in settings + recorded:
+    for conn_id, kind, sql, parameters in statements:
         conn = bare.get(conn_id)
         if conn is None:
-            conn = bare[conn_id] = sqlite3.connect(snapshot, isolation_level=None,
+            conn = bare[conn_id] = sqlite3.connect(path, isolation_level=None,
                                                    check_same_thread=False)
+        if sql == "COMMIT":
+            commits[conn_id] = commits.get(conn_id, 0) + 1
+            if commits[conn_id] % k:
+                joined.add(conn_id)
+                continue
+        elif sql.startswith("BEGIN IMMEDIATE") and conn_id in joined:
+            joined.discard(conn_id)
+            continue
         if kind == "one":
             conn.execute(sql, parameters).fetchall()
         else:
             conn.executemany(sql, parameters)
-    replayed = time.perf_counter() - started
+    for conn_id in joined:
+        bare[conn_id].execute("COMMIT")
+    seconds = time.perf_counter() - started
     for conn in bare.values():
         conn.close()
-    remove_database(snapshot)
-    return drained, replayed, len(recorded)
+    remove_database(path)
+    return seconds
 
 
 LEAN_SCHEMA = """
@@ -281,19 +309,26 @@ def sqlite_floors(workflows: int, repeat: int) -> None:
             drained, replayed, statements = replay(workflows, scratch.folder)
             drains.append(drained)
             replays.append(replayed)
-        drained, replayed = min(drains), min(replays)
+        drained = min(drains)
+        replayed_at = {k: min(seconds[k] for seconds in replays) for k in BATCHES}
+        replayed = replayed_at[1]
         print(f"   wfctl, one slot in process:            {steps / drained:7,.0f} steps/s "
               f"({drained / steps * 1e6:5.0f} us per step)")
         print(f"   its statements replayed, no Python:    {steps / replayed:7,.0f} steps/s "
               f"({replayed / steps * 1e6:5.0f} us per step; {statements / steps:.1f} "
               "statements per step)")
+        for k in BATCHES[1:]:
+            print(f"     the same, {k:2d} steps per transaction: "
+                  f"{steps / replayed_at[k]:7,.0f} steps/s "
+                  f"({replayed_at[k] / steps * 1e6:5.0f} us per step)")
         leans = {k: max(lean_sqlite(scratch.folder, workflows, k) for _ in range(repeat))
                  for k in BATCHES}
         for k, rate in leans.items():
             print(f"   lean step, {k:2d} per transaction:       {rate:7,.0f} steps/s "
                   f"({1e6 / rate:5.0f} us per step)")
     print(f"   verdict: {TARGET:,.0f} steps/s leaves {budget:.0f} us a step for the database "
-          f"and the engine; wfctl's SQL alone takes {replayed / steps * 1e6:.0f} us, the lean "
+          f"and the engine; wfctl's SQL alone takes {replayed / steps * 1e6:.0f} us "
+          f"({replayed_at[4] / steps * 1e6:.0f} us at 4 per transaction), the lean "
           f"step {1e6 / leans[4]:.0f} us at 4 per transaction, "
           f"{max(0.0, budget - 1e6 / leans[4]):.0f} us left for the engine's Python")
 
