@@ -723,10 +723,13 @@ def compare(results: list[Result], hueys: list[HueyResult], bare: float, where: 
             if 1 in by_concurrency and 4 in by_concurrency:
                 one, four = by_concurrency[1], by_concurrency[4]
                 # On a loaded machine a process with more threads gets a larger share of the
-                # cores, so the CPU per step is shown beside the rates.
+                # cores, so the CPU per step is shown beside the rates (where both are above
+                # zero: a short run may cost no more than an idle worker's start and stop).
+                cpu = f"{four.cpu_us_per_step / one.cpu_us_per_step:.2f}" \
+                    if one.cpu_us_per_step and four.cpu_us_per_step else "not measured"
                 print(f"     {workers} worker(s), mode={mode}: --concurrency 4 / 1 = "
                       f"{four.rate:,.0f} / {one.rate:,.0f} = {four.rate / one.rate:.2f} "
-                      f"(CPU per step {four.cpu_us_per_step / one.cpu_us_per_step:.2f}); target "
+                      f"(CPU per step {cpu}); target "
                       f"4 not slower than 1: {'MET' if four.rate >= one.rate else 'MISSED'}")
     if where.server is not None:
         postgres_verdicts(results)
