@@ -27,7 +27,16 @@ def after(instant: datetime, seconds: float | None) -> datetime | None:
     """`instant + seconds`, or None when there is no duration."""
     if seconds is None:
         return None
-    return instant + timedelta(seconds=seconds)
+    delta = _DELTAS.get(seconds)
+    if delta is None:
+        if len(_DELTAS) >= 1_000:
+            _DELTAS.clear()
+        delta = _DELTAS[seconds] = timedelta(seconds=seconds)
+    return instant + delta
+
+
+# The durations `after` met, as timedeltas: a workflow's timeouts are few, and met every step.
+_DELTAS: dict[float, timedelta] = {}
 
 
 class ServerClock:

@@ -5,12 +5,13 @@ from __future__ import annotations
 import functools
 import os
 import random
+import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from wfctl import clock
@@ -121,6 +122,9 @@ class Ctx:
         instants (store/codec.py names them), which may be datetimes: history reads them back as
         datetimes."""
         seq = self.tx.append_event(run, event_type, self.now, attributes)
+        if not self.engine._listeners:
+            # Kept only for the listeners told of a commit (a worker's log): none here.
+            return seq
         self.appended.append({
             "workflow_instance_id": run.workflow_instance_id,
             "run_number": run.run_number,
@@ -135,7 +139,9 @@ class Ctx:
         return self.tx.last_seq(run.workflow_instance_id) + 1
 
     def definitions(self, instance: Instance | Fixed) -> Definitions:
-        return self.engine.definitions_by_digest(self.tx, instance.definitions_digest)
+        found = self.engine._definitions.get(instance.definitions_digest)
+        return found if found is not None else \
+            self.engine.definitions_by_digest(self.tx, instance.definitions_digest)
 
     def workflow_type(self, instance: Instance | Fixed) -> WorkflowType:
         return self.definitions(instance).types[instance.workflow_type]
@@ -338,6 +344,88 @@ def cancel_open_work(c: Ctx, run: Run, reason: str, keep_task: int | None = None
 Listener = Callable[[list[dict[str, Any]]], None]
 
 
+class _Transaction:
+    """`EngineCore.transaction`, as a context manager: a class, since one is entered for each
+    operation and the step path runs several a step."""
+
+    __slots__ = ("batch", "check_deadlines", "ctx", "engine", "now", "write")
+
+    def __init__(self, engine: EngineCore, now: datetime, check_deadlines: bool) -> None:
+        self.engine, self.now, self.check_deadlines = engine, now, check_deadlines
+
+    def __enter__(self) -> Ctx:
+        engine = self.engine
+        state = engine._batch
+        self.batch = batch = getattr(state, "ctxs", None)
+        if batch is not None:
+            self.ctx = Ctx(engine, state.tx, self.now, state.rows, self.check_deadlines,
+                           state.offer)
+            return self.ctx
+        self.write = engine.store.write()
+        try:
+            self.ctx = Ctx(engine, self.write.__enter__(), self.now,
+                           check_deadlines=self.check_deadlines)
+        except BaseException:
+            if not self.write.__exit__(*sys.exc_info()):
+                raise
+        return self.ctx
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> bool:
+        c = self.ctx
+        if self.batch is not None:
+            if kind is None:
+                c.flush_runs()
+                c.flush_tasks()
+                self.batch.append(c)
+            return False
+        if kind is None:
+            try:
+                c.flush_runs()
+                c.flush_tasks()
+            except BaseException:
+                if not self.write.__exit__(*sys.exc_info()):
+                    raise
+                return False
+        if self.write.__exit__(kind, error, trace):
+            return True
+        if kind is None:
+            self.engine._committed([c])
+        return False
+
+
+class _Batch:
+    """`EngineCore.batch`, as a context manager: a class, since the step path enters one for
+    each batch."""
+
+    __slots__ = ("ctxs", "done", "engine", "offer", "write")
+
+    def __init__(self, engine: EngineCore, offer: Offer | None) -> None:
+        self.engine, self.offer = engine, offer
+
+    def __enter__(self) -> BatchDone:
+        engine = self.engine
+        state = engine._batch
+        if getattr(state, "ctxs", None) is not None:
+            raise RuntimeError("engine batches do not nest")
+        self.ctxs: list[Ctx] = []
+        self.done = BatchDone()
+        self.write = engine.store.write()
+        state.tx = self.write.__enter__()
+        state.ctxs, state.rows, state.offer = self.ctxs, ({}, {}), self.offer
+        return self.done
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> bool:
+        state = self.engine._batch
+        state.tx = state.ctxs = state.rows = state.offer = None
+        if self.write.__exit__(kind, error, trace):
+            return True
+        if kind is None:
+            self.engine._committed(self.ctxs, wake=not self.done.nothing_left_ready)
+        return False
+
+
 class BatchDone:
     """What the owner of a batch learnt inside it: `nothing_left_ready` when it claimed every
     task that was ready, so that waking idle slots after the commit would find them nothing."""
@@ -366,52 +454,25 @@ class EngineCore:
 
     # plumbing
 
-    @contextmanager
-    def transaction(self, now: datetime, *, check_deadlines: bool = False) -> Iterator[Ctx]:
+    def transaction(self, now: datetime, *, check_deadlines: bool = False) -> _Transaction:
         """A write transaction; wakers and event listeners hear of it only after it commits.
         With `check_deadlines`, a decision in it that meets a passed deadline hands the run
         to the deadline path (`Ctx.check_deadlines`).
 
         Inside `batch()` (same thread) it is a part of the batch's transaction instead.
         """
-        batch: list[Ctx] | None = getattr(self._batch, "ctxs", None)
-        if batch is not None:
-            c = Ctx(self, self._batch.tx, now, self._batch.rows, check_deadlines,
-                    self._batch.offer)
-            yield c
-            c.flush_runs()
-            c.flush_tasks()
-            batch.append(c)
-            return
-        with self.store.write() as tx:
-            c = Ctx(self, tx, now, check_deadlines=check_deadlines)
-            yield c
-            c.flush_runs()
-            c.flush_tasks()
-        self._committed([c])
+        return _Transaction(self, now, check_deadlines)
 
     def in_batch(self) -> bool:
         """Whether this thread is inside `batch()`."""
         return getattr(self._batch, "ctxs", None) is not None
 
-    @contextmanager
-    def batch(self, offer: Offer | None = None) -> Iterator[BatchDone]:
+    def batch(self, offer: Offer | None = None) -> _Batch:
         """One write transaction for every engine operation this thread runs inside it (group
         commit). All of them commit, or none: a failure rolls the whole batch back, and the
         caller may run the operations again one by one. `offer`: free slots of the caller's
         worker, which take the activities the batch schedules for them (`tasks.Offer`)."""
-        if getattr(self._batch, "ctxs", None) is not None:
-            raise RuntimeError("engine batches do not nest")
-        ctxs: list[Ctx] = []
-        done = BatchDone()
-        with self.store.write() as tx:
-            self._batch.tx, self._batch.ctxs, self._batch.rows = tx, ctxs, ({}, {})
-            self._batch.offer = offer
-            try:
-                yield done
-            finally:
-                self._batch.tx = self._batch.ctxs = self._batch.rows = self._batch.offer = None
-        self._committed(ctxs, wake=not done.nothing_left_ready)
+        return _Batch(self, offer)
 
     def _committed(self, ctxs: list[Ctx], *, wake: bool = True) -> None:
         """What waits for a commit: caches, wake-ups of slots and deadline runners, listeners."""

@@ -295,6 +295,11 @@ def decode_policy_value(stored: Any) -> Any:
     return stored
 
 
+def decode_json(text: str) -> Any:
+    """A JSON column's value (a run's state: most often empty, and read every step)."""
+    return {} if text == "{}" else json.loads(text)
+
+
 def encode_policy(policy: dict[str, Any]) -> str:
     """An activity row's retry policy, stored compactly."""
     return jsonvalue.dumps(encode_policy_value(policy))

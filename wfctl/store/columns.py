@@ -19,7 +19,6 @@ or `at` or `oldest`.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -64,7 +63,7 @@ def read_plan(names: Iterable[str], instant: Callable[[Any], Any] | None) -> \
     plan = []
     for name in names:
         if name in JSON_COLUMNS:
-            plan.append((name, json.loads))
+            plan.append((name, codec.decode_json))
         elif name in POLICY_COLUMNS:
             plan.append((name, codec.decode_policy))
         elif name in FLAG_COLUMNS:

@@ -264,6 +264,9 @@ class SQLTx:
         # Events appended in this transaction, written in one statement before any read of the
         # history and at commit.
         self._events: list[tuple[Any, ...]] = []
+        # The instant the events were last appended at, and it in microseconds: a
+        # transaction appends most of its events at its `now`.
+        self._event_at: tuple[datetime | None, int] = (None, 0)
         # Timeout and deadline events appended, by (type, timeout kind, failure category), for
         # the counts metrics read (written with the events).
         self._timeout_counts: dict[tuple[str, str, str], int] = {}
@@ -517,7 +520,10 @@ class SQLTx:
         instance_id = run.workflow_instance_id
         seq = self._seq.get(instance_id)
         seq = self._seq[instance_id] = (self.last_seq(instance_id) if seq is None else seq) + 1
-        stored_at = codec.micros(at)
+        last_at, stored_at = self._event_at
+        if at is not last_at:
+            stored_at = codec.micros(at)
+            self._event_at = (at, stored_at)
         self._events.append((self._keys[instance_id], seq, run.run_number,
                              codec.type_code(event_type), stored_at,
                              codec.encode_attributes(attributes, stored_at)))

@@ -31,7 +31,6 @@ sees the change.
 from __future__ import annotations
 
 import dataclasses
-import json
 import types
 import typing
 from collections.abc import Callable, Sequence
@@ -327,7 +326,7 @@ class Readers:
 
     def __init__(self, instant: Callable[[Any], datetime | None] | None) -> None:
         self._convert: dict[str, Callable[[Any], Any] | None] = {
-            INSTANT: instant, FLAG: bool, JSON: json.loads, POLICY: codec.decode_policy}
+            INSTANT: instant, FLAG: bool, JSON: codec.decode_json, POLICY: codec.decode_policy}
         self._readers: dict[type, Callable[[Sequence[Any]], Any]] = {}
 
     def __getitem__(self, record: type[R]) -> Callable[[Sequence[Any]], R]:

@@ -16,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 from urllib.parse import quote
 
@@ -365,34 +366,22 @@ class SQLiteStore:
             self._connections = keep
         self._local = threading.local()
 
-    @contextmanager
-    def write(self) -> Iterator[SQLiteTx]:
+    def write(self) -> _Write:
         """A write transaction: BEGIN IMMEDIATE takes the write lock up front.
 
         SQLite's errors leave as wfctl's (`StoreUnavailable` for busy, full, read-only).
         """
-        with self._write_lock:
-            self._reopen_if_writable()
-            try:
-                conn = self._writer_connection()
-                conn.execute("BEGIN IMMEDIATE")
-                tx = SQLiteTx(conn, writing=True)
-                try:
-                    yield tx
-                    tx.flush()
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
-            except sqlite3.Error as exc:
-                error = translate(exc, self.path)
-                if isinstance(error, StoreUnavailable) and error.reason == "readonly" \
-                        and self._writer is not None:
-                    # SQLite opened the file read-only, for good: the next write opens it anew.
-                    self._writer.close()
-                    self._writer = None
-                raise error from exc
+        return _Write(self)
+
+    def _write_failed(self, exc: sqlite3.Error) -> DatabaseError:
+        """The error a write that SQLite refused raises."""
+        error = translate(exc, self.path)
+        if isinstance(error, StoreUnavailable) and error.reason == "readonly" \
+                and self._writer is not None:
+            # SQLite opened the file read-only, for good: the next write opens it anew.
+            self._writer.close()
+            self._writer = None
+        return error
 
     def _reopen_if_writable(self) -> None:
         """Once a file read as it was (it was read-only) may be written, every connection is
@@ -586,6 +575,54 @@ def _events_insert(rows: int) -> str:
 @functools.lru_cache(maxsize=256)
 def _insert_statement(table: str, names: tuple[str, ...]) -> str:
     return f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
+
+
+class _Write:
+    """`SQLiteStore.write`, as a context manager: a class, since the step path enters one for
+    each batch."""
+
+    __slots__ = ("conn", "store", "tx")
+
+    def __init__(self, store: SQLiteStore) -> None:
+        self.store = store
+
+    def __enter__(self) -> SQLiteTx:
+        store = self.store
+        store._write_lock.acquire()
+        try:
+            store._reopen_if_writable()
+            self.conn = conn = store._writer_connection()
+            conn.execute("BEGIN IMMEDIATE")
+            self.tx = SQLiteTx(conn, writing=True)
+            return self.tx
+        except sqlite3.Error as exc:
+            store._write_lock.release()
+            raise store._write_failed(exc) from exc
+        except BaseException:
+            store._write_lock.release()
+            raise
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        store, conn = self.store, self.conn
+        try:
+            if kind is None:
+                try:
+                    self.tx.flush()
+                    conn.execute("COMMIT")
+                    return
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            if isinstance(error, sqlite3.Error):
+                raise store._write_failed(error) from error
+        except sqlite3.Error as exc:
+            raise store._write_failed(exc) from exc
+        finally:
+            store._write_lock.release()
 
 
 class SQLiteTx(SQLTx):

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from wfctl import clock, log
-from wfctl.context import HeartbeatBuffer
+from wfctl.context import Flag, HeartbeatBuffer
 from wfctl.engine.tasks import ActivityTask
 from wfctl.handlers import HandlerCall, Outcome
 from wfctl.vocabulary import ACTIVITY_TIMEOUTS
@@ -37,7 +37,7 @@ class Attempt:
         self.task = task
         self._shared = shared
         self.check_deadlines = check_deadlines
-        self.abandon = threading.Event()
+        self.abandon = Flag()
         self.heartbeats = HeartbeatBuffer(self._write_heartbeat, task.heartbeat_timeout,
                                           abandon=self.abandon,
                                           heartbeat_deadline_at=task.heartbeat_deadline_at)

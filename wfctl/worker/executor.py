@@ -8,19 +8,18 @@ handler when `abandon` is set (the attempt is no longer current).
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from typing import Protocol
 
 from wfctl import handlers
-from wfctl.context import ActivityContext, HeartbeatBuffer
+from wfctl.context import ActivityContext, Flag, HeartbeatBuffer
 from wfctl.errors import InvalidInput
 from wfctl.handlers import HandlerCall, Outcome
 
 
 class Executor(Protocol):
     def run(self, call: HandlerCall, heartbeats: HeartbeatBuffer,
-            abandon: threading.Event) -> Outcome: ...
+            abandon: Flag) -> Outcome: ...
 
     def close(self, timeout: float) -> None: ...
 
@@ -33,7 +32,7 @@ class ThreadExecutor:
     """
 
     def run(self, call: HandlerCall, heartbeats: HeartbeatBuffer,
-            abandon: threading.Event) -> Outcome:
+            abandon: Flag) -> Outcome:
         ctx = ActivityContext(**call.context, heartbeats=heartbeats)
         return handlers.run(call.spec, call.step, call.state, ctx)
 

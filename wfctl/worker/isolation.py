@@ -35,7 +35,7 @@ from types import FrameType
 from typing import Any, NoReturn
 
 from wfctl import clock, handlers, jsonvalue
-from wfctl.context import _NOTHING, ActivityContext, HeartbeatBuffer
+from wfctl.context import _NOTHING, ActivityContext, Flag, HeartbeatBuffer
 from wfctl.errors import ActivityCancelled, WfctlError
 from wfctl.handlers import HandlerCall, HandlerError, Outcome
 
@@ -91,7 +91,7 @@ class ProcessPool:
             raise
 
     def run(self, call: HandlerCall, heartbeats: HeartbeatBuffer,
-            abandon: threading.Event) -> Outcome:
+            abandon: Flag) -> Outcome:
         """Run one attempt in an idle child and say how it ended; never raises for what the
         handler or its process does.
 
@@ -129,7 +129,7 @@ class ProcessPool:
             child.end()
         self._server.stop(timeout)
 
-    def _take(self, abandon: threading.Event) -> _Child | None:
+    def _take(self, abandon: Flag) -> _Child | None:
         with self._changed:
             while True:
                 if self._closed or abandon.is_set():
@@ -209,7 +209,7 @@ class _Child:
         return not self.ended and not self._poll.poll(0)
 
     def converse(self, call: HandlerCall, heartbeats: HeartbeatBuffer,
-                 abandon: threading.Event) -> Outcome:
+                 abandon: Flag) -> Outcome:
         message = _as_pickle(["call", call.spec, call.step, call.state, call.context])
         try:
             return self._converse(message, heartbeats, abandon)
@@ -218,7 +218,7 @@ class _Child:
             raise
 
     def _converse(self, message: bytes, heartbeats: HeartbeatBuffer,
-                  abandon: threading.Event) -> Outcome:
+                  abandon: Flag) -> Outcome:
         try:
             self._channel.send_encoded(message)
         except OSError:

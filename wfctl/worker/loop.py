@@ -6,10 +6,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from types import TracebackType
 from typing import TYPE_CHECKING, TypeVar
 
 from wfctl import log
@@ -60,17 +60,10 @@ class Outage:
         """Now, as `recovered(began=...)` takes it: read before a write is begun."""
         return self._monotonic()
 
-    @contextmanager
-    def writing(self) -> Iterator[None]:
+    def writing(self) -> _Writing:
         """Around one write: the database being unavailable starts an outage (the error goes
         on to the caller, who backs off), and the write's success ends one."""
-        began = self._monotonic()
-        try:
-            yield
-        except StoreUnavailable as exc:
-            self.failed(exc)
-            raise
-        self.recovered(began)
+        return _Writing(self)
 
     def failed(self, error: StoreUnavailable) -> None:
         with self._lock:
@@ -94,6 +87,26 @@ class Outage:
             since, self._since = self._since, None
         if since is not None:
             log.event("database_available", after_seconds=round(self._monotonic() - since, 1))
+
+
+class _Writing:
+    """`Outage.writing`, as a context manager: a class, since the step path enters one for
+    each batch."""
+
+    __slots__ = ("began", "outage")
+
+    def __init__(self, outage: Outage) -> None:
+        self.outage = outage
+
+    def __enter__(self) -> None:
+        self.began = self.outage._monotonic()
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        if kind is None:
+            self.outage.recovered(self.began)
+        elif isinstance(error, StoreUnavailable):
+            self.outage.failed(error)
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -168,7 +168,8 @@ class Exchange:
     details: dict[str, Any] = field(default_factory=dict)
     claim: bool = False
     check_deadlines: bool = False
-    done: threading.Event = field(default_factory=threading.Event)
+    # Set by the batch that took it (then `StepPath.finished` is notified).
+    done: bool = False
     recorded: bool = False
     rejected: str | None = None
     unavailable: StoreUnavailable | None = None
@@ -198,6 +199,9 @@ class StepPath:
         self.queues = tuple(queues)
         self._queue: list[Exchange] = []
         self._queue_lock = threading.Lock()
+        # Notified once a batch's exchanges are done: what the slots whose exchanges another
+        # slot combines wait on.
+        self._finished = threading.Condition(threading.Lock())
 
     def ready(self, now: datetime) -> bool:
         """Whether a workflow task or an activity is ready (a read, no write lock)."""
@@ -214,9 +218,11 @@ class StepPath:
         """
         with self._queue_lock:
             self._queue.append(exchange)
-        while not exchange.done.is_set():
+        while not exchange.done:
             if not self._serve():
-                exchange.done.wait(TURN_LOOK)
+                with self._finished:
+                    if not exchange.done:
+                        self._finished.wait(TURN_LOOK)
 
     def waiting(self) -> int:
         """How many exchanges were handed in and wait for a batch."""
@@ -283,7 +289,7 @@ class StepPath:
         except StoreUnavailable as exc:
             for exchange in batch:
                 exchange.unavailable = exc
-                exchange.done.set()
+            self._finish(batch)
             return
         except Exception:
             self._one_by_one(batch, now)
@@ -295,7 +301,14 @@ class StepPath:
             self.attempts.started(exchange.next)
         for exchange in batch:
             exchange.decided = decided
-            exchange.done.set()
+        self._finish(batch)
+
+    def _finish(self, batch: list[Exchange]) -> None:
+        """Mark a batch's exchanges done and wake the slots waiting for theirs."""
+        for exchange in batch:
+            exchange.done = True
+        with self._finished:
+            self._finished.notify_all()
 
     def _one_by_one(self, batch: list[Exchange], now: datetime) -> None:
         """Record each outcome in a transaction of its own: one the engine cannot take fails
@@ -316,7 +329,7 @@ class StepPath:
                                 attempt=task.attempt)
                     exchange.recorded = _fail_unrecorded(engine, task, exc, now,
                                                          exchange.check_deadlines)
-            exchange.done.set()
+        self._finish(batch)
 
 
 def _record(engine: Engine, exchange: Exchange, now: datetime) -> str | None:
