@@ -113,7 +113,9 @@ class HandlerError:
         )
 
 
-@dataclass(frozen=True)
+# Outcome and HandlerCall are made every step, and hold dicts (so they hash in no case): not
+# frozen, which costs a setattr through `object` for each field.
+@dataclass(slots=True)
 class Outcome:
     """How one handler call ended: a result, an error, or cancelled (its attempt is no longer
     current, so whatever it would report is discarded)."""
@@ -178,7 +180,7 @@ def run(spec: str, step: str, state: dict[str, Any], ctx: Any = None) -> Outcome
         return Outcome(error=HandlerError.of(exc, with_traceback=False))
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class HandlerCall:
     """One attempt's handler call: `context` holds ActivityContext's keyword arguments but
     `heartbeats` (plain values, so that the call can cross to another process)."""

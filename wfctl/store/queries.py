@@ -230,6 +230,15 @@ def keep_run_extras(read: RunRead | None, keys: dict[str, int], seqs: dict[str, 
     return Run(*_RUN_FIELDS(read))
 
 
+@functools.lru_cache(maxsize=64)
+def _close_attempt_statement(names: tuple[str, ...]) -> str:
+    """`SQLTx._close_attempt`'s statement, setting `names` (made once per set of them)."""
+    sets = ", ".join(f"{name} = %({name})s" for name in names)
+    return (f"UPDATE activities SET {sets} WHERE activity_id = %(activity_id)s "
+            "AND status = 'started' AND attempt = %(attempt)s AND owner = %(worker_id)s "
+            f"{STARTED_DEADLINES_HOLD} RETURNING {_CLOSED_ATTEMPT}")
+
+
 @functools.lru_cache(maxsize=512)
 def _update_statement(mark: str, table: str, key: str, names: tuple[str, ...], where: str) -> str:
     sets = ", ".join(f"{name} = {mark}" for name in names)
@@ -672,11 +681,8 @@ class SQLTx:
     def _close_attempt(self, activity_id: str, attempt: int, worker_id: str, now: datetime,
                        fields: Row) -> tuple[str, Row]:
         """`close_current_attempt`'s statement and its parameters."""
-        sets = ", ".join(f"{name} = %({name})s" for name in fields)
         return (
-            f"UPDATE activities SET {sets} WHERE activity_id = %(activity_id)s "
-            "AND status = 'started' AND attempt = %(attempt)s AND owner = %(worker_id)s "
-            f"{STARTED_DEADLINES_HOLD} RETURNING {_CLOSED_ATTEMPT}",
+            _close_attempt_statement(tuple(fields)),
             {**dict(zip(fields, self._stored(fields), strict=True)), "activity_id": activity_id,
              "attempt": attempt, "worker_id": worker_id, "now": self._at(now)},
         )
