@@ -53,6 +53,8 @@ class Slot(Loop):
         self.held: Attempt | None = None
         # Set when the slot's handler outlived its attempt: the thread exits once it returns.
         self.abandoned = False
+        # Set once the step path took this slot's exchange (one event for all of them).
+        self._taken = threading.Event()
 
     def run_once(self, now: datetime, *, check_deadlines: bool = True) -> bool:
         """Run one attempt (claiming it, or deciding ready workflow tasks, first when none is
@@ -63,7 +65,7 @@ class Slot(Loop):
             if self.shared.stopping.is_set() or not self.steps.ready(now):
                 return False
             exchange = Exchange(claim=True, check_deadlines=check_deadlines)
-            self.steps.exchange(exchange)
+            self.steps.exchange(exchange, self._taken)
             if exchange.unavailable is not None:
                 raise exchange.unavailable
             attempt = exchange.next
@@ -138,7 +140,7 @@ class Slot(Loop):
         backoff = Backoff()
         while True:
             exchange.claim = not self.shared.stopping.is_set()
-            self.steps.exchange(exchange)
+            self.steps.exchange(exchange, self._taken)
             if exchange.unavailable is None:
                 break
             # Waited out: the outcome is kept until it is written (the engine rejects it then
@@ -168,8 +170,9 @@ class Exchange:
     details: dict[str, Any] = field(default_factory=dict)
     claim: bool = False
     check_deadlines: bool = False
-    # Set by the batch that took it (then `StepPath.finished` is notified).
+    # Set by the batch that took it, and then `taken`, the waiting slot's event.
     done: bool = False
+    taken: threading.Event | None = None
     recorded: bool = False
     rejected: str | None = None
     unavailable: StoreUnavailable | None = None
@@ -199,9 +202,6 @@ class StepPath:
         self.queues = tuple(queues)
         self._queue: list[Exchange] = []
         self._queue_lock = threading.Lock()
-        # Notified once a batch's exchanges are done: what the slots whose exchanges another
-        # slot combines wait on.
-        self._finished = threading.Condition(threading.Lock())
 
     def ready(self, now: datetime) -> bool:
         """Whether a workflow task or an activity is ready (a read, no write lock)."""
@@ -209,20 +209,21 @@ class StepPath:
         return tx.next_ready_workflow_task(now) is not None or \
             tx.next_ready_activity(self.queues, now) is not None
 
-    def exchange(self, exchange: Exchange) -> None:
-        """Hand `exchange` in and return once a batch took it.
+    def exchange(self, exchange: Exchange, taken: threading.Event) -> None:
+        """Hand `exchange` in and return once a batch took it (`taken`: the calling slot's
+        event, set then; a slot has one exchange in at a time).
 
         The slot that gets the engine turn combines what is waiting, and goes on while more
         comes in; the others wait for their own exchange to be done instead of queueing for
         the turn (which would hand it from thread to thread with nothing left to do).
         """
+        taken.clear()
+        exchange.taken = taken
         with self._queue_lock:
             self._queue.append(exchange)
         while not exchange.done:
             if not self._serve():
-                with self._finished:
-                    if not exchange.done:
-                        self._finished.wait(TURN_LOOK)
+                taken.wait(TURN_LOOK)
 
     def waiting(self) -> int:
         """How many exchanges were handed in and wait for a batch."""
@@ -307,8 +308,8 @@ class StepPath:
         """Mark a batch's exchanges done and wake the slots waiting for theirs."""
         for exchange in batch:
             exchange.done = True
-        with self._finished:
-            self._finished.notify_all()
+            if exchange.taken is not None:
+                exchange.taken.set()
 
     def _one_by_one(self, batch: list[Exchange], now: datetime) -> None:
         """Record each outcome in a transaction of its own: one the engine cannot take fails
