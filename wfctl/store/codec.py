@@ -119,7 +119,8 @@ POLICY_KEYS = (
 )
 
 _SHAPE_NUMBER = {shape: number for number, shape in enumerate(SHAPES, 1)}
-_TYPE_CODE = {name: code for code, name in enumerate(EVENT_CODES, 1)}
+# An event type's stored code (`type_code`; the step path reads it here, a call the fewer).
+TYPE_CODES = {name: code for code, name in enumerate(EVENT_CODES, 1)}
 _NAME_CODE = {name: code for code, name in enumerate(ATTRIBUTE_CODES, 1)}
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ISO_LENGTH = len("2026-01-01T00:00:00.000+00:00")
@@ -127,7 +128,7 @@ _ISO_LENGTH = len("2026-01-01T00:00:00.000+00:00")
 
 def type_code(event_type: str) -> int | str:
     """The stored form of an event type: its code, or the name for a type without one."""
-    return _TYPE_CODE.get(event_type, event_type)
+    return TYPE_CODES.get(event_type, event_type)
 
 
 def type_name(stored: int | str) -> str:
@@ -170,11 +171,12 @@ def _value_kind(key: str) -> int:
         else _FAILURE if key == "failure" else _PLAIN
 
 
-def _shape_plan(shape: tuple[str, ...], number: int) -> tuple[int, tuple[int, ...] | None]:
-    """A known key sequence's stored head, and how each value is stored (None: every value
-    as it is)."""
-    kinds = tuple(_value_kind(key) for key in shape)
-    return -number, kinds if any(kinds) else None
+def _shape_plan(shape: tuple[str, ...], number: int) -> \
+        tuple[int, tuple[tuple[int, int], ...]]:
+    """A known key sequence's stored head, and the values not stored as they are: (their place
+    in the stored list, after the head; how each is stored)."""
+    return -number, tuple((place, _value_kind(key)) for place, key in enumerate(shape, 1)
+                          if _value_kind(key) != _PLAIN)
 
 
 # For each known key sequence: its stored head and how its values are stored.
@@ -186,12 +188,14 @@ def encode_attributes(attributes: dict[str, Any], at: int) -> str:
     instant in microseconds."""
     plan = _SHAPE_PLANS.get(tuple(attributes))
     if plan is not None:
-        head, kinds = plan
-        if kinds is None:
-            return jsonvalue.dumps([head, *attributes.values()])
-        return jsonvalue.dumps([head, *[
-            _stored(kind, value, at) if kind else value
-            for kind, value in zip(kinds, attributes.values(), strict=True)]])
+        head, special = plan
+        stored = [head, *attributes.values()]
+        for place, kind in special:
+            value = stored[place]
+            if value is not None:
+                stored[place] = [micros(value) - at] \
+                    if kind == _INSTANT and type(value) is datetime else _stored(kind, value, at)
+        return jsonvalue.dumps(stored)
     items: list[Any] = []
     for key, value in attributes.items():
         code = _NAME_CODE.get(key)

@@ -534,7 +534,7 @@ class SQLTx:
             stored_at = codec.micros(at)
             self._event_at = (at, stored_at)
         self._events.append((self._keys[instance_id], seq, run.run_number,
-                             codec.type_code(event_type), stored_at,
+                             codec.TYPE_CODES.get(event_type, event_type), stored_at,
                              codec.encode_attributes(attributes, stored_at)))
         if event_type in _TIMEOUT_EVENTS:
             key = (event_type, attributes.get("timeout_kind") or "",
