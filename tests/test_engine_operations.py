@@ -53,6 +53,21 @@ def test_a_conflicted_operation_runs_again_whole_and_commits_once(make_env):
     assert heard == [["WorkflowStarted", "WorkflowTaskScheduled"]]
 
 
+def test_listeners_hear_every_event_type_one_of_them_does_not_ignore(make_env):
+    env = make_env(ONE_STEP)
+    quiet, all_of_them = [], []
+    env.engine.add_listener(lambda events: quiet.extend(e["event_type"] for e in events),
+                            ignores={"WorkflowTaskScheduled", "WorkflowStarted"})
+    env.start("one", "o1")
+    env.engine.add_listener(lambda events: all_of_them.extend(e["event_type"] for e in events),
+                            ignores={"WorkflowStarted"})
+    env.start("one", "o2")
+
+    # Alone, the first heard nothing it ignores; beside the second, what both ignore only.
+    assert quiet == ["WorkflowTaskScheduled"]
+    assert all_of_them == ["WorkflowTaskScheduled"]
+
+
 def test_a_step_path_batch_that_conflicts_is_recorded_once(make_env):
     env = make_env(ONE_STEP)
     env.start("one", "o1")

@@ -13,6 +13,7 @@ from typing import Any
 
 from wfctl import clock
 from wfctl.handlers import format_traceback
+from wfctl.vocabulary import EVENT_TYPES
 
 LOGGER = logging.getLogger("wfctl")
 _WARN_EVENTS = re.compile(r"(TimedOut|Failed|DeadlineExceeded|RetryScheduled|Terminated|Lost)$")
@@ -121,6 +122,12 @@ def _event_level(event_type: str) -> int:
     if _DEBUG_EVENTS.match(event_type):
         return logging.DEBUG
     return logging.INFO
+
+
+def unlogged_event_types() -> frozenset[str]:
+    """The event types `history_events` logs nothing of at the logger's level (set it first):
+    a transaction need not keep its events of these types for it."""
+    return frozenset(name for name in EVENT_TYPES if not LOGGER.isEnabledFor(_event_level(name)))
 
 
 def history_events(events: list[dict[str, Any]]) -> None:

@@ -525,7 +525,7 @@ def work(
         log.event("definitions_not_found", logging.WARNING, path=client.workflows_path,
                   message="handler modules are imported from the current folder")
     worker = client.worker(options)
-    worker.engine.add_listener(log.history_events)
+    worker.engine.add_listener(log.history_events, ignores=log.unlogged_event_types())
     if server is not None:
         worker.attempt_metrics = metrics.AttemptMetrics(registry)
         registry.register(metrics.StoreCollector(worker.engine.store, worker.clock))

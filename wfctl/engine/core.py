@@ -8,7 +8,7 @@ import random
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
@@ -122,8 +122,10 @@ class Ctx:
         instants (store/codec.py names them), which may be datetimes: history reads them back as
         datetimes."""
         seq = self.tx.append_event(run, event_type, self.now, attributes)
-        if not self.engine._listeners:
-            # Kept only for the listeners told of a commit (a worker's log): none here.
+        engine = self.engine
+        if not engine._listeners or event_type in engine._unheard:
+            # Kept only for the listeners told of a commit (a worker's log), and only of the
+            # types one of them does something with.
             return seq
         self.appended.append({
             "workflow_instance_id": run.workflow_instance_id,
@@ -451,6 +453,8 @@ class EngineCore:
         self._wakers: list[Callable[[], None]] = []
         self._deadline_wakers: list[Callable[[], None]] = []
         self._listeners: list[Listener] = []
+        # The event types none of the listeners does anything with (`add_listener`).
+        self._unheard: frozenset[str] = frozenset()
 
     # plumbing
 
@@ -505,8 +509,11 @@ class EngineCore:
     def remove_deadline_waker(self, wake: Callable[[], None]) -> None:
         self._deadline_wakers.remove(wake)
 
-    def add_listener(self, listener: Listener) -> None:
-        """Call `listener` with the events each transaction appended, after it commits."""
+    def add_listener(self, listener: Listener, *, ignores: Collection[str] = ()) -> None:
+        """Call `listener` with the events each transaction appended, after it commits; but for
+        those of the types in `ignores`, which it does nothing with."""
+        self._unheard = frozenset(ignores) if not self._listeners \
+            else self._unheard & frozenset(ignores)
         self._listeners.append(listener)
 
     def definitions_by_digest(self, tx: Tx, digest: str) -> Definitions:

@@ -137,7 +137,7 @@ class Slot(Loop):
         details = {} if pending is _NOTHING else {"heartbeat_details": pending}
         exchange = Exchange(attempt=attempt, outcome=outcome, details=details, claim=True,
                             check_deadlines=attempt.check_deadlines)
-        backoff = Backoff()
+        backoff = None
         while True:
             exchange.claim = not self.shared.stopping.is_set()
             self.steps.exchange(exchange, self._taken)
@@ -145,6 +145,7 @@ class Slot(Loop):
                 break
             # Waited out: the outcome is kept until it is written (the engine rejects it then
             # if the attempt is no longer current).
+            backoff = backoff or Backoff()
             if self.shared.forced.wait(backoff.next()):
                 log.event("activity_result_not_recorded", logging.WARNING,
                           instance=task.workflow_instance_id, step=task.step,
