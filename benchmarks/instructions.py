@@ -33,9 +33,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
-from benchlib import HERE, Scratch, checkpoint, header
+from benchlib import HERE, Scratch, checkpoint, load, machine
 
 STEPS_PER_WORKFLOW = 3
 # The drain, run in the child under callgrind: the tree to measure comes first on its path.
@@ -113,7 +114,11 @@ def main() -> None:
         sys.exit("Error: valgrind is not installed (Debian: apt-get install valgrind)")
     small, large = sorted(int(n) for n in args.workflows.split(","))
     tree = Path(args.tree).resolve()
-    header(f"instructions a step: one slot drains three_noops workflows, {tree}")
+    print("== instructions a step: one slot drains three_noops workflows")
+    print(f"   {machine()}")
+    print(f"   the wfctl in {tree / 'wfctl'}")
+    print(f"   {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, {load()} at start (the count does not "
+          "depend on it)")
     with tempfile.TemporaryDirectory(prefix="wfctl-instructions-") as scratch:
         folder = Path(scratch)
         outs = {}
