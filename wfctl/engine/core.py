@@ -364,12 +364,12 @@ class _Transaction:
                            state.offer)
             return self.ctx
         self.write = engine.store.write()
+        tx = self.write.__enter__()
         try:
-            self.ctx = Ctx(engine, self.write.__enter__(), self.now,
-                           check_deadlines=self.check_deadlines)
+            self.ctx = Ctx(engine, tx, self.now, check_deadlines=self.check_deadlines)
         except BaseException:
-            if not self.write.__exit__(*sys.exc_info()):
-                raise
+            self.write.__exit__(*sys.exc_info())
+            raise
         return self.ctx
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
