@@ -7,7 +7,9 @@ and counts every instruction it executes, whatever the load: the same code, inpu
 environment give the same count to a few parts in a thousand.
 
 A worker slot drains N `three_noops` workflows in process (`run_once` in a loop, what one slot
-of `wfctl work` does, one transaction a step), in a child process under callgrind; so for two
+of `wfctl work` does, one transaction a step; with `--concurrency N`, a whole worker of N slots
+in `run_once` passes, whose threads valgrind runs one at a time, so that their batches are not
+those of a real run), in a child process under callgrind; so for two
 sizes, N1 and N2, each from a database of its own with its workflows started beforehand. The
 start-up of the process (imports, the first transaction) is the same in both, so
 
@@ -20,7 +22,8 @@ counts (this tree against another, `--tree`), and time with time.
 
 Needs valgrind (Debian: `apt-get install valgrind`); a run takes about two minutes.
 
-  python benchmarks/instructions.py [--workflows 100,400] [--tree PATH] [--top N]
+  python benchmarks/instructions.py [--workflows 100,400] [--tree PATH] [--concurrency N]
+                                    [--top N]
 """
 
 from __future__ import annotations
@@ -47,13 +50,19 @@ sys.path.insert(0, sys.argv[1] + "/benchmarks")
 from benchlib import Scratch
 from wfctl import clock
 from wfctl.worker import WorkerOptions
+concurrency = int(sys.argv[3])
 with Scratch(keep=sys.argv[2], reuse=True) as scratch:
     client = scratch.client()
-    worker = client.worker(WorkerOptions(concurrency=1))
-    worker.register(clock.now())
-    slot = worker.slots[0]
-    while slot.run_once(clock.now(), check_deadlines=False):
-        pass
+    if concurrency:
+        worker = client.worker(WorkerOptions(concurrency=concurrency))
+        while worker.run_once(clock.now()):
+            pass
+    else:
+        worker = client.worker(WorkerOptions(concurrency=1))
+        worker.register(clock.now())
+        slot = worker.slots[0]
+        while slot.run_once(clock.now(), check_deadlines=False):
+            pass
 """
 _LIBRARY = re.compile(r"\[([^\]]*)\]\s*$")
 
@@ -68,11 +77,11 @@ def prepare(folder: Path, workflows: int) -> None:
         checkpoint(scratch.db)
 
 
-def counted(tree: Path, folder: Path, out: Path) -> int:
+def counted(tree: Path, folder: Path, out: Path, concurrency: int) -> int:
     """Instructions the drain of `folder`'s workflows executed, all of the process."""
     environment = {**os.environ, "PYTHONHASHSEED": "0"}
     subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-                    sys.executable, "-c", DRAIN, str(tree), str(folder)],
+                    sys.executable, "-c", DRAIN, str(tree), str(folder), str(concurrency)],
                    check=True, env=environment, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL)
     return by_function(out)[None]
@@ -107,6 +116,9 @@ def main() -> None:
                         help="the two sizes N1,N2 (default 100,400)")
     parser.add_argument("--tree", default=str(HERE.parent),
                         help="the wfctl source tree to measure (default: this checkout)")
+    parser.add_argument("--concurrency", type=int, default=0,
+                        help="a whole worker of N slots in `run_once` passes, its threads run "
+                             "one at a time by valgrind (default 0: one slot, no threads)")
     parser.add_argument("--top", type=int, default=0,
                         help="also the N functions whose instructions grew most a step")
     args = parser.parse_args()
@@ -114,7 +126,8 @@ def main() -> None:
         sys.exit("Error: valgrind is not installed (Debian: apt-get install valgrind)")
     small, large = sorted(int(n) for n in args.workflows.split(","))
     tree = Path(args.tree).resolve()
-    print("== instructions a step: one slot drains three_noops workflows")
+    drainer = f"a worker of {args.concurrency} slots" if args.concurrency else "one slot"
+    print(f"== instructions a step: {drainer} drains three_noops workflows")
     print(f"   {machine()}")
     print(f"   the wfctl in {tree / 'wfctl'}")
     print(f"   {time.strftime('%Y-%m-%d %H:%M:%S %Z')}, {load()} at start (the count does not "
@@ -125,7 +138,8 @@ def main() -> None:
         for workflows in (small, large):
             prepare(folder / f"n{workflows}", workflows)
             outs[workflows] = folder / f"n{workflows}.callgrind"
-            total = counted(tree, folder / f"n{workflows}", outs[workflows])
+            total = counted(tree, folder / f"n{workflows}", outs[workflows],
+                            args.concurrency)
             print(f"   {workflows:5d} workflows: {total:15,d} instructions in all")
         first, second = by_function(outs[small]), by_function(outs[large])
     steps = STEPS_PER_WORKFLOW * (large - small)
