@@ -17,7 +17,7 @@ _NOTHING = object()
 
 class Flag:
     """Set once, read from any thread, never waited on: what `threading.Event` offers for an
-    attempt's `abandon`, at a tenth of its cost to make (an attempt begins every step)."""
+    attempt's `abandon`, at a twentieth of its cost to make (an attempt begins every step)."""
 
     __slots__ = ("_set",)
 
