@@ -412,6 +412,89 @@ def test_a_result_that_waited_out_an_outage_past_its_deadline_is_dropped_as_late
     assert retry["timeout_kind"] == "heartbeat"
 
 
+@pytest.mark.parametrize("lost", [1, 2], ids=["claim", "outcome-and-next-step"])
+def test_attempts_a_batch_started_though_its_commit_seemed_to_fail_are_run_not_stranded(
+        make_env, events, monkeypatch, lost):
+    # The connection is lost at COMMIT: the batch committed, the worker is told it failed. The
+    # first batch to start an attempt claims step a; the second records a's outcome and starts
+    # step b for the same slot. Either way, the attempt it started runs as that attempt.
+    env = make_env("""
+        version: 1
+        workflows:
+          two:
+            steps:
+              - activity: wfh:mark
+                name: a
+              - activity: wfh:mark
+                name: b
+    """)
+    env.start("two", "t1")
+    batch, starting = env.engine.batch, []
+
+    class ReplyLost:
+        def __init__(self, offer: Any = None) -> None:
+            self.offer, self.inner = offer, batch(offer)
+
+        def __enter__(self) -> Any:
+            return self.inner.__enter__()
+
+        def __exit__(self, *error: Any) -> bool:
+            handled = self.inner.__exit__(*error)
+            if error[0] is None and self.offer is not None and self.offer.taken:
+                starting.append(self.offer.taken[0].step)
+                if len(starting) == lost:
+                    raise StoreUnavailable("connection", "the connection was lost at COMMIT")
+            return handled
+
+    monkeypatch.setattr(env.engine, "batch", ReplyLost)
+    env.run(0)
+
+    doc = env.describe("t1")
+    assert (doc["status"], doc["state"]) == ("completed", {"ran_a": 1, "ran_b": 1})
+    assert env.event_types("t1").count("ActivityStarted") == 2
+    assert "ActivityRetryScheduled" not in env.event_types("t1")
+    [adopted] = events.named("activity_attempt_adopted")
+    assert (adopted["step"], adopted["attempt"]) == ("ab"[lost - 1], 1)
+    # Step a's result, handed in again after the lost reply, is not reported as discarded.
+    assert events.named("activity_result_discarded") == []
+    assert [(e["step"], e["attempt"]) for e in events.named("activity_result_recorded_already")] \
+        == [("a", 1)] * (lost - 1)
+
+
+def test_the_attempts_a_worker_is_given_but_does_not_hold_leave_out_those_past_a_deadline(
+        make_env):
+    env = make_env(MISBEHAVING)
+    env.start("timed", "t1")
+    env.start("timed", "t2")
+    env.decide(0)
+    first, second = env.claim(0), env.claim(1)
+    assert first is not None and second is not None
+    held = {(first.activity_id, first.attempt)}
+
+    [unheld] = env.engine.unheld_attempts(env.worker.worker_id, held, at(4))
+    assert unheld == second
+    # Past its heartbeat deadline (5 s): the watchdog's to time out, not the worker's to run.
+    assert env.engine.unheld_attempts(env.worker.worker_id, held, at(6.5)) == []
+
+
+def test_a_stopping_worker_gives_back_an_attempt_the_database_gives_it_that_it_never_held(
+        make_env, monkeypatch):
+    # Started for it by a transaction it was told had failed, and no batch came after to
+    # adopt it: the worker stops, and the attempt is retried at once instead of waiting out
+    # its start_to_close.
+    env = make_env(MISBEHAVING)
+    env.start("one", "o1")
+    worker = Worker(env.engine, WorkerOptions(concurrency=1))
+    env.decide(0)
+    assert env.claim(0, worker_id=worker.worker_id) is not None
+    monkeypatch.setattr(worker.steps, "ready", lambda now: False)
+
+    assert worker.run(once=True) == 0
+    [retry] = env.events("o1", "ActivityRetryScheduled")
+    assert (retry["attributes"]["reason"], retry["attributes"]["backoff_seconds"]) == \
+        ("worker_shutdown", 0)
+
+
 def test_a_heartbeat_the_database_cannot_take_now_is_kept_for_the_next_write():
     written: list[Any] = []
     refuse = [True]

@@ -28,6 +28,7 @@ class Engine(EngineCore):
     fail_activity = activities.fail_activity
     record_heartbeat = activities.record_heartbeat
     release_activity = activities.release_activity
+    unheld_attempts = activities.unheld_attempts
 
     signal = control.signal
     pause = control.pause

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from wfctl import clock
-from wfctl.engine.attempts import fail_attempt, started, started_fields
+from wfctl.engine.attempts import fail_attempt, held_task, started, started_fields
 from wfctl.engine.core import (
     CLAIM_TRIES,
     Ctx,
@@ -31,7 +31,7 @@ from wfctl.store.records import Activity, ClosedAttempt, Run
 from wfctl.vocabulary import PENDING_ACTIVITY
 
 __all__ = ["ActivityTask", "claim_activity", "complete_activity", "fail_activity",
-           "record_heartbeat", "release_activity"]
+           "record_heartbeat", "release_activity", "unheld_attempts"]
 
 
 @operation
@@ -67,7 +67,30 @@ def _claim(c: Ctx, activity: Activity, run: Run, worker_id: str) -> ActivityTask
                    available_at=activity.available_at)
 
 
+@operation
+def unheld_attempts(engine: EngineCore, worker_id: str, held: Container[tuple[str, int]],
+                    now: datetime) -> list[ActivityTask]:
+    """The attempts the database records as started by `worker_id` that are not in `held`
+    (activity id and attempt of each one the worker holds); nothing is written.
+
+    A transaction that starts attempts (a claim, or the next step an outcome's decision hands
+    the worker at once) can commit while the worker is told it failed: the connection was lost
+    at its COMMIT. No slot runs those attempts, and no other worker may: the worker runs them
+    after all, or gives them back, once it can write again. One past a deadline is left to the
+    watchdog, which times it out: it may be one whose slot the worker gave up for that."""
+    with engine.transaction(now) as c:
+        return [held_task(c.run(activity.workflow_run_id), activity)
+                for activity in c.tx.activities_owned_by([worker_id])
+                if (activity.activity_id, activity.attempt) not in held
+                and expired_timeout(activity, c.now) is None]
+
+
 _KEEP = object()
+
+# Why an outcome is refused when the attempt it reports was completed already: only its own
+# holder completes an attempt, so by this very outcome, written by a transaction whose commit
+# the worker could not confirm (the connection lost at COMMIT) and handed in again.
+RECORDED_ALREADY = "the attempt's result is recorded already"
 
 
 def _current(c: Ctx, task: ActivityTask) -> tuple[Activity | None, str | None]:
@@ -80,6 +103,8 @@ def _current(c: Ctx, task: ActivityTask) -> tuple[Activity | None, str | None]:
     activity = c.tx.get_activity(task.activity_id)
     if activity is None:
         return None, "activity not found"
+    if activity.status == "completed" and activity.attempt == task.attempt:
+        return None, RECORDED_ALREADY
     if (activity.status != "started" or activity.attempt != task.attempt
             or activity.owner != task.worker_id):
         return None, f"attempt {task.attempt} is no longer current (activity {activity.status})"

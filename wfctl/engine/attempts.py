@@ -64,6 +64,32 @@ def started(c: Ctx, run: Run, fields: dict[str, Any], *, activity_id: str, step:
     )
 
 
+def held_task(run: Run, activity: Activity) -> ActivityTask:
+    """What a worker needs to run an attempt the database already records as started by it
+    (the transaction that started it committed, but the worker was told it had failed)."""
+    policy = activity.retry_policy
+    assert activity.owner is not None and activity.started_at is not None
+    return ActivityTask(
+        activity_id=activity.activity_id,
+        attempt=activity.attempt,
+        max_attempts=activity.max_attempts,
+        worker_id=activity.owner,
+        workflow_instance_id=run.workflow_instance_id,
+        workflow_run_id=run.workflow_run_id,
+        step=activity.step,
+        handler=activity.handler,
+        state=dict(run.state),
+        last_heartbeat_details=activity.last_heartbeat_details,
+        heartbeat_timeout=policy["heartbeat_timeout"],
+        schedule_to_close_deadline_at=activity.schedule_to_close_deadline_at,
+        close_deadline_at=activity.close_deadline_at,
+        heartbeat_deadline_at=activity.heartbeat_deadline_at,
+        non_retryable=tuple(policy["non_retryable"]),
+        queue=activity.queue,
+        schedule_to_start_seconds=(activity.started_at - activity.available_at).total_seconds(),
+    )
+
+
 def fail_attempt(c: Ctx, run: Run, activity: Activity, *, retryable: bool, reason: str,
                  exception_class: str | None = None, message: str | None = None,
                  timeout_kind: str | None = None, deadline_at: datetime | None = None,

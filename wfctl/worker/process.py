@@ -449,6 +449,14 @@ class Worker:
             except StoreUnavailable as exc:
                 self.outage.failed(exc)
                 return False
+        # And any the database gives this worker that it does not hold: started by a batch
+        # whose commit it could not confirm (`StepPath._adopt`).
+        try:
+            for task in self.engine.unheld_attempts(self.worker_id, (), self.clock()):
+                self.engine.release_activity(task, self.clock(), "worker_shutdown")
+        except StoreUnavailable as exc:
+            self.outage.failed(exc)
+            return False
         return True
 
     def _new_slot(self) -> Slot:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from wfctl import log
 from wfctl.context import _NOTHING
+from wfctl.engine.activities import RECORDED_ALREADY
 from wfctl.engine.tasks import ActivityTask, Offer
 from wfctl.errors import ActivityCancelled, StoreUnavailable
 from wfctl.handlers import HandlerError, Outcome, format_traceback
@@ -203,9 +204,15 @@ class StepPath:
         self.queues = tuple(queues)
         self._queue: list[Exchange] = []
         self._queue_lock = threading.Lock()
+        # Set when a batch that could start attempts for this worker failed to write: it may
+        # have committed all the same (`_adopt`).
+        self._in_doubt = False
 
     def ready(self, now: datetime) -> bool:
-        """Whether a workflow task or an activity is ready (a read, no write lock)."""
+        """Whether a workflow task or an activity is ready (a read, no write lock), or
+        attempts started for this worker may wait for a slot (`_adopt`)."""
+        if self._in_doubt:
+            return True
         tx = self.shared.engine.store.peek()
         return tx.next_ready_workflow_task(now) is not None or \
             tx.next_ready_activity(self.queues, now) is not None
@@ -272,6 +279,7 @@ class StepPath:
         decided = 0
         try:
             with shared.outage.writing(), engine.batch(offer) as done:
+                adopted = self._adopt(offer, now, check) if self._in_doubt else ()
                 for exchange in batch:
                     if exchange.attempt is not None:
                         exchange.rejected = _record(engine, exchange, now)
@@ -289,6 +297,7 @@ class StepPath:
                         break
                     tasks.append(claimed)
         except StoreUnavailable as exc:
+            self._in_doubt = self._in_doubt or budget > 0
             for exchange in batch:
                 exchange.unavailable = exc
             self._finish(batch)
@@ -296,6 +305,11 @@ class StepPath:
         except Exception:
             self._one_by_one(batch, now)
             return
+        self._in_doubt = False
+        for task in adopted:
+            log.event("activity_attempt_adopted", logging.WARNING,
+                      instance=task.workflow_instance_id, step=task.step, attempt=task.attempt,
+                      reason="started by a batch whose commit the worker could not confirm")
         for exchange in batch:
             exchange.recorded = exchange.attempt is not None
         for exchange, task in zip(wanting, tasks, strict=False):
@@ -304,6 +318,22 @@ class StepPath:
         for exchange in batch:
             exchange.decided = decided
         self._finish(batch)
+
+    def _adopt(self, offer: Offer, now: datetime, check: bool) -> list[ActivityTask]:
+        """After a batch that could start attempts failed to write, in the next one: the
+        attempts it started all the same (its COMMIT went through, the reply was lost) go to
+        the free slots of this batch, and any more are given back; those adopted. The engine
+        turn is held, so every attempt this worker started before is in `attempts`."""
+        engine = self.shared.engine
+        held = {attempt.key for attempt in self.attempts.held()}
+        adopted = []
+        for task in engine.unheld_attempts(self.shared.worker_id, held, now):
+            if offer.left > 0:
+                offer.take(task)
+                adopted.append(task)
+            else:
+                engine.release_activity(task, now, "worker_shutdown", check_deadlines=check)
+        return adopted
 
     def _finish(self, batch: list[Exchange]) -> None:
         """Mark a batch's exchanges done and wake the slots waiting for theirs."""
@@ -427,6 +457,10 @@ def _decide_one_by_one(shared: Shared, now: datetime, limit: int, check_deadline
 
 
 def _discarded(task: ActivityTask, reason: str) -> None:
+    if reason == RECORDED_ALREADY:
+        log.event("activity_result_recorded_already", instance=task.workflow_instance_id,
+                  step=task.step, attempt=task.attempt)
+        return
     log.event("activity_result_discarded", logging.WARNING,
               instance=task.workflow_instance_id, step=task.step, attempt=task.attempt,
               reason=reason)
