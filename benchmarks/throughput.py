@@ -12,8 +12,12 @@ workflow completed, or `--once` workers that exit when nothing is ready). Figure
           start-up excluded;
   wall    3N / (time from spawning the workers until every workflow completed), start-up
           (imports, migrations check, registration) included;
-  CPU     the workers' CPU time (user + system) per step, less the CPU of starting and stopping
-          an idle `wfctl work --once` (measured once per run).
+  CPU     the workers' CPU time (user + system) per step. Long-running workers: their own
+          (/proc/PID/stat) from the first poll after each logged `worker_started` to the one
+          that finds none open, over the steps of the workflows not yet completed at its start
+          (start-up and shutdown left out). `--once` workers, which exit by themselves: all of
+          theirs, less the CPU of starting and stopping an idle `wfctl work --once` (measured
+          once per run).
 
 Only wfctl's public surface is used (the CLI, `Client.start/list/history`), so the figures stay
 comparable while the store underneath changes.
@@ -47,6 +51,7 @@ import cProfile
 import importlib.util
 import json
 import logging
+import os
 import pstats
 import re
 import resource
@@ -60,6 +65,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pglib
@@ -118,6 +124,9 @@ class Result:
     shares: list[int] = field(default_factory=list)
     # The database server's CPU seconds over the run (PostgreSQL's throwaway cluster only).
     server_cpu_seconds: float = 0.0
+    # The steps `cpu_seconds` covers, when it is the long-running workers' own CPU while they
+    # drained (`DrainWindow`) rather than all of the run's.
+    cpu_steps: int | None = None
 
     @property
     def steps(self) -> int:
@@ -129,7 +138,7 @@ class Result:
 
     @property
     def cpu_us_per_step(self) -> float:
-        return self.cpu_seconds / self.steps * 1e6
+        return self.cpu_seconds / (self.cpu_steps or self.steps) * 1e6
 
     def line(self) -> str:
         return (f"  workers={self.workers} concurrency={self.concurrency} mode={self.mode:<4} "
@@ -146,6 +155,55 @@ def children_cpu() -> float:
     """User + system seconds of every child process waited for so far."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu(pids: list[int]) -> float | None:
+    """User + system seconds these running processes have spent (from /proc/PID/stat); None
+    once one of them has exited."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            return None
+        total += int(fields[11]) + int(fields[12])
+    return total / _TICK
+
+
+class DrainWindow:
+    """The long-running workers' own CPU while they drain: from the first poll after every
+    worker logged `worker_started` (how many workflows had completed is counted then) to the
+    one that finds none open, before they are stopped. Start-up and shutdown are left out
+    without subtracting a separately measured idle worker, which a short run cannot afford.
+    Below `--log-level info` there is no such line, and no window."""
+
+    def __init__(self, pids: list[int], workflows: int, log_path: Path) -> None:
+        self.pids, self.workflows, self.log_path = pids, workflows, log_path
+        self.start: tuple[float, int] | None = None
+        self.cpu: float | None = None
+        self.steps = 0
+
+    def poll(self, watch: wfctl.Client) -> None:
+        if self.start is not None:
+            return
+        if self.log_path.read_text(errors="replace").count(" worker_started ") < len(self.pids):
+            return
+        cpu = process_cpu(self.pids)
+        if cpu is not None:
+            done = len(watch.list(status="completed", limit=self.workflows + 1))
+            self.start = (cpu, done)
+
+    def end(self) -> None:
+        cpu = process_cpu(self.pids)
+        if self.start is not None and cpu is not None:
+            # Workflows in flight at the start had some steps done already: at most a few
+            # (one per slot) of the hundreds counted.
+            self.cpu = cpu - self.start[0]
+            self.steps = (self.workflows - self.start[1]) * STEPS_PER_WORKFLOW
 
 
 def idle_worker_cpu(log_level: str, where: Where) -> float:
@@ -184,15 +242,20 @@ def run_config(workflows: int, workers: int, concurrency: int, mode: str, log_le
             procs = [subprocess.Popen(wfctl_command(scratch, *args), env=worker_env(),
                                       stdout=subprocess.DEVNULL, stderr=log)
                      for _ in range(workers)]
+            window = DrainWindow([proc.pid for proc in procs], workflows, log_path)
             try:
                 while anything_open(watch):
                     if time.perf_counter() - spawned > timeout:
                         raise SystemExit(f"timed out after {timeout} s; see {log_path}")
                     if mode == "once" and all(p.poll() is not None for p in procs):
                         break
+                    if mode == "long":
+                        window.poll(watch)
                     time.sleep(0.02)
                 wall_seconds = time.perf_counter() - spawned
                 server_cpu = where.server_cpu() - server_before
+                if mode == "long":
+                    window.end()
             finally:
                 for proc in procs:
                     if proc.poll() is None:
@@ -200,6 +263,9 @@ def run_config(workflows: int, workers: int, concurrency: int, mode: str, log_le
                 for proc in procs:
                     proc.wait(timeout=60)
         cpu_seconds = max(0.0, children_cpu() - cpu_before - idle_cpu * workers)
+        cpu_steps = None
+        if window.cpu is not None and window.steps:
+            cpu_seconds, cpu_steps = window.cpu, window.steps
         completed = watch.list(status="completed", limit=workflows + 1)
         if len(completed) != workflows:
             raise SystemExit(f"only {len(completed)} of {workflows} workflows completed; "
@@ -222,7 +288,7 @@ def run_config(workflows: int, workers: int, concurrency: int, mode: str, log_le
     shares = sorted(by_worker.values(), reverse=True)
     return Result(workers, concurrency, mode, workflows, start_seconds, wall_seconds,
                   _seconds_between(first, last), cpu_seconds, attempts, retries, shares,
-                  server_cpu)
+                  server_cpu, cpu_steps)
 
 
 def _seconds_between(first: datetime, last: datetime) -> float:
@@ -653,7 +719,8 @@ def run(args: argparse.Namespace, workflows: int, repeat: int, where: Where,
     idle_cpu = idle_worker_cpu(args.log_level, where)
     print(f"   workers' --log-level {args.log_level}; {repeat} round(s) of every row; "
           "engine = first workflow task to last completion, wall = with process start-up; "
-          f"CPU less {idle_cpu * 1000:.0f} ms per worker (an idle `wfctl work --once`)")
+          "CPU = long-running workers' own while they drained (/proc), --once workers' "
+          f"less {idle_cpu * 1000:.0f} ms each (an idle `wfctl work --once`)")
     # Rounds go through every configuration in turn, so that a change in the machine's load
     # between rounds touches every row alike.
     configs = [(mode, workers, concurrency) for mode in modes for workers in worker_counts
