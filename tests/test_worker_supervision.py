@@ -748,6 +748,26 @@ def test_a_once_pass_rides_out_a_database_outage_as_the_long_running_worker_does
     assert len(events.named("database_available")) == 1
 
 
+def test_a_registration_whose_commit_reply_was_lost_is_made_again_without_error(
+        make_env, events, monkeypatch):
+    env = make_env(MISBEHAVING)
+    env.start("one", "o1")
+    worker = Worker(env.engine, WorkerOptions(concurrency=1))
+    register, lost = worker.register, []
+
+    def register_reply_lost(*args: Any, **kwargs: Any) -> None:
+        register(*args, **kwargs)
+        if not lost:
+            lost.append(True)
+            raise StoreUnavailable("unreachable", "the connection was lost at COMMIT")
+
+    monkeypatch.setattr(worker, "register", register_reply_lost)
+
+    assert worker.run(once=True) == 0
+    assert env.describe("o1")["status"] == "completed"
+    assert events.named("loop_failed") == []
+
+
 def test_a_worker_registers_once_the_database_takes_writes(make_env, events, monkeypatch):
     env = make_env(MISBEHAVING)
     worker = Worker(env.engine, WorkerOptions(concurrency=1))

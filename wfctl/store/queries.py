@@ -1051,7 +1051,13 @@ class SQLTx:
     # workers
 
     def register_worker(self, row: Row) -> None:
-        self._insert("workers", row)
+        """Record a worker; a record already there under its id is kept as it is (written by
+        this very registration, when the worker was told its commit had failed)."""
+        self._execute(
+            f"INSERT INTO workers ({', '.join(row)}) VALUES ({', '.join(['%s'] * len(row))}) "
+            "ON CONFLICT (worker_id) DO NOTHING",
+            tuple(self._stored(row)),
+        )
 
     def renew_worker(self, worker_id: str, now: datetime, lease_expires_at: datetime) -> bool:
         return self._execute(
