@@ -13,9 +13,9 @@ workflow completed, or `--once` workers that exit when nothing is ready). Figure
   wall    3N / (time from spawning the workers until every workflow completed), start-up
           (imports, migrations check, registration) included;
   CPU     the workers' CPU time (user + system) per step. Long-running workers: their own
-          (/proc/PID/stat) from the first poll after each logged `worker_started` to the one
-          that finds none open, over the steps of the workflows not yet completed at its start
-          (start-up and shutdown left out). `--once` workers, which exit by themselves: all of
+          (/proc/PID/stat) from the first poll after it logged `worker_started` to the one
+          that finds no workflow open: no step runs before a worker starts, so start-up and
+          shutdown are left out. `--once` workers, which exit by themselves: all of
           theirs, less the CPU of starting and stopping an idle `wfctl work --once` (measured
           once per run).
 
@@ -124,9 +124,6 @@ class Result:
     shares: list[int] = field(default_factory=list)
     # The database server's CPU seconds over the run (PostgreSQL's throwaway cluster only).
     server_cpu_seconds: float = 0.0
-    # The steps `cpu_seconds` covers, when it is the long-running workers' own CPU while they
-    # drained (`DrainWindow`) rather than all of the run's.
-    cpu_steps: int | None = None
 
     @property
     def steps(self) -> int:
@@ -138,7 +135,7 @@ class Result:
 
     @property
     def cpu_us_per_step(self) -> float:
-        return self.cpu_seconds / (self.cpu_steps or self.steps) * 1e6
+        return self.cpu_seconds / self.steps * 1e6
 
     def line(self) -> str:
         return (f"  workers={self.workers} concurrency={self.concurrency} mode={self.mode:<4} "
@@ -160,50 +157,50 @@ def children_cpu() -> float:
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
-def process_cpu(pids: list[int]) -> float | None:
-    """User + system seconds these running processes have spent (from /proc/PID/stat); None
-    once one of them has exited."""
-    total = 0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except (FileNotFoundError, ProcessLookupError):
-            return None
-        total += int(fields[11]) + int(fields[12])
-    return total / _TICK
+def process_cpu(pid: int) -> float | None:
+    """User + system seconds a running process has spent (from /proc/PID/stat); None once it
+    has exited."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / _TICK
 
 
 class DrainWindow:
-    """The long-running workers' own CPU while they drain: from the first poll after every
-    worker logged `worker_started` (how many workflows had completed is counted then) to the
-    one that finds none open, before they are stopped. Start-up and shutdown are left out
-    without subtracting a separately measured idle worker, which a short run cannot afford.
-    Below `--log-level info` there is no such line, and no window."""
+    """The long-running workers' own CPU while they drain: each one's from the first poll
+    after it logged `worker_started` (its id names its pid) to the one that finds no workflow
+    open, before they are stopped. A worker runs no step before it starts, so the sum is the
+    CPU of every step (less what a worker did in the poll interval after it started: a few of
+    the hundreds), with start-up and shutdown left out and no idle worker subtracted, which a
+    short run cannot afford. Below `--log-level info` there is no such line, and no figure."""
 
-    def __init__(self, pids: list[int], workflows: int, log_path: Path) -> None:
-        self.pids, self.workflows, self.log_path = pids, workflows, log_path
-        self.start: tuple[float, int] | None = None
+    def __init__(self, pids: list[int], log_path: Path) -> None:
+        self.pids, self.log_path = pids, log_path
+        self.starts: dict[int, float] = {}
         self.cpu: float | None = None
-        self.steps = 0
 
-    def poll(self, watch: wfctl.Client) -> None:
-        if self.start is not None:
+    def poll(self) -> None:
+        if len(self.starts) == len(self.pids):
             return
-        if self.log_path.read_text(errors="replace").count(" worker_started ") < len(self.pids):
-            return
-        cpu = process_cpu(self.pids)
-        if cpu is not None:
-            done = len(watch.list(status="completed", limit=self.workflows + 1))
-            self.start = (cpu, done)
+        log = self.log_path.read_text(errors="replace")
+        for pid in self.pids:
+            if pid not in self.starts and re.search(rf" worker_started worker_id=\S*:{pid}:", log):
+                cpu = process_cpu(pid)
+                if cpu is not None:
+                    self.starts[pid] = cpu
 
     def end(self) -> None:
-        cpu = process_cpu(self.pids)
-        if self.start is not None and cpu is not None:
-            # Workflows in flight at the start had some steps done already: at most a few
-            # (one per slot) of the hundreds counted.
-            self.cpu = cpu - self.start[0]
-            self.steps = (self.workflows - self.start[1]) * STEPS_PER_WORKFLOW
+        if len(self.starts) < len(self.pids):
+            return
+        total = 0.0
+        for pid, start in self.starts.items():
+            cpu = process_cpu(pid)
+            if cpu is None:
+                return
+            total += cpu - start
+        self.cpu = total
 
 
 def idle_worker_cpu(log_level: str, where: Where) -> float:
@@ -242,7 +239,7 @@ def run_config(workflows: int, workers: int, concurrency: int, mode: str, log_le
             procs = [subprocess.Popen(wfctl_command(scratch, *args), env=worker_env(),
                                       stdout=subprocess.DEVNULL, stderr=log)
                      for _ in range(workers)]
-            window = DrainWindow([proc.pid for proc in procs], workflows, log_path)
+            window = DrainWindow([proc.pid for proc in procs], log_path)
             try:
                 while anything_open(watch):
                     if time.perf_counter() - spawned > timeout:
@@ -250,7 +247,7 @@ def run_config(workflows: int, workers: int, concurrency: int, mode: str, log_le
                     if mode == "once" and all(p.poll() is not None for p in procs):
                         break
                     if mode == "long":
-                        window.poll(watch)
+                        window.poll()
                     time.sleep(0.02)
                 wall_seconds = time.perf_counter() - spawned
                 server_cpu = where.server_cpu() - server_before
@@ -263,9 +260,8 @@ def run_config(workflows: int, workers: int, concurrency: int, mode: str, log_le
                 for proc in procs:
                     proc.wait(timeout=60)
         cpu_seconds = max(0.0, children_cpu() - cpu_before - idle_cpu * workers)
-        cpu_steps = None
-        if window.cpu is not None and window.steps:
-            cpu_seconds, cpu_steps = window.cpu, window.steps
+        if window.cpu is not None:
+            cpu_seconds = window.cpu
         completed = watch.list(status="completed", limit=workflows + 1)
         if len(completed) != workflows:
             raise SystemExit(f"only {len(completed)} of {workflows} workflows completed; "
@@ -288,7 +284,7 @@ def run_config(workflows: int, workers: int, concurrency: int, mode: str, log_le
     shares = sorted(by_worker.values(), reverse=True)
     return Result(workers, concurrency, mode, workflows, start_seconds, wall_seconds,
                   _seconds_between(first, last), cpu_seconds, attempts, retries, shares,
-                  server_cpu, cpu_steps)
+                  server_cpu)
 
 
 def _seconds_between(first: datetime, last: datetime) -> float:
