@@ -8,6 +8,7 @@ import logging
 import os
 import re
 import sys
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -40,25 +41,48 @@ def snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
+def _stamp(created: float) -> str:
+    """A record's instant as ISO 8601 UTC text with milliseconds (`2026-12-02T09:04:32.555Z`);
+    the text of its second is made once for all the lines in it."""
+    global _second
+    second = int(created)
+    # Rounded to the microsecond first, as `datetime.fromtimestamp` does.
+    micros = round((created - second) * 1e6)
+    if micros >= 1_000_000:
+        second, micros = second + 1, micros - 1_000_000
+    cached, text = _second
+    if second != cached:
+        text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        _second = (second, text)
+    return f"{text}.{micros // 1000:03d}Z"
+
+
+# The last second `_stamp` wrote, and its text.
+_second: tuple[int | None, str] = (None, "")
+
+
 class _TextFormatter(logging.Formatter):
     def __init__(self, colour: bool) -> None:
         super().__init__()
         self.colour = colour
 
     def format(self, record: logging.LogRecord) -> str:
-        at = datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
         fields: dict[str, Any] = getattr(record, "fields", {})
         level = record.levelname
         if self.colour:
             level = f"{_COLOURS.get(level, '')}{level}\x1b[0m"
-        parts = [at.replace("+00:00", "Z"), f"{level:<7}", record.getMessage()]
-        for key, value in {**fields, **_exception(record)}.items():
+        parts = [_stamp(record.created), f"{level:<7}", record.getMessage()]
+        if record.exc_info:
+            fields = {**fields, **_exception(record)}
+        for key, value in fields.items():
             if value is None:
                 continue
-            shown = json.dumps(value, ensure_ascii=False) if not isinstance(value, int | float) \
-                else str(value)
             if isinstance(value, str) and _BARE.fullmatch(value):
                 shown = value
+            elif isinstance(value, int | float):
+                shown = str(value)
+            else:
+                shown = json.dumps(value, ensure_ascii=False)
             parts.append(f"{key}={shown}")
         return " ".join(parts)
 
@@ -139,9 +163,15 @@ def history_events(events: list[dict[str, Any]]) -> None:
             continue
         attributes = item["attributes"]
         fields = {"instance": item["workflow_instance_id"], "run": item["run_number"]}
-        for key in _FIELDS:
-            value = attributes.get(key)
+        for key in _shown(tuple(attributes)):
+            value = attributes[key]
             if value is not None:
                 # An instant is appended as a datetime; history and the log show it as ISO text.
                 fields[key] = clock.iso(value) if isinstance(value, datetime) else value
         _emit(level, snake(name), fields)
+
+
+@functools.lru_cache(maxsize=256)
+def _shown(keys: tuple[str, ...]) -> tuple[str, ...]:
+    """Of an event's attribute names, those its log line shows, in `_FIELDS`'s order."""
+    return tuple(key for key in _FIELDS if key in keys)
