@@ -15,9 +15,10 @@ workflow completed, or `--once` workers that exit when nothing is ready). Figure
   CPU     the workers' CPU time (user + system) per step. Long-running workers: their own
           (/proc/PID/stat) from the first poll after it logged `worker_started` to the one
           that finds no workflow open: no step runs before a worker starts, so start-up and
-          shutdown are left out. `--once` workers, which exit by themselves: all of
-          theirs, less the CPU of starting and stopping an idle `wfctl work --once` (measured
-          once per run).
+          shutdown are left out. `--once` workers, which exit by themselves, and workers
+          below `--log-level info`, which log no `worker_started`: all of their CPU, less that
+          of starting and stopping an idle `wfctl work --once` (measured once per run), marked
+          "run less idle".
 
 Only wfctl's public surface is used (the CLI, `Client.start/list/history`), so the figures stay
 comparable while the store underneath changes.
@@ -124,6 +125,9 @@ class Result:
     shares: list[int] = field(default_factory=list)
     # The database server's CPU seconds over the run (PostgreSQL's throwaway cluster only).
     server_cpu_seconds: float = 0.0
+    # Whether `cpu_seconds` is the whole run's less an idle worker's (`--once`, or a log level
+    # that hides `worker_started`) rather than the workers' own while they drained.
+    cpu_less_idle: bool = False
 
     @property
     def steps(self) -> int:
@@ -142,6 +146,7 @@ class Result:
                 f"steps={self.steps:>6}  engine {self.rate:7.0f} steps/s "
                 f"({self.engine_seconds:6.2f} s)  wall {self.steps / self.wall_seconds:7.0f} "
                 f"steps/s ({self.wall_seconds:6.2f} s)  CPU {self.cpu_us_per_step:5.0f} us/step"
+                + (" (run less idle)" if self.cpu_less_idle else "")
                 + (f" + server {self.server_cpu_seconds / self.steps * 1e6:4.0f}"
                    if self.server_cpu_seconds else "")
                 + (f"  split {'/'.join(str(n) for n in self.shares)}" if self.workers > 1
@@ -260,7 +265,8 @@ def run_config(workflows: int, workers: int, concurrency: int, mode: str, log_le
                 for proc in procs:
                     proc.wait(timeout=60)
         cpu_seconds = max(0.0, children_cpu() - cpu_before - idle_cpu * workers)
-        if window.cpu is not None:
+        less_idle = window.cpu is None
+        if not less_idle:
             cpu_seconds = window.cpu
         completed = watch.list(status="completed", limit=workflows + 1)
         if len(completed) != workflows:
@@ -284,7 +290,7 @@ def run_config(workflows: int, workers: int, concurrency: int, mode: str, log_le
     shares = sorted(by_worker.values(), reverse=True)
     return Result(workers, concurrency, mode, workflows, start_seconds, wall_seconds,
                   _seconds_between(first, last), cpu_seconds, attempts, retries, shares,
-                  server_cpu)
+                  server_cpu, less_idle)
 
 
 def _seconds_between(first: datetime, last: datetime) -> float:
