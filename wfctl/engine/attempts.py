@@ -43,51 +43,41 @@ def started(c: Ctx, run: Run, fields: dict[str, Any], *, activity_id: str, step:
     c.event(run, "ActivityStarted", activity_id=activity_id, step=step, attempt=attempt,
             worker_id=worker_id, scheduled_event_id=scheduled_event_id,
             close_deadline_at=close_deadline, heartbeat_deadline_at=heartbeat_deadline)
-    return ActivityTask(
-        activity_id=activity_id,
-        attempt=attempt,
-        max_attempts=max_attempts,
-        worker_id=worker_id,
-        workflow_instance_id=run.workflow_instance_id,
-        workflow_run_id=run.workflow_run_id,
-        step=step,
-        handler=handler,
-        state=dict(run.state),
-        last_heartbeat_details=last_heartbeat_details,
-        heartbeat_timeout=policy["heartbeat_timeout"],
-        schedule_to_close_deadline_at=schedule_to_close_deadline_at,
-        close_deadline_at=close_deadline,
-        heartbeat_deadline_at=heartbeat_deadline,
-        non_retryable=tuple(policy["non_retryable"]),
-        queue=queue,
-        schedule_to_start_seconds=(c.now - available_at).total_seconds(),
-    )
+    return _task(run, policy, activity_id=activity_id, attempt=attempt,
+                 max_attempts=max_attempts, worker_id=worker_id, step=step, handler=handler,
+                 last_heartbeat_details=last_heartbeat_details,
+                 schedule_to_close_deadline_at=schedule_to_close_deadline_at,
+                 close_deadline_at=close_deadline, heartbeat_deadline_at=heartbeat_deadline,
+                 queue=queue, schedule_to_start_seconds=(c.now - available_at).total_seconds())
 
 
 def held_task(run: Run, activity: Activity) -> ActivityTask:
     """What a worker needs to run an attempt the database already records as started by it
     (the transaction that started it committed, but the worker was told it had failed)."""
-    policy = activity.retry_policy
     assert activity.owner is not None and activity.started_at is not None
-    return ActivityTask(
-        activity_id=activity.activity_id,
-        attempt=activity.attempt,
-        max_attempts=activity.max_attempts,
-        worker_id=activity.owner,
-        workflow_instance_id=run.workflow_instance_id,
-        workflow_run_id=run.workflow_run_id,
-        step=activity.step,
-        handler=activity.handler,
-        state=dict(run.state),
-        last_heartbeat_details=activity.last_heartbeat_details,
-        heartbeat_timeout=policy["heartbeat_timeout"],
-        schedule_to_close_deadline_at=activity.schedule_to_close_deadline_at,
-        close_deadline_at=activity.close_deadline_at,
-        heartbeat_deadline_at=activity.heartbeat_deadline_at,
-        non_retryable=tuple(policy["non_retryable"]),
-        queue=activity.queue,
-        schedule_to_start_seconds=(activity.started_at - activity.available_at).total_seconds(),
-    )
+    return _task(run, activity.retry_policy, activity_id=activity.activity_id,
+                 attempt=activity.attempt, max_attempts=activity.max_attempts,
+                 worker_id=activity.owner, step=activity.step, handler=activity.handler,
+                 last_heartbeat_details=activity.last_heartbeat_details,
+                 schedule_to_close_deadline_at=activity.schedule_to_close_deadline_at,
+                 close_deadline_at=activity.close_deadline_at,
+                 heartbeat_deadline_at=activity.heartbeat_deadline_at, queue=activity.queue,
+                 schedule_to_start_seconds=(activity.started_at
+                                            - activity.available_at).total_seconds())
+
+
+def _task(run: Run, policy: dict[str, Any], *, activity_id: str, attempt: int,
+          max_attempts: int, worker_id: str, step: str, handler: str,
+          last_heartbeat_details: Any, schedule_to_close_deadline_at: datetime | None,
+          close_deadline_at: datetime | None, heartbeat_deadline_at: datetime | None,
+          queue: str, schedule_to_start_seconds: float) -> ActivityTask:
+    """An attempt as the worker gets it: its own fields, and what its run and its retry policy
+    give."""
+    return ActivityTask(activity_id, attempt, max_attempts, worker_id, run.workflow_instance_id,
+                        run.workflow_run_id, step, handler, dict(run.state),
+                        last_heartbeat_details, policy["heartbeat_timeout"],
+                        schedule_to_close_deadline_at, close_deadline_at, heartbeat_deadline_at,
+                        tuple(policy["non_retryable"]), queue, schedule_to_start_seconds)
 
 
 def fail_attempt(c: Ctx, run: Run, activity: Activity, *, retryable: bool, reason: str,
