@@ -26,6 +26,8 @@ workflows:
     steps:
       - activity: wfh:mark
         name: extract
+      - activity: wfh:mark
+        name: load
   broken:
     steps:
       - activity: wfh:value_error
@@ -61,13 +63,17 @@ def test_text_logs_are_one_plain_line_per_event(tmp_path, db):
     assert lines and all(TEXT_LINE.match(line) for line in lines), lines
     assert not any("\x1b[" in line for line in lines)
     completed = next(line for line in lines if " activity_completed " in line)
-    assert re.search(r" INFO    activity_completed instance=e1 run=1 step=extract attempt=1",
+    assert re.search(r" INFO    activity_completed instance=e1 run=1 step=extract attempt=1$",
                      completed)
     failed = next(line for line in lines if " workflow_failed " in line)
     assert re.search(r" WARNING workflow_failed instance=b1 run=1 step=parse "
                      r"failure_category=activity exception_class=ValueError "
                      r'message="Activity parse failed: bad value"', failed)
-    assert " INFO    workflow_completed instance=e1 run=1" in "\n".join(lines)
+    # The step that completes the workflow is one line: the workflow's, naming the step.
+    ended = [line for line in lines if " instance=e1 " in line and " extract " not in line
+             and "step=extract" not in line]
+    assert len(ended) == 1 and re.search(
+        r" INFO    workflow_completed instance=e1 run=1 step=load attempt=1$", ended[0]), lines
 
 
 @pytest.mark.process
@@ -78,7 +84,8 @@ def test_json_logs_are_one_document_per_line(tmp_path, db):
     assert all({"time", "level", "event"} <= set(doc) for doc in documents)
     assert all(doc["time"].endswith("+00:00") for doc in documents)
     completed = next(doc for doc in documents if doc["event"] == "workflow_completed")
-    assert (completed["level"], completed["instance"], completed["run"]) == ("info", "e1", 1)
+    assert (completed["level"], completed["instance"], completed["run"], completed["step"],
+            completed["attempt"]) == ("info", "e1", 1, "load", 1)
     failed = next(doc for doc in documents if doc["event"] == "activity_failed")
     assert failed["level"] == "warning"
     assert (failed["instance"], failed["step"], failed["exception_class"], failed["message"]) == \
@@ -100,6 +107,11 @@ def test_debug_adds_the_workflow_task_events(tmp_path, db):
     assert any(" DEBUG   workflow_task_started instance=e1" in line for line in lines)
     assert any(" DEBUG   activity_scheduled instance=e1" in line for line in lines)
     assert any(" DEBUG   activity_started instance=e1" in line for line in lines)
+    # One line per event: the last step's completion and the workflow's are two.
+    assert any(re.search(r" INFO    activity_completed instance=e1 run=1 step=load", line)
+               for line in lines)
+    assert any(re.search(r" INFO    workflow_completed instance=e1 run=1$", line)
+               for line in lines)
 
 
 def test_an_unknown_log_format_or_level_is_a_usage_error_naming_the_choices(tmp_path):

@@ -155,20 +155,46 @@ def unlogged_event_types() -> frozenset[str]:
 
 
 def history_events(events: list[dict[str, Any]]) -> None:
-    """Log the events a transaction appended: the worker's log is a projection of history."""
+    """Log the events a transaction appended: the worker's log is a projection of history.
+
+    Above debug, a step is one line: the completion of an activity that completes its
+    workflow in the same transaction is logged as `workflow_completed`, with the step and
+    attempt that ended it."""
+    held: tuple[int, dict[str, Any]] | None = None
+    merging = not LOGGER.isEnabledFor(logging.DEBUG)
     for item in events:
         name = item["event_type"]
         level = _event_level(name)
         if not LOGGER.isEnabledFor(level):
             continue
-        attributes = item["attributes"]
-        fields = {"instance": item["workflow_instance_id"], "run": item["run_number"]}
-        for key in _shown(tuple(attributes)):
-            value = attributes[key]
-            if value is not None:
-                # An instant is appended as a datetime; history and the log show it as ISO text.
-                fields[key] = clock.iso(value) if isinstance(value, datetime) else value
+        fields = _line_fields(item)
+        if held is not None:
+            held_level, held_fields = held
+            held = None
+            if name == "WorkflowCompleted" and held_fields["instance"] == fields["instance"] \
+                    and held_fields["run"] == fields["run"]:
+                _emit(level, "workflow_completed", {**held_fields, **fields})
+                continue
+            _emit(held_level, "activity_completed", held_fields)
+        if merging and name == "ActivityCompleted":
+            held = (level, fields)
+            continue
         _emit(level, snake(name), fields)
+    if held is not None:
+        _emit(held[0], "activity_completed", held[1])
+
+
+def _line_fields(item: dict[str, Any]) -> dict[str, Any]:
+    """An appended event's fields on its log line: its instance and run, then the attributes
+    `_FIELDS` names that it has."""
+    attributes = item["attributes"]
+    fields = {"instance": item["workflow_instance_id"], "run": item["run_number"]}
+    for key in _shown(tuple(attributes)):
+        value = attributes[key]
+        if value is not None:
+            # An instant is appended as a datetime; history and the log show it as ISO text.
+            fields[key] = clock.iso(value) if isinstance(value, datetime) else value
+    return fields
 
 
 @functools.lru_cache(maxsize=256)
