@@ -22,6 +22,7 @@ class BusySlots(StepPath):
         shared = type("Shared", (), {"turn": threading.Lock()})()
         super().__init__(shared, attempts=None, queues=("default",))  # type: ignore[arg-type]
         self.clock, self.refills, self.batches = clock, refills, 0
+        self._monotonic = lambda: clock[0]
         self.others = [waiting() for _ in range(3)]
 
     def _combine(self, batch: list[Exchange], yielding: bool = False) -> None:
@@ -41,10 +42,8 @@ def waiting() -> Exchange:
 
 
 @pytest.fixture
-def clock(monkeypatch):
-    now = [0.0]
-    monkeypatch.setattr(slots.time, "monotonic", lambda: now[0])
-    return now
+def clock():
+    return [0.0]
 
 
 def test_a_combining_slot_leaves_once_its_own_attempt_waited_its_lead_and_wakes_the_next(clock):

@@ -212,6 +212,8 @@ class StepPath:
         # Set when a batch that could start attempts for this worker failed to write: it may
         # have committed all the same (`_adopt`).
         self._in_doubt = False
+        # What `_serve` measures a combining slot's lead with.
+        self._monotonic = time.monotonic
 
     def ready(self, now: datetime) -> bool:
         """Whether a workflow task or an activity is ready (a read, no write lock), or
@@ -274,15 +276,15 @@ class StepPath:
                     self._combine(batch, yielding=own is not None)
                     if own is not None and own.next is not None:
                         if leave_at is None:
-                            leave_at = time.monotonic() + LEAD_FOR
-                        elif time.monotonic() >= leave_at:
+                            leave_at = self._monotonic() + LEAD_FOR
+                        elif self._monotonic() >= leave_at:
                             break
             finally:
                 turn.release()
             with self._queue_lock:
                 if not self._queue:
                     return True
-                if leave_at is not None and time.monotonic() >= leave_at:
+                if leave_at is not None and self._monotonic() >= leave_at:
                     waiting = self._queue[0].taken
                     if waiting is not None:
                         waiting.set()
