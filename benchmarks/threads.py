@@ -2,12 +2,12 @@
 
 A step's CPU time (`throughput.py`) is the sum over the worker's threads: its handler slots, the
 watchdog (which decides ready workflow tasks), the checkpointer, the lease and housekeeping
-loops. This script drains N `three_noops` workflows with one long-running worker in this
-process (`Worker.run`, what `wfctl work` runs, logging at info to /dev/null with the history
-listener `wfctl work` adds), at each `--concurrency`, rounds alternated, and reads each thread's
-own CPU time and context switches from /proc/self/task/TID (the thread's name comes from
-`threading`), from the poll that first finds a step done to the one that finds every workflow's
-last step done.
+loops. This script drains N `three_noops` workflows with one long-running worker in this process
+(`Worker.run`, what `wfctl work` runs, logging at info to a file, a write a line as on a
+worker's stderr, with the history listener `wfctl work` adds), at each `--concurrency`, rounds
+alternated, and reads each thread's own CPU time and context switches from /proc/self/task/TID
+(the thread's name comes from `threading`), from the poll that first finds a step done to the
+one that finds every workflow's last step done.
 
   slot #1 .. #N  the handler slots, the busiest first (the one that held the engine turn most)
   CPU/step       the thread's user + system time over the steps of the drain
@@ -83,11 +83,12 @@ class Drain:
 
 def drain(workflows: int, concurrency: int) -> Drain:
     steps = workflows * STEPS_PER_WORKFLOW
-    with Scratch() as scratch, open(os.devnull, "w") as devnull:
+    # Line-buffered, as a worker's stderr is: each line is a write of its own.
+    with Scratch() as scratch, open(scratch.folder / "worker.log", "w", buffering=1) as lines:
         client = scratch.client()
         for n in range(workflows):
             client.start("three_noops", f"t-{n:06d}")
-        stderr, sys.stderr = sys.stderr, devnull
+        stderr, sys.stderr = sys.stderr, lines
         try:
             log.configure("info")
             worker = client.worker(WorkerOptions(concurrency=concurrency))
