@@ -1,73 +1,147 @@
-"""The step path: a slot that combines the others' outcomes still runs its own next attempt soon."""
+"""The step path: a slot runs the pooled attempts of quick handlers itself, four outcomes a
+transaction with no thread woken; before a handler not known to be quick it wakes idle slots, so
+slow handlers run side by side; nothing handed in or pooled is left behind."""
 
 from __future__ import annotations
 
 import threading
+from types import SimpleNamespace
 
 import pytest
 
-from wfctl.worker import slots
-from wfctl.worker.slots import Exchange, StepPath
+from wfctl.worker import Worker, WorkerOptions, slots
+from wfctl.worker.slots import StepPath
 
-# What one batch takes on the fake clock.
-BATCH = 0.001
-
-
-class BusySlots(StepPath):
-    """A step path whose batches are faked: each takes `BATCH` on the fake clock, gives every
-    exchange that asks a next attempt, and meanwhile the other slots hand their next outcomes
-    in (as slots with no-op handlers do while the combiner lets them go first)."""
-
-    def __init__(self, clock: list[float], refills: int) -> None:
-        shared = type("Shared", (), {"turn": threading.Lock()})()
-        super().__init__(shared, attempts=None, queues=("default",))  # type: ignore[arg-type]
-        self.clock, self.refills, self.batches = clock, refills, 0
-        self._monotonic = lambda: clock[0]
-        self.others = [waiting() for _ in range(3)]
-
-    def _combine(self, batch: list[Exchange], yielding: bool = False) -> None:
-        self.batches += 1
-        self.clock[0] += BATCH
-        for exchange in batch:
-            exchange.next = object()  # type: ignore[assignment]
-            exchange.done = True
-        if self.batches <= self.refills:
-            self.others = [waiting() for _ in range(3)]
-            self._queue.extend(self.others)
+TWO_STEPS = """
+version: 1
+workflows:
+  two:
+    steps:
+      - activity: wfh:mark
+        name: first
+      - activity: wfh:mark
+        name: second
+"""
 
 
-def waiting() -> Exchange:
-    """An exchange another slot handed in, waiting on its own event."""
-    return Exchange(claim=True, taken=threading.Event(), thread=-1)  # type: ignore[arg-type]
+def drain_with_one_slot(make_env, monkeypatch):
+    """Four two-step workflows drained by the first slot of a four-slot worker, in this
+    thread; the slots it wakes and the outcomes each batch recorded."""
+    env = make_env(TWO_STEPS)
+    for n in range(4):
+        env.start("two", f"t{n}")
+    worker = Worker(env.engine, WorkerOptions(concurrency=4), clock=env.worker_clock)
+    wakes: list[int] = []
+    worker.steps.wake_idle = wakes.append
+    batches: list[int] = []
+    combine = StepPath._combine
+
+    def counted(path: StepPath, batch: list, check: bool) -> None:
+        batches.append(len(batch))
+        combine(path, batch, check)
+
+    monkeypatch.setattr(StepPath, "_combine", counted)
+    slot = worker.slots[0]
+    while slot.run_once(env.worker_clock.set(1), check_deadlines=False):
+        pass
+    assert [env.describe(f"t{n}")["status"] for n in range(4)] == ["completed"] * 4
+    assert worker.attempts.held() == []
+    return wakes, batches
 
 
-@pytest.fixture
-def clock():
-    return [0.0]
+def test_a_slot_runs_the_pooled_attempts_of_a_quick_handler_itself(make_env, monkeypatch):
+    # Any handler that ran once is quick here: what is tested is what the slot does with that.
+    monkeypatch.setattr(slots, "QUICK_HANDLER", 3600.0)
+
+    wakes, batches = drain_with_one_slot(make_env, monkeypatch)
+
+    # The claims for the four free places; then each batch records four outcomes (and takes
+    # each run's next step, or closes it).
+    assert batches == [0, 4, 4]
+    # Idle slots were woken once: before the handler's first run, not yet known to be quick.
+    assert wakes == [3]
 
 
-def test_a_combining_slot_leaves_once_its_own_attempt_waited_its_lead_and_wakes_the_next(clock):
-    path = BusySlots(clock, refills=1_000)
-    own = waiting()
-    path._queue.append(own)
+def test_before_a_handler_not_known_to_be_quick_idle_slots_are_woken_for_the_pool(
+        make_env, monkeypatch):
+    monkeypatch.setattr(slots, "QUICK_HANDLER", 0.0)
 
-    assert path._serve(own) is True
+    wakes, batches = drain_with_one_slot(make_env, monkeypatch)
 
-    # Its own next attempt came with the first batch; it went on combining for LEAD_FOR, no
-    # longer, however much the others keep handing in.
-    assert own.done and own.next is not None
-    assert path.batches == round(slots.LEAD_FOR / BATCH) + 1
-    # What still waits goes to the slot that handed in first, woken to combine it.
-    assert [exchange.taken.is_set() for exchange in path.others] == [True, False, False]
-    assert not any(exchange.done for exchange in path.others)
+    # Each outcome is recorded before the next handler begins (so none waits for a slow one),
+    # and its run's next step joins the pool; before each handler, idle slots are woken for
+    # as many attempts as wait there. Once no step is left to take, the pool runs down.
+    assert batches == [0] + [1] * 8
+    assert wakes == [3, 3, 3, 3, 3, 2, 1]
 
 
-def test_a_combiner_with_no_attempt_of_its_own_serves_until_nothing_waits(clock):
-    path = BusySlots(clock, refills=20)
-    path._queue.extend(waiting() for _ in range(3))
+class HandedInOnRelease:
+    """An engine turn that, the first time it is let go, sees another slot hand an outcome in:
+    one that arrived after the holder's last look at the queue."""
 
-    assert path._serve() is True
+    def __init__(self, path: StepPath) -> None:
+        self.path, self.lock, self.released = path, threading.Lock(), 0
 
-    assert path.batches == 21
-    assert not path._queue
-    assert all(exchange.done for exchange in path.others)
+    def acquire(self, blocking: bool = True) -> bool:
+        return self.lock.acquire(blocking)
+
+    def release(self) -> None:
+        self.lock.release()
+        self.released += 1
+        if self.released == 1:
+            self.path._queue.append(SimpleNamespace(check_deadlines=False))
+
+
+class CountingPath(StepPath):
+    def __init__(self) -> None:
+        super().__init__(SimpleNamespace(turn=None), attempts=None,  # type: ignore[arg-type]
+                         queues=("default",))
+        self.batches: list[int] = []
+
+    def _combine(self, batch: list, check: bool) -> None:
+        self.batches.append(len(batch))
+
+
+def test_an_outcome_handed_in_after_the_holders_last_look_is_served_once_it_lets_go():
+    path = CountingPath()
+    path.shared = SimpleNamespace(turn=HandedInOnRelease(path))
+    path._queue.append(SimpleNamespace(check_deadlines=False))
+
+    assert path.serve(False, claim=False) is True
+
+    assert path.batches == [1, 1]
+    assert path._queue == []
+
+
+@pytest.mark.parametrize("what", ["pool", "queue"])
+def test_the_watchdog_wakes_a_slot_for_what_waited_too_long(what):
+    path = CountingPath()
+    wakes: list[int] = []
+    path.wake_idle = wakes.append
+    if what == "pool":
+        path._pool.append(SimpleNamespace(claimed=100.0))
+    else:
+        path._queue.append(SimpleNamespace(handed_in=100.0))
+
+    path.look_after(100.0 + slots.PENDING_LOOK / 2)
+    assert wakes == []
+    path.look_after(100.0 + slots.PENDING_LOOK * 2)
+    assert wakes == [1]
+
+
+def test_a_stopping_worker_gives_back_what_waits_in_the_pool(make_env):
+    env = make_env(TWO_STEPS)
+    for n in range(2):
+        env.start("two", f"t{n}")
+    worker = Worker(env.engine, WorkerOptions(concurrency=2), clock=env.worker_clock)
+    env.worker_clock.set(1)
+    assert worker.steps.serve(False) is True
+    assert worker.steps.pooled() == 2
+
+    worker.request_stop()
+    worker.steps.wind_down()
+
+    assert worker.steps.pooled() == 0
+    assert worker.attempts.held() == []
+    for n in range(2):
+        assert env.event_types(f"t{n}")[-2:] == ["ActivityStarted", "ActivityRetryScheduled"]

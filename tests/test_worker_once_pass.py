@@ -3,16 +3,11 @@ interleavings of its slots, forced one by one (no sleeps)."""
 
 from __future__ import annotations
 
-import threading
-
 from conftest import at
 
 from wfctl.worker import Worker, WorkerOptions
 from wfctl.worker.loop import Loop
 from wfctl.worker.slots import DUE_LOOK, Slot
-
-# The longest a forced interleaving waits for its other side before the test gives up.
-BOUND = 5.0
 
 TWO_STEPS = """
 version: 1
@@ -26,40 +21,25 @@ workflows:
 """
 
 
-def test_a_slot_holding_its_next_attempt_keeps_the_pass_going(make_env, monkeypatch):
-    """Slot b records the outcome of `first` and gets `second` in the same exchange; slot a,
-    finding nothing ready just then, asks whether the pass is over before b runs `second`: it
-    is not, and b runs it in this pass."""
+def test_an_attempt_waiting_in_the_pool_keeps_the_pass_going(make_env, monkeypatch):
+    """A slot records the outcome of `first` and the same batch claims `second` into the pool;
+    asked between that pass and the one that runs `second`, the pass is not over, and
+    `second` runs in it."""
     env = make_env(TWO_STEPS)
     env.start("two", "t1")
     worker = Worker(env.engine, WorkerOptions(concurrency=2), clock=env.worker_clock)
-    holding: list[str] = []
-    looked = threading.Event()
     answers: list[bool] = []
-    pass_over = worker._pass_over
-
-    def asked() -> bool:
-        over = pass_over()
-        if holding and threading.current_thread().name != holding[0]:
-            answers.append(over)
-            looked.set()
-        return over
 
     def pause(slot: Slot, acted: bool) -> float:
-        # b, between the pass that claimed `second` and the one that runs it: a looks now.
-        if slot.held is not None and not holding:
-            holding.append(slot.name)
-            for other in worker.slots:
-                other.wake()
-            assert looked.wait(BOUND), "the other slot never asked"
+        if slot.steps.pooled() and not answers:
+            answers.append(worker._pass_over())
         return Loop.pause(slot, acted)
 
-    monkeypatch.setattr(worker, "_pass_over", asked)
     monkeypatch.setattr(Slot, "pause", pause)
 
     assert worker.run_once(env.worker_clock.set(0)) is True
 
-    assert holding and answers[0] is False
+    assert answers == [False]
     assert env.describe("t1")["status"] == "completed"
     assert env.describe("t1")["state"] == {"ran_first": 1, "ran_second": 1}
     assert "ActivityRetryScheduled" not in env.event_types("t1"), "nothing was given back"

@@ -88,7 +88,8 @@ class Worker:
         self._attempt_metrics: AttemptObserver | None = None
         self._slots_made = 0
         shared = self.shared
-        self.steps = StepPath(shared, self.attempts, options.queues)
+        self.steps = StepPath(shared, self.attempts, options.queues,
+                              places=options.concurrency, wake_idle=self._wake_idle)
         self.slots = [self._new_slot() for _ in range(options.concurrency)]
         self.lease = LeaseKeeper(shared, self.record, self.attempts)
         self.watchdog = Watchdog(shared, self.steps, self.lease.leases_tell)
@@ -140,6 +141,15 @@ class Worker:
         """New work may be ready: idle slots look at once."""
         for slot in self.slots:
             slot.wake()
+
+    def _wake_idle(self, wanted: int) -> None:
+        """Wake up to `wanted` slots that run no handler (attempts wait in the pool)."""
+        for slot in self.slots:
+            if wanted <= 0:
+                return
+            if slot.attempt is None:
+                slot.wake()
+                wanted -= 1
 
     def request_stop(self) -> None:
         """First signal: claim nothing new, let running handlers finish."""
@@ -224,6 +234,7 @@ class Worker:
             if attempt is None or not attempt.overdue(now, grace):
                 continue
             attempt.abandoned = slot.abandoned = True
+            self.steps.finished(attempt)
             slot.stop()
             self._threads.pop(slot, None)
             abandoned, abandoned_total = self.attempts.abandon(attempt)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -28,20 +30,23 @@ IDLE_WAIT = 1.0
 # How soon an idle slot looks again at an activity that is due but was not ready for it (past
 # a schedule deadline, it waits for the watchdog's timeout): a moment, never at once.
 DUE_LOOK = 0.05
-# How often a slot whose outcome waits looks whether the engine turn is free: a combiner serves
-# whatever waits before it lets go, so this matters only after other holders of the turn.
-TURN_LOOK = 0.02
-# How long a slot that combines goes on serving the others once its own next attempt is in hand.
-LEAD_FOR = 0.002
+# How soon an idle slot looks again while attempts wait in the pool or outcomes in the queue:
+# the slot running handlers one after another may be held up in one that turned out slow.
+PENDING_LOOK = 0.02
+# A handler whose last run took less than this is run by the slot that holds its attempt, one
+# attempt after another, without waking an idle slot for it: a wake-up (two thread switches)
+# costs more than such a handler.
+QUICK_HANDLER = 0.001
 
 
 class Slot(Loop):
     """One handler slot. Whatever its handler raises or returns ends the attempt (as a failure
     under the retry policy when it is not a result), and the slot goes on serving.
 
-    A slot never touches the database itself: it hands each outcome to the worker's `StepPath`
-    and gets its next attempt back from the same transaction. `observer`, when set, is told of
-    each attempt's start and end (`work --metrics-port`).
+    A slot never touches the database itself: it takes attempts from the worker's `StepPath`,
+    hands their outcomes back, and when it has nothing left to run, records what was handed
+    in and claims the next attempts, in one transaction. `observer`, when set, is told of each
+    attempt's start and end (`work --metrics-port`).
     """
 
     def __init__(self, shared: Shared, name: str, *, steps: StepPath, attempts: Attempts,
@@ -53,50 +58,38 @@ class Slot(Loop):
         self.executor = executor
         self.observer = observer
         self.attempt: Attempt | None = None
-        # The attempt claimed for this slot along with its last outcome, to run next.
-        self.held: Attempt | None = None
         # Set when the slot's handler outlived its attempt: the thread exits once it returns.
         self.abandoned = False
-        # Set once the step path took this slot's exchange (one event for all of them).
-        self._taken = threading.Event()
 
     def run_once(self, now: datetime, *, check_deadlines: bool = True) -> bool:
-        """Run one attempt (claiming it, or deciding ready workflow tasks, first when none is
-        held); False when nothing was ready. `check_deadlines`: whether what it decides and
+        """Run one attempt (from the pool, or claimed first when the pool is empty, or after
+        deciding ready workflow tasks), and record the outcomes handed in once the pool is
+        empty; False when nothing was ready. `check_deadlines`: whether what it decides and
         claims checks workflow deadlines (the long-running worker's passes do)."""
-        attempt, self.held = self.held, None
+        steps = self.steps
+        if self.shared.stopping.is_set():
+            return steps.serve(check_deadlines, claim=False)
+        attempt = steps.take()
         if attempt is None:
-            if self.shared.stopping.is_set() or not self.steps.ready(now):
+            if not steps.waiting() and not steps.ready(now):
                 return False
-            exchange = Exchange(claim=True, check_deadlines=check_deadlines)
-            self.steps.exchange(exchange, self._taken)
-            if exchange.unavailable is not None:
-                raise exchange.unavailable
-            attempt = exchange.next
+            acted = steps.serve(check_deadlines)
+            attempt = steps.take()
             if attempt is None:
-                return exchange.decided > 0
+                return acted
         self.execute(attempt)
+        if not steps.pooled():
+            steps.serve(check_deadlines)
         return True
 
     def run(self, one_pass: Callable[[datetime], bool] | None = None, *,
             until: Callable[[], bool] | None = None) -> None:
         super().run(one_pass, until=until)
-        # Stopped with an attempt claimed but not begun: give it back at once.
-        attempt, self.held = self.held, None
-        if attempt is not None:
-            shared = self.shared
-            try:
-                with shared.turn:
-                    shared.engine.release_activity(attempt.task, shared.clock(),
-                                                   "worker_shutdown",
-                                                   check_deadlines=attempt.check_deadlines)
-            except StoreUnavailable as exc:
-                shared.outage.failed(exc)
-                self.attempts.ended(attempt, settled=False)
-                return
-            self.attempts.ended(attempt, settled=True)
+        self.steps.wind_down()
 
     def idle_wait(self) -> float:
+        if self.steps.pooled() or self.steps.waiting():
+            return PENDING_LOOK
         with self.shared.engine.store.read() as tx:
             next_at = tx.next_activity_available_at(self.steps.queues)
         if next_at is None:
@@ -105,97 +98,83 @@ class Slot(Loop):
         return min(IDLE_WAIT, due_in) if due_in > 0 else DUE_LOOK
 
     def execute(self, attempt: Attempt) -> None:
-        """Run a claimed attempt through the worker's executor and record how it ended."""
+        """Run an attempt taken from the pool through the worker's executor and hand its
+        outcome in."""
         self.attempt = attempt
-        observer = self.observer
-        if observer is not None:
-            observer.started(attempt.task)
-        settled = False
+        steps = self.steps
+        handler = attempt.task.handler
+        # True once handed in, False when there was nothing to record (settled either way).
+        reported: bool | None = None
         try:
+            steps.before(attempt)
+            observer = self.observer
+            if observer is not None:
+                observer.started(attempt.task)
+            began = time.monotonic()
             try:
                 outcome = self.executor.run(attempt.call(), attempt.heartbeats, attempt.abandon)
             except Exception as exc:
                 # The executor itself failed (not the handler): the attempt fails all the same.
                 outcome = Outcome(error=HandlerError.of(exc))
+            steps.ran(handler, time.monotonic() - began)
             attempt.handler_running = False
             if observer is not None:
                 observer.finished(attempt, outcome)
-            settled = self._report(attempt, outcome)
+            reported = self._report(attempt, outcome)
         finally:
             self.attempt = None
-            self.attempts.ended(attempt, settled=settled)
+            steps.finished(attempt)
+            if not reported:
+                self.attempts.ended(attempt, settled=reported is False)
 
     def _report(self, attempt: Attempt, outcome: Outcome) -> bool:
-        """Record how the attempt ended (and take the next attempt with it); False when it
-        could not be, so that the worker still holds it (and gives it back, or leaves it to
-        its lease, when it stops)."""
+        """Hand the attempt's outcome in, to be recorded (the engine rejects it then if the
+        attempt is no longer current); False when there is nothing to record."""
         task = attempt.task
         if outcome.cancelled and attempt.abandon.is_set():
             _discarded(task, attempt.reason or "the attempt is no longer current")
-            return True
+            return False
         if outcome.cancelled:
             # Raised by the handler itself while its attempt was current: a failure like any.
             outcome = Outcome(error=HandlerError.of(
                 ActivityCancelled("the handler raised ActivityCancelled"), with_traceback=False))
         pending = attempt.heartbeats.take_pending()
         details = {} if pending is _NOTHING else {"heartbeat_details": pending}
-        exchange = Exchange(attempt=attempt, outcome=outcome, details=details, claim=True,
-                            check_deadlines=attempt.check_deadlines)
-        backoff = None
-        while True:
-            exchange.claim = not self.shared.stopping.is_set()
-            self.steps.exchange(exchange, self._taken)
-            if exchange.unavailable is None:
-                break
-            # Waited out: the outcome is kept until it is written (the engine rejects it then
-            # if the attempt is no longer current).
-            backoff = backoff or Backoff()
-            if self.shared.forced.wait(backoff.next()):
-                log.event("activity_result_not_recorded", logging.WARNING,
-                          instance=task.workflow_instance_id, step=task.step,
-                          attempt=task.attempt,
-                          reason="stopped while the database was unavailable")
-                return False
-            exchange = Exchange(attempt=attempt, outcome=outcome, details=details,
-                                check_deadlines=attempt.check_deadlines)
-        self.held = exchange.next
-        if exchange.rejected:
-            _discarded(task, exchange.rejected)
-        return exchange.recorded
+        self.steps.hand_in(Exchange(attempt=attempt, outcome=outcome, details=details,
+                                    check_deadlines=attempt.check_deadlines))
+        return True
 
 
 @dataclass(eq=False)
 class Exchange:
-    """A slot's turn at the step path: the outcome of the attempt it ran, if any, and whether
-    it takes a next attempt, and whether its pass checks workflow deadlines; the step path
-    fills in the rest."""
+    """An attempt's outcome handed in to the step path, and whether the pass that claimed it
+    checks workflow deadlines; the batch that records it fills in the rest."""
 
-    attempt: Attempt | None = None
-    outcome: Outcome | None = None
+    attempt: Attempt
+    outcome: Outcome
     details: dict[str, Any] = field(default_factory=dict)
-    claim: bool = False
     check_deadlines: bool = False
-    # Set by the batch that took it, and then `taken`, the waiting slot's event; `thread`:
-    # the slot's (`threading.get_ident`).
-    done: bool = False
-    taken: threading.Event | None = None
-    thread: int = 0
-    recorded: bool = False
     rejected: str | None = None
+    recorded: bool = False
     unavailable: StoreUnavailable | None = None
-    next: Attempt | None = None
-    decided: int = 0
+    handed_in: float = field(default_factory=time.monotonic)
 
 
 class StepPath:
-    """Group commit for the slots of one process.
+    """Group commit and a shared pool of attempts for the slots of one process.
 
-    Slots hand their outcomes in; whichever slot gets the engine turn first records every
-    outcome waiting, decides what each one makes ready, decides ready workflow tasks and claims
-    the next attempts for the slots that asked — all in one transaction — and hands out the
-    claims. A claim is made only for a slot that is free, since an attempt's start_to_close
-    counts from its claim. A batch the engine cannot take (an unexpected error) is rolled back
-    and done again one outcome per transaction.
+    Slots hand their outcomes in; a slot with nothing left to run takes the engine turn,
+    records every outcome waiting, decides what each one makes ready, decides ready workflow
+    tasks and claims attempts for the free places (`places`, less the handlers running and the
+    attempts pooled) — all in one transaction — and pools the claims. Any slot takes the next
+    attempt from the pool. A slot whose handlers are quick (`QUICK_HANDLER`) runs the pooled
+    attempts one after another and wakes nobody: with no-op handlers one thread does the work
+    of all, four steps a transaction, with no thread switches. Before a handler not known to be
+    quick it wakes idle slots for what waits in the pool, so slow handlers run side by side;
+    idle slots also look again soon (`PENDING_LOOK`) while anything waits. Since an attempt's
+    start_to_close counts from its claim, attempts are claimed only for free places. A batch
+    the engine cannot take (an unexpected error) is rolled back and done again one outcome per
+    transaction.
     """
 
     # Ready workflow tasks decided in one batch, at most. Outcomes handed in meanwhile wait for
@@ -203,17 +182,23 @@ class StepPath:
     # a millisecond on SQLite, ten on PostgreSQL) dwarfs its share of a commit at this size.
     DECISIONS = 8
 
-    def __init__(self, shared: Shared, attempts: Attempts, queues: Sequence[str]) -> None:
+    def __init__(self, shared: Shared, attempts: Attempts, queues: Sequence[str], *,
+                 places: int = 1, wake_idle: Callable[[int], None] | None = None) -> None:
         self.shared = shared
         self.attempts = attempts
         self.queues = tuple(queues)
+        self.places = places
+        # Wakes up to n slots that run no handler (the worker's; none by default).
+        self.wake_idle = wake_idle or (lambda n: None)
         self._queue: list[Exchange] = []
+        self._pool: deque[Attempt] = deque()
+        self._running: set[Attempt] = set()
         self._queue_lock = threading.Lock()
+        # How long each handler's last run took, by handler.
+        self._took: dict[str, float] = {}
         # Set when a batch that could start attempts for this worker failed to write: it may
         # have committed all the same (`_adopt`).
         self._in_doubt = False
-        # What `_serve` measures a combining slot's lead with.
-        self._monotonic = time.monotonic
 
     def ready(self, now: datetime) -> bool:
         """Whether a workflow task or an activity is ready (a read, no write lock), or
@@ -224,109 +209,170 @@ class StepPath:
         return tx.next_ready_workflow_task(now) is not None or \
             tx.next_ready_activity(self.queues, now) is not None
 
-    def exchange(self, exchange: Exchange, taken: threading.Event) -> None:
-        """Hand `exchange` in and return once a batch took it (`taken`: the calling slot's
-        event, set then; a slot has one exchange in at a time).
-
-        The slot that gets the engine turn combines what is waiting, and goes on while more
-        comes in; the others wait for their own exchange to be done instead of queueing for
-        the turn (which would hand it from thread to thread with nothing left to do).
-        """
-        taken.clear()
-        exchange.taken, exchange.thread = taken, threading.get_ident()
+    def take(self) -> Attempt | None:
+        """The oldest attempt in the pool, now running; None when the pool is empty."""
         with self._queue_lock:
-            self._queue.append(exchange)
-        while not exchange.done:
-            if not self._serve(exchange):
-                taken.wait(TURN_LOOK)
-                # Set when the exchange is done, or when a combiner leaves what waits to this
-                # slot: either way it looks again (a set is never waited on twice).
-                taken.clear()
+            if not self._pool:
+                return None
+            attempt = self._pool.popleft()
+            self._running.add(attempt)
+            return attempt
+
+    def pooled(self) -> int:
+        return len(self._pool)
 
     def waiting(self) -> int:
-        """How many exchanges were handed in and wait for a batch."""
+        """How many outcomes were handed in and wait for a batch."""
+        return len(self._queue)
+
+    def before(self, attempt: Attempt) -> None:
+        """Called before a slot runs `attempt`'s handler: unless it is known to be quick, what
+        waits is recorded first (a batch, if the turn is free), and idle slots are woken for
+        the attempts in the pool, so that neither waits for this handler."""
+        if self._took.get(attempt.task.handler, QUICK_HANDLER) < QUICK_HANDLER:
+            return
+        if self._queue:
+            # Kept in the queue when the database is unavailable: tried again after the handler.
+            with contextlib.suppress(StoreUnavailable):
+                self.serve(attempt.check_deadlines)
+        if self._pool:
+            self.wake_idle(len(self._pool))
+
+    def ran(self, handler: str, seconds: float) -> None:
+        self._took[handler] = seconds
+
+    def finished(self, attempt: Attempt) -> None:
+        """The attempt's handler no longer holds a place: it returned, or its slot was given
+        up."""
         with self._queue_lock:
-            return len(self._queue)
+            self._running.discard(attempt)
+
+    def hand_in(self, exchange: Exchange) -> None:
+        with self._queue_lock:
+            self._queue.append(exchange)
+
+    def look_after(self, monotonic: float) -> None:
+        """Wake idle slots when an attempt has waited in the pool, or an outcome in the queue,
+        longer than `PENDING_LOOK`: the slot that would take it is held up in a handler known
+        to be quick that was not, this time. The watchdog calls this at each pass."""
+        with self._queue_lock:
+            pool, queue = self._pool, self._queue
+            stale = (pool and monotonic - pool[0].claimed > PENDING_LOOK) or \
+                (queue and monotonic - queue[0].handed_in > PENDING_LOOK)
+            wanted = max(1, len(pool))
+        if stale:
+            self.wake_idle(wanted)
 
     def serve_waiting(self) -> None:
         """Record the outcomes handed in, if any, before the caller takes the engine turn again
-        (a long run of decisions lets the slots' outcomes in between its batches)."""
-        if self.waiting():
-            self._serve()
+        (a long run of decisions lets the slots' outcomes in between its batches), and wake
+        slots for the attempts that pools."""
+        if self._queue:
+            self.serve(self._queue[0].check_deadlines, claim=False)
+            if self._pool:
+                self.wake_idle(len(self._pool))
 
-    def _serve(self, own: Exchange | None = None) -> bool:
-        """Combine what is waiting while the engine turn is free; False when another holds it.
-
-        One handed in after the combiner's last look finds the turn taken and waits: so the
-        combiner looks again once it let go, and serves it then. A slot combining (`own`: its
-        exchange) lets the slots it woke go first (`_finish`), and goes on for `LEAD_FOR` at
-        most once its own next attempt is in hand (slots with quick handlers hand in again and
-        again meanwhile), then leaves to run it: what waits goes to the slot that handed in
-        first, woken to combine it.
-        """
+    def serve(self, check_deadlines: bool, *, claim: bool = True) -> bool:
+        """Record the outcomes waiting and, with `claim`, claim attempts for the free places,
+        while the engine turn is free; whether a batch ran. False when another holds the turn:
+        it looks at what waits once more after letting go (so an outcome handed in after its
+        last look is never left behind)."""
         turn = self.shared.turn
-        leave_at = None
+        acted = False
         while turn.acquire(blocking=False):
             try:
                 while True:
                     with self._queue_lock:
                         batch, self._queue = self._queue, []
-                    if not batch:
+                    if not batch and not claim:
                         break
-                    self._combine(batch, yielding=own is not None)
-                    if own is not None and own.next is not None:
-                        if leave_at is None:
-                            leave_at = self._monotonic() + LEAD_FOR
-                        elif self._monotonic() >= leave_at:
-                            break
+                    claim = False
+                    self._combine(batch, check_deadlines)
+                    acted = True
             finally:
                 turn.release()
-            with self._queue_lock:
-                if not self._queue:
-                    return True
-                if leave_at is not None and self._monotonic() >= leave_at:
-                    waiting = self._queue[0].taken
-                    if waiting is not None:
-                        waiting.set()
-                    return True
-        return False
+            if not self._queue:
+                break
+        return acted
 
-    def _combine(self, batch: list[Exchange], yielding: bool = False) -> None:
+    def wind_down(self) -> None:
+        """A stopping slot's last act: what was handed in is recorded (tried again while the
+        database is unavailable, until the worker is told to stop at once), and once the worker
+        stops, the attempts still pooled are given back, to be retried at once."""
+        shared = self.shared
+        backoff = Backoff()
+        while self._queue:
+            try:
+                if not self.serve(self._queue[0].check_deadlines, claim=False):
+                    shared.forced.wait(DUE_LOOK)
+            except StoreUnavailable:
+                if shared.forced.wait(backoff.next()):
+                    self._not_recorded()
+                    break
+        if shared.stopping.is_set():
+            while (attempt := self.take()) is not None:
+                self.finished(attempt)
+                self._give_back(attempt)
+
+    def _not_recorded(self) -> None:
+        with self._queue_lock:
+            unrecorded, self._queue = self._queue, []
+        for exchange in unrecorded:
+            task = exchange.attempt.task
+            log.event("activity_result_not_recorded", logging.WARNING,
+                      instance=task.workflow_instance_id, step=task.step, attempt=task.attempt,
+                      reason="stopped while the database was unavailable")
+            self.attempts.ended(exchange.attempt, settled=False)
+
+    def _give_back(self, attempt: Attempt) -> None:
+        shared = self.shared
+        try:
+            with shared.turn:
+                shared.engine.release_activity(attempt.task, shared.clock(), "worker_shutdown",
+                                               check_deadlines=attempt.check_deadlines)
+        except StoreUnavailable as exc:
+            shared.outage.failed(exc)
+            self.attempts.ended(attempt, settled=False)
+            return
+        self.attempts.ended(attempt, settled=True)
+
+    def _combine(self, batch: list[Exchange], check: bool) -> None:
         shared, engine = self.shared, self.shared.engine
         now = shared.clock()
-        # The exchanges of one worker come from passes alike: all check deadlines, or none.
-        check = batch[0].check_deadlines
-        wanting = [exchange for exchange in batch if exchange.claim]
+        # The outcomes of one worker come from passes alike: all check deadlines, or none.
+        if batch:
+            check = batch[0].check_deadlines
+        with self._queue_lock:
+            free = self.places - len(self._running) - len(self._pool)
         # None once stopping, and never more than `max_tasks` counts.
-        budget = 0 if shared.stopping.is_set() else self.attempts.budget(len(wanting))
+        budget = 0 if shared.stopping.is_set() else self.attempts.budget(max(0, free))
         offer = Offer(shared.worker_id, self.queues, budget)
         tasks = offer.taken
-        decided = 0
         try:
             with shared.outage.writing(), engine.batch(offer) as done:
                 adopted = self._adopt(offer, now, check) if self._in_doubt else ()
                 for exchange in batch:
-                    if exchange.attempt is not None:
-                        exchange.rejected = _record(engine, exchange, now)
+                    exchange.rejected = _record(engine, exchange, now)
                 # Only what an outcome made ready is taken at once: what other decisions
-                # schedule waits its turn in the queue's order. Slots that each took the next
-                # step of the run they followed decide nothing more: the watchdog does.
+                # schedule waits its turn in the queue's order. Outcomes that each took the
+                # next step of the run they followed decide nothing more: the watchdog does.
                 free, offer.left = offer.left, 0
-                if free or not tasks:
-                    decided = _decide(shared, now, self.DECISIONS, check)
+                decided = _decide(shared, now, self.DECISIONS, check) if free or not tasks \
+                    else 0
+                # Idle slots need no wake-up when every free place got an attempt (the pool is
+                # theirs: `before`), nor when everything ready went to the pool.
+                done.nothing_left_ready = True
                 while len(tasks) < budget:
                     claimed = engine.claim_activity(shared.worker_id, self.queues, now)
                     if claimed is None:
-                        # Everything ready went to these slots: the others need no wake-up.
                         done.nothing_left_ready = decided < self.DECISIONS
                         break
                     tasks.append(claimed)
         except StoreUnavailable as exc:
             self._in_doubt = self._in_doubt or budget > 0
-            for exchange in batch:
-                exchange.unavailable = exc
-            self._finish(batch, yielding)
-            return
+            with self._queue_lock:
+                self._queue[:0] = batch
+            raise exc from None
         except Exception:
             self._one_by_one(batch, now)
             return
@@ -336,18 +382,22 @@ class StepPath:
                       instance=task.workflow_instance_id, step=task.step, attempt=task.attempt,
                       reason="started by a batch whose commit the worker could not confirm")
         for exchange in batch:
-            exchange.recorded = exchange.attempt is not None
-        for exchange, task in zip(wanting, tasks, strict=False):
-            exchange.next = Attempt(task, shared, check_deadlines=check)
-            self.attempts.started(exchange.next)
-        for exchange in batch:
-            exchange.decided = decided
-        self._finish(batch, yielding)
+            self._recorded(exchange)
+        pooled = [Attempt(task, shared, check_deadlines=check) for task in tasks]
+        for attempt in pooled:
+            self.attempts.started(attempt)
+        with self._queue_lock:
+            self._pool.extend(pooled)
+
+    def _recorded(self, exchange: Exchange) -> None:
+        if exchange.rejected:
+            _discarded(exchange.attempt.task, exchange.rejected)
+        self.attempts.ended(exchange.attempt, settled=True)
 
     def _adopt(self, offer: Offer, now: datetime, check: bool) -> list[ActivityTask]:
         """After a batch that could start attempts failed to write, in the next one: the
         attempts it started all the same (its COMMIT went through, the reply was lost) go to
-        the free slots of this batch, and any more are given back; those adopted. The engine
+        the free places of this batch, and any more are given back; those adopted. The engine
         turn is held, so every attempt this worker started before is in `attempts`."""
         engine = self.shared.engine
         held = {attempt.key for attempt in self.attempts.held()}
@@ -360,44 +410,37 @@ class StepPath:
                 engine.release_activity(task, now, "worker_shutdown", check_deadlines=check)
         return adopted
 
-    def _finish(self, batch: list[Exchange], yielding: bool = False) -> None:
-        """Mark a batch's exchanges done and wake the slots waiting for theirs.
-
-        A slot that woke other slots (`yielding`) then lets go of the interpreter for a moment
-        (`time.sleep(0)`): the woken slots run their handlers and hand their next outcomes in
-        before its next batch begins, which takes them along, instead of waking again and again
-        for the interpreter lock while that batch runs (the lock is free at each of its
-        statements). With no-op handlers at `--concurrency 4` this halves the context switches
-        a step (`benchmarks/threads.py`)."""
-        me, woke = threading.get_ident(), False
-        for exchange in batch:
-            exchange.done = True
-            if exchange.taken is not None:
-                exchange.taken.set()
-                woke = woke or exchange.thread != me
-        if woke and yielding:
-            time.sleep(0)
-
     def _one_by_one(self, batch: list[Exchange], now: datetime) -> None:
         """Record each outcome in a transaction of its own: one the engine cannot take fails
         the attempt instead, so that it never stays `started` for good."""
         engine = self.shared.engine
         for exchange in batch:
-            if exchange.attempt is not None:
-                try:
-                    exchange.rejected = _record(engine, exchange, now)
-                    exchange.recorded = True
-                except StoreUnavailable as exc:
-                    self.shared.outage.failed(exc)
-                    exchange.unavailable = exc
-                except Exception as exc:
-                    task = exchange.attempt.task
-                    log.failure("activity_result_not_recorded", exc,
-                                instance=task.workflow_instance_id, step=task.step,
-                                attempt=task.attempt)
-                    exchange.recorded = _fail_unrecorded(engine, task, exc, now,
-                                                         exchange.check_deadlines)
-        self._finish(batch)
+            try:
+                exchange.rejected = _record(engine, exchange, now)
+                exchange.recorded = True
+            except StoreUnavailable as exc:
+                self.shared.outage.failed(exc)
+                exchange.unavailable = exc
+            except Exception as exc:
+                task = exchange.attempt.task
+                log.failure("activity_result_not_recorded", exc,
+                            instance=task.workflow_instance_id, step=task.step,
+                            attempt=task.attempt)
+                exchange.recorded = _fail_unrecorded(engine, task, exc, now,
+                                                     exchange.check_deadlines)
+        unavailable = [exchange for exchange in batch if exchange.unavailable is not None]
+        for exchange in batch:
+            if exchange.unavailable is not None:
+                continue
+            if exchange.recorded:
+                self._recorded(exchange)
+            else:
+                self.attempts.ended(exchange.attempt, settled=False)
+        if unavailable:
+            # Kept, first in line, for the pass that finds the database back.
+            with self._queue_lock:
+                self._queue[:0] = unavailable
+            raise unavailable[0].unavailable  # type: ignore[misc]
 
 
 def _record(engine: Engine, exchange: Exchange, now: datetime) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from datetime import datetime
 
@@ -31,6 +32,7 @@ class Watchdog(Loop):
     def run_once(self, now: datetime, *, check_deadlines: bool = True) -> bool:
         shared = self.shared
         engine = shared.engine
+        self.steps.look_after(time.monotonic())
         # This worker is alive whatever its lease says (a long outage can outlast it).
         report = sweep(engine, now, alive=(shared.worker_id,), clock_now=shared.clock,
                        leases_tell=self._leases_tell())
