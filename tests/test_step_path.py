@@ -145,3 +145,31 @@ def test_a_stopping_worker_gives_back_what_waits_in_the_pool(make_env):
     assert worker.attempts.held() == []
     for n in range(2):
         assert env.event_types(f"t{n}")[-2:] == ["ActivityStarted", "ActivityRetryScheduled"]
+
+
+def test_new_work_wakes_idle_slots_only_when_no_slot_is_driving(make_env):
+    """A slot awake and not in a slow handler claims for every free place as soon as it runs
+    out of work: waking the idle ones for new work would only make them take it from it."""
+    env = make_env(TWO_STEPS)
+    worker = Worker(env.engine, WorkerOptions(concurrency=4), clock=env.worker_clock)
+    steps = worker.steps
+
+    def woken() -> list[bool]:
+        flags = [slot.wakeup.is_set() for slot in worker.slots]
+        for slot in worker.slots:
+            slot.wakeup.clear()
+        return flags
+
+    steps.awake(+1)
+    worker.wake()
+    assert woken() == [False] * 4
+
+    # The one awake runs a handler not known to be quick: nobody drives.
+    steps._slow += 1
+    worker.wake()
+    assert woken() == [True] * 4
+
+    steps.finished(object(), slow=True)
+    steps.awake(-1)
+    worker.wake()
+    assert woken() == [True] * 4

@@ -138,7 +138,10 @@ class Worker:
         return self._stop.is_set()
 
     def wake(self) -> None:
-        """New work may be ready: idle slots look at once."""
+        """New work may be ready: idle slots look at once, unless a slot is driving
+        (`StepPath.driving`: it claims for every free place the moment it runs out of work)."""
+        if self.steps.driving():
+            return
         for slot in self.slots:
             slot.wake()
 

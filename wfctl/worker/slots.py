@@ -60,6 +60,9 @@ class Slot(Loop):
         self.attempt: Attempt | None = None
         # Set when the slot's handler outlived its attempt: the thread exits once it returns.
         self.abandoned = False
+        # Whether the slot is between passes with nothing to do, or not started (`StepPath`
+        # counts the slots awake).
+        self.idle = True
 
     def run_once(self, now: datetime, *, check_deadlines: bool = True) -> bool:
         """Run one attempt (from the pool, or claimed first when the pool is empty, or after
@@ -67,13 +70,18 @@ class Slot(Loop):
         empty; False when nothing was ready. `check_deadlines`: whether what it decides and
         claims checks workflow deadlines (the long-running worker's passes do)."""
         steps = self.steps
+        if self.idle:
+            self.idle = False
+            steps.awake(+1)
         if self.shared.stopping.is_set():
             return steps.serve(check_deadlines, claim=False)
         attempt = steps.take()
         if attempt is None:
             if not steps.waiting() and not steps.ready(now):
                 return False
-            acted = steps.serve(check_deadlines)
+            # One slot waits for the turn at most: another that finds one waiting leaves the
+            # pool to it (it runs quick handlers itself, and wakes slots for slow ones).
+            acted = steps.serve(check_deadlines, wait=not steps.turn_waiters())
             attempt = steps.take()
             if attempt is None:
                 return acted
@@ -85,7 +93,17 @@ class Slot(Loop):
     def run(self, one_pass: Callable[[datetime], bool] | None = None, *,
             until: Callable[[], bool] | None = None) -> None:
         super().run(one_pass, until=until)
+        if not self.idle:
+            self.idle = True
+            self.steps.awake(-1)
         self.steps.wind_down()
+
+    def pause(self, acted: bool) -> float:
+        wait = super().pause(acted)
+        if wait > 0 and not self.idle:
+            self.idle = True
+            self.steps.awake(-1)
+        return wait
 
     def idle_wait(self) -> float:
         if self.steps.pooled() or self.steps.waiting():
@@ -105,8 +123,9 @@ class Slot(Loop):
         handler = attempt.task.handler
         # True once handed in, False when there was nothing to record (settled either way).
         reported: bool | None = None
+        slow = False
         try:
-            steps.before(attempt)
+            slow = steps.before(attempt)
             observer = self.observer
             if observer is not None:
                 observer.started(attempt.task)
@@ -123,7 +142,7 @@ class Slot(Loop):
             reported = self._report(attempt, outcome)
         finally:
             self.attempt = None
-            steps.finished(attempt)
+            steps.finished(attempt, slow)
             if not reported:
                 self.attempts.ended(attempt, settled=reported is False)
 
@@ -193,6 +212,12 @@ class StepPath:
         self._queue: list[Exchange] = []
         self._pool: deque[Attempt] = deque()
         self._running: set[Attempt] = set()
+        # Slots waiting for the engine turn (`serve(wait=True)`); slots awake (in a pass, not
+        # between passes with nothing to do), and of those, slots running a handler not known
+        # to be quick.
+        self._turn_waiters = 0
+        self._awake = 0
+        self._slow = 0
         self._queue_lock = threading.Lock()
         # How long each handler's last run took, by handler.
         self._took: dict[str, float] = {}
@@ -225,27 +250,47 @@ class StepPath:
         """How many outcomes were handed in and wait for a batch."""
         return len(self._queue)
 
-    def before(self, attempt: Attempt) -> None:
+    def before(self, attempt: Attempt) -> bool:
         """Called before a slot runs `attempt`'s handler: unless it is known to be quick, what
         waits is recorded first (a batch, if the turn is free), and idle slots are woken for
-        the attempts in the pool, so that neither waits for this handler."""
+        the attempts in the pool, so that neither waits for this handler. Whether it is not
+        known to be quick (`finished` is told)."""
         if self._took.get(attempt.task.handler, QUICK_HANDLER) < QUICK_HANDLER:
-            return
+            return False
+        with self._queue_lock:
+            self._slow += 1
         if self._queue:
             # Kept in the queue when the database is unavailable: tried again after the handler.
             with contextlib.suppress(StoreUnavailable):
                 self.serve(attempt.check_deadlines)
         if self._pool:
             self.wake_idle(len(self._pool))
+        return True
 
     def ran(self, handler: str, seconds: float) -> None:
         self._took[handler] = seconds
 
-    def finished(self, attempt: Attempt) -> None:
-        """The attempt's handler no longer holds a place: it returned, or its slot was given
-        up."""
+    def finished(self, attempt: Attempt, slow: bool = False) -> None:
+        """The attempt's handler no longer holds a place: it returned (`slow`: what `before`
+        said of it), or its slot was given up."""
         with self._queue_lock:
             self._running.discard(attempt)
+            if slow:
+                self._slow -= 1
+
+    def awake(self, change: int) -> None:
+        """A slot woke (+1) or went idle (-1)."""
+        with self._queue_lock:
+            self._awake += change
+
+    def driving(self) -> bool:
+        """Whether a slot is awake and not in a slow handler: it records what is handed in and
+        claims for every free place as soon as it has nothing left to run, so new work needs
+        no idle slot woken."""
+        return self._awake > self._slow
+
+    def turn_waiters(self) -> int:
+        return self._turn_waiters
 
     def hand_in(self, exchange: Exchange) -> None:
         with self._queue_lock:
@@ -266,25 +311,39 @@ class StepPath:
     def serve_waiting(self) -> None:
         """Record the outcomes handed in, if any, before the caller takes the engine turn again
         (a long run of decisions lets the slots' outcomes in between its batches), and wake
-        slots for the attempts that pools."""
+        slots for the attempts that pools, unless a slot is driving: that one takes them."""
         if self._queue:
             self.serve(self._queue[0].check_deadlines, claim=False)
-            if self._pool:
+            if self._pool and not self.driving():
                 self.wake_idle(len(self._pool))
 
-    def serve(self, check_deadlines: bool, *, claim: bool = True) -> bool:
-        """Record the outcomes waiting and, with `claim`, claim attempts for the free places,
-        while the engine turn is free; whether a batch ran. False when another holds the turn:
-        it looks at what waits once more after letting go (so an outcome handed in after its
-        last look is never left behind)."""
+    def serve(self, check_deadlines: bool, *, claim: bool = True, wait: bool = False) -> bool:
+        """Record the outcomes waiting and, with `claim`, claim attempts for the free places;
+        whether a batch ran. The engine turn is waited for with `wait` (a slot with nothing
+        left to run: the holder's batch is short); without, False when another holds it. It
+        looks at what waits once more after letting go, so that an outcome handed in after its
+        last look is never left behind."""
         turn = self.shared.turn
         acted = False
-        while turn.acquire(blocking=False):
+        while True:
+            if not turn.acquire(blocking=False):
+                if not wait:
+                    return acted
+                with self._queue_lock:
+                    self._turn_waiters += 1
+                try:
+                    turn.acquire()
+                finally:
+                    with self._queue_lock:
+                        self._turn_waiters -= 1
+            wait = False
             try:
                 while True:
                     with self._queue_lock:
                         batch, self._queue = self._queue, []
-                    if not batch and not claim:
+                        free = self.places - len(self._running) - len(self._pool)
+                    # A claim with no free place would only decide: the watchdog's work.
+                    if not batch and not (claim and free > 0):
                         break
                     claim = False
                     self._combine(batch, check_deadlines)
@@ -292,8 +351,7 @@ class StepPath:
             finally:
                 turn.release()
             if not self._queue:
-                break
-        return acted
+                return acted
 
     def wind_down(self) -> None:
         """A stopping slot's last act: what was handed in is recorded (tried again while the
