@@ -33,10 +33,12 @@ DUE_LOOK = 0.05
 # How soon an idle slot looks again while attempts wait in the pool or outcomes in the queue:
 # the slot running handlers one after another may be held up in one that turned out slow.
 PENDING_LOOK = 0.02
-# A handler whose last run took less than this is run by the slot that holds its attempt, one
-# attempt after another, without waking an idle slot for it: a wake-up (two thread switches)
-# costs more than such a handler.
-QUICK_HANDLER = 0.001
+# A handler whose runs take less than this (a moving average) is run by the slot that drives,
+# one attempt after another, without waking an idle slot for it: a wake-up (two thread
+# switches, some 50 us of CPU) costs about as much, and a step's own work (a few hundred us)
+# far more, so running such handlers side by side would gain nothing. Slower handlers, those
+# that wait on I/O or run in a child process (`--isolation process`), get slots side by side.
+QUICK_HANDLER = 0.0001
 
 
 class Slot(Loop):
@@ -268,7 +270,10 @@ class StepPath:
         return True
 
     def ran(self, handler: str, seconds: float) -> None:
-        self._took[handler] = seconds
+        """How long a run of `handler` took: averaged (one slow run among quick ones, a pause of
+        the collector, say, does not make it slow), the first run taken as it is."""
+        took = self._took.get(handler)
+        self._took[handler] = seconds if took is None else took + (seconds - took) / 4
 
     def finished(self, attempt: Attempt, slow: bool = False) -> None:
         """The attempt's handler no longer holds a place: it returned (`slow`: what `before`
