@@ -173,3 +173,23 @@ def test_new_work_wakes_idle_slots_only_when_no_slot_is_driving(make_env):
     steps.awake(-1)
     worker.wake()
     assert woken() == [True] * 4
+
+
+def test_the_watchdog_wakes_idle_slots_for_attempts_left_waiting_in_the_pool(make_env):
+    env = make_env(TWO_STEPS)
+    for n in range(2):
+        env.start("two", f"t{n}")
+    worker = Worker(env.engine, WorkerOptions(concurrency=2), clock=env.worker_clock)
+    wakes: list[int] = []
+    worker.steps.wake_idle = wakes.append
+    env.worker_clock.set(1)
+    assert worker.steps.serve(False) is True
+
+    worker.watchdog.run_once(env.worker_clock.now)
+    assert wakes == []
+
+    # As if the slot that would take them were held up in a handler since the claim.
+    for attempt in worker.steps._pool:
+        attempt.claimed -= 2 * slots.PENDING_LOOK
+    worker.watchdog.run_once(env.worker_clock.now)
+    assert wakes == [2]
