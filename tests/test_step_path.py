@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from wfctl.errors import StoreUnavailable
 from wfctl.worker import Worker, WorkerOptions, slots
 from wfctl.worker.slots import StepPath
 
@@ -193,3 +194,23 @@ def test_the_watchdog_wakes_idle_slots_for_attempts_left_waiting_in_the_pool(mak
         attempt.claimed -= 2 * slots.PENDING_LOOK
     worker.watchdog.run_once(env.worker_clock.now)
     assert wakes == [2]
+
+
+def test_a_pass_that_only_handed_an_outcome_in_does_not_end_an_outage(make_env):
+    """Its outcome waits in the queue, unwritten: only a batch that commits says the database
+    is back."""
+    env = make_env(TWO_STEPS)
+    for n in range(2):
+        env.start("two", f"t{n}")
+    worker = Worker(env.engine, WorkerOptions(concurrency=2), clock=env.worker_clock)
+    env.worker_clock.set(1)
+    assert worker.steps.serve(False) is True
+    worker.outage.failed(StoreUnavailable("busy", "the database is busy"))
+
+    # A pass after the outage began: it runs an attempt, whose outcome waits behind the other.
+    assert worker.slots[0].guarded_pass() == 0
+    assert worker.steps.waiting() == 1 and worker.steps.pooled() == 1
+    assert worker.outage.active
+
+    assert worker.steps.serve(False) is True
+    assert not worker.outage.active

@@ -51,6 +51,10 @@ class Slot(Loop):
     attempt's start and end (`work --metrics-port`).
     """
 
+    # A pass that ran an attempt may have written nothing (its outcome waits in the queue):
+    # the step path's batches tell the worker's `Outage` themselves when a write went through.
+    writes = False
+
     def __init__(self, shared: Shared, name: str, *, steps: StepPath, attempts: Attempts,
                  executor: Executor, observer: AttemptObserver | None = None) -> None:
         super().__init__(shared)
@@ -75,6 +79,10 @@ class Slot(Loop):
         if self.idle:
             self.idle = False
             steps.awake(+1)
+            # Another slot drives: it runs what waits, unless it waited too long (that slot is
+            # held up in a handler, quick until now). Joining it would only hand work over.
+            if steps.driving(besides=1) and not steps.stale(time.monotonic()):
+                return False
         if self.shared.stopping.is_set():
             return steps.serve(check_deadlines, claim=False)
         attempt = steps.take()
@@ -288,11 +296,11 @@ class StepPath:
         with self._queue_lock:
             self._awake += change
 
-    def driving(self) -> bool:
-        """Whether a slot is awake and not in a slow handler: it records what is handed in and
-        claims for every free place as soon as it has nothing left to run, so new work needs
-        no idle slot woken."""
-        return self._awake > self._slow
+    def driving(self, besides: int = 0) -> bool:
+        """Whether a slot is awake and not in a slow handler (`besides`: the awake slots not
+        to count, the caller): it records what is handed in and claims for every free place as
+        soon as it has nothing left to run, so new work needs no idle slot woken."""
+        return self._awake - besides > self._slow
 
     def turn_waiters(self) -> int:
         return self._turn_waiters
@@ -305,13 +313,16 @@ class StepPath:
         """Wake idle slots when an attempt has waited in the pool, or an outcome in the queue,
         longer than `PENDING_LOOK`: the slot that would take it is held up in a handler known
         to be quick that was not, this time. The watchdog calls this at each pass."""
+        if self.stale(monotonic):
+            self.wake_idle(max(1, len(self._pool)))
+
+    def stale(self, monotonic: float) -> bool:
+        """Whether an attempt has waited in the pool, or an outcome in the queue, longer than
+        `PENDING_LOOK`."""
         with self._queue_lock:
             pool, queue = self._pool, self._queue
-            stale = (pool and monotonic - pool[0].claimed > PENDING_LOOK) or \
-                (queue and monotonic - queue[0].handed_in > PENDING_LOOK)
-            wanted = max(1, len(pool))
-        if stale:
-            self.wake_idle(wanted)
+            return bool((pool and monotonic - pool[0].claimed > PENDING_LOOK)
+                        or (queue and monotonic - queue[0].handed_in > PENDING_LOOK))
 
     def serve_waiting(self) -> None:
         """Record the outcomes handed in, if any, before the caller takes the engine turn again
