@@ -27,7 +27,8 @@ def test_an_attempt_waiting_in_the_pool_keeps_the_pass_going(make_env, monkeypat
     `second` runs in it."""
     env = make_env(TWO_STEPS)
     env.start("two", "t1")
-    worker = Worker(env.engine, WorkerOptions(concurrency=2), clock=env.worker_clock)
+    # One slot: no other can take `second` from the pool before the question is asked.
+    worker = Worker(env.engine, WorkerOptions(concurrency=1), clock=env.worker_clock)
     answers: list[bool] = []
 
     def pause(slot: Slot, acted: bool) -> float:

@@ -212,10 +212,13 @@ class Worker:
 
     def _pass_over(self) -> bool:
         """Whether a once pass is over, asked by each of its slots that found nothing: nothing
-        is ready, and no attempt is held (claimed along with an outcome, running, or its
-        outcome being recorded: a finish can make new work ready). Read under the engine turn,
+        is ready, and no attempt is held (claimed into the pool, running, or its outcome
+        waiting to be recorded: a finish can make new work ready). Read under the engine turn,
         so that no claim or record is half done. Once over, every slot is stopped (those that
         wait wake, and end)."""
+        if self.attempts.running():
+            # Not over, and known without waiting for the engine turn (idle slots ask often).
+            return False
         try:
             with self.engine_turn:
                 over = not self.attempts.running() and not self.steps.ready(self.clock())
