@@ -8,21 +8,11 @@ import threading
 from types import SimpleNamespace
 
 import pytest
+from test_worker_once_pass import TWO_STEPS
 
 from wfctl.errors import StoreUnavailable
 from wfctl.worker import Worker, WorkerOptions, slots
 from wfctl.worker.slots import StepPath
-
-TWO_STEPS = """
-version: 1
-workflows:
-  two:
-    steps:
-      - activity: wfh:mark
-        name: first
-      - activity: wfh:mark
-        name: second
-"""
 
 
 def drain_with_one_slot(make_env, monkeypatch):
@@ -130,7 +120,9 @@ def test_the_watchdog_wakes_a_slot_for_what_waited_too_long(what):
     assert wakes == [1]
 
 
-def test_a_stopping_worker_gives_back_what_waits_in_the_pool(make_env):
+def two_pooled(make_env):
+    """A two-slot worker whose first batch claimed the first steps of two workflows into its
+    pool (no slot runs)."""
     env = make_env(TWO_STEPS)
     for n in range(2):
         env.start("two", f"t{n}")
@@ -138,6 +130,11 @@ def test_a_stopping_worker_gives_back_what_waits_in_the_pool(make_env):
     env.worker_clock.set(1)
     assert worker.steps.serve(False) is True
     assert worker.steps.pooled() == 2
+    return env, worker
+
+
+def test_a_stopping_worker_gives_back_what_waits_in_the_pool(make_env):
+    env, worker = two_pooled(make_env)
 
     worker.request_stop()
     worker.steps.wind_down()
@@ -177,14 +174,9 @@ def test_new_work_wakes_idle_slots_only_when_no_slot_is_driving(make_env):
 
 
 def test_the_watchdog_wakes_idle_slots_for_attempts_left_waiting_in_the_pool(make_env):
-    env = make_env(TWO_STEPS)
-    for n in range(2):
-        env.start("two", f"t{n}")
-    worker = Worker(env.engine, WorkerOptions(concurrency=2), clock=env.worker_clock)
+    env, worker = two_pooled(make_env)
     wakes: list[int] = []
     worker.steps.wake_idle = wakes.append
-    env.worker_clock.set(1)
-    assert worker.steps.serve(False) is True
 
     worker.watchdog.run_once(env.worker_clock.now)
     assert wakes == []
@@ -199,12 +191,7 @@ def test_the_watchdog_wakes_idle_slots_for_attempts_left_waiting_in_the_pool(mak
 def test_a_pass_that_only_handed_an_outcome_in_does_not_end_an_outage(make_env):
     """Its outcome waits in the queue, unwritten: only a batch that commits says the database
     is back."""
-    env = make_env(TWO_STEPS)
-    for n in range(2):
-        env.start("two", f"t{n}")
-    worker = Worker(env.engine, WorkerOptions(concurrency=2), clock=env.worker_clock)
-    env.worker_clock.set(1)
-    assert worker.steps.serve(False) is True
+    _, worker = two_pooled(make_env)
     worker.outage.failed(StoreUnavailable("busy", "the database is busy"))
 
     # A pass after the outage began: it runs an attempt, whose outcome waits behind the other.
