@@ -102,10 +102,13 @@ class Slot(Loop):
 
     def run(self, one_pass: Callable[[datetime], bool] | None = None, *,
             until: Callable[[], bool] | None = None) -> None:
-        super().run(one_pass, until=until)
-        if not self.idle:
-            self.idle = True
-            self.steps.awake(-1)
+        try:
+            super().run(one_pass, until=until)
+        finally:
+            # Counted awake no longer, however the loop ended (`StepPath.driving`).
+            if not self.idle:
+                self.idle = True
+                self.steps.awake(-1)
         self.steps.wind_down()
 
     def pause(self, acted: bool) -> float:
