@@ -146,11 +146,11 @@ class Worker:
             slot.wake()
 
     def _wake_idle(self, wanted: int) -> None:
-        """Wake up to `wanted` slots that run no handler (attempts wait in the pool)."""
+        """Wake up to `wanted` idle slots (attempts wait in the pool)."""
         for slot in self.slots:
             if wanted <= 0:
                 return
-            if slot.attempt is None:
+            if slot.idle:
                 slot.wake()
                 wanted -= 1
 

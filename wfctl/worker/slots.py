@@ -220,7 +220,7 @@ class StepPath:
         self.attempts = attempts
         self.queues = tuple(queues)
         self.places = places
-        # Wakes up to n slots that run no handler (the worker's; none by default).
+        # Wakes up to n idle slots (the worker's; none by default).
         self.wake_idle = wake_idle or (lambda n: None)
         self._queue: list[Exchange] = []
         self._pool: deque[Attempt] = deque()
@@ -232,7 +232,7 @@ class StepPath:
         self._awake = 0
         self._slow = 0
         self._queue_lock = threading.Lock()
-        # How long each handler's last run took, by handler.
+        # How long each handler's runs take, a moving average by handler (`ran`).
         self._took: dict[str, float] = {}
         # Set when a batch that could start attempts for this worker failed to write: it may
         # have committed all the same (`_adopt`).
