@@ -380,8 +380,7 @@ class StepPath:
         backoff = Backoff()
         while self._queue:
             try:
-                if not self.serve(self._queue[0].check_deadlines, claim=False):
-                    shared.forced.wait(DUE_LOOK)
+                self.serve(self._queue[0].check_deadlines, claim=False, wait=True)
             except StoreUnavailable:
                 if shared.forced.wait(backoff.next()):
                     self._not_recorded()
