@@ -211,6 +211,33 @@ def test_a_claim_passes_over_a_busy_family_and_takes_its_work_once_it_is_free(en
     assert env.claim(4).workflow_instance_id == "x"
 
 
+def test_a_batch_of_outcomes_waits_for_all_their_families_with_its_first(env):
+    """The step path records a batch of outcomes in one transaction, which takes every
+    outcome's family with the first outcome's read: a family busy elsewhere holds up the
+    whole batch from its start, and then each outcome is read and closed at once."""
+    env.start("solo", "x", now=0)
+    env.start("solo", "y", now=1)
+    env.decide(2)
+    x, y = env.claim(3), env.claim(3)
+    recorded: list[str] = []
+
+    def record() -> None:
+        with env.engine.batch(families={"x", "y"}):
+            for task in (x, y):
+                assert env.engine.complete_activity(task, {}, at(4), decide=True) is None
+                recorded.append(task.workflow_instance_id)
+
+    with holding(env, lambda tx: tx.get_instance("y")) as release:
+        thread, outcome = in_thread(record)
+        thread.join(0.5)
+        waited_before_x = thread.is_alive() and recorded == []
+        release.set()
+        thread.join(10)
+
+    assert waited_before_x and outcome == [None] and recorded == ["x", "y"]
+    assert [env.describe(name)["status"] for name in ("x", "y")] == ["completed"] * 2
+
+
 def test_two_starts_of_one_new_id_take_turns(env):
 
     def starting(tx: Any) -> None:

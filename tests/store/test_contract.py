@@ -262,6 +262,33 @@ def test_an_attempt_closes_with_its_run_read_only_when_the_run_takes_it(store):
         assert tx.get_activity("a2").status == "started"
 
 
+@covers("expect")
+def test_attempts_of_instances_a_transaction_expects_close_as_they_would_without(store):
+    """A backend may lock every expected instance's family with the first close: each
+    attempt still closes once, with its own run read, and an instance that is gone, or one
+    not expected, changes nothing of that."""
+    with store.write() as tx:
+        for instance_id in ("i1", "i2", "i3"):
+            add_instance(tx, instance_id)
+            add_activity(tx, f"a-{instance_id}", f"{instance_id}-r1")
+            tx.update_activity(f"a-{instance_id}", status="started", owner="w1")
+    with store.write() as tx:
+        tx.expect(["i2", "gone", "i1"])
+        closed = [tx.hold_run_and_close(instance_id, f"{instance_id}-r1",
+                                        lambda run: run is not None, f"a-{instance_id}", 1,
+                                        "w1", later(1), status="completed",
+                                        closed_at=later(1), owner=None)
+                  for instance_id in ("i1", "i2", "i3", "i1")]
+        assert [(run.workflow_run_id, attempt and attempt.activity_id)
+                for run, attempt in closed] == [
+            ("i1-r1", "a-i1"), ("i2-r1", "a-i2"), ("i3-r1", "a-i3"), ("i1-r1", None)]
+        tx.update_run("i2-r1", step_index=4)
+    with store.read() as tx:
+        assert [tx.get_activity(f"a-{i}").status for i in ("i1", "i2", "i3")] == \
+            ["completed"] * 3
+        assert tx.get_run("i2-r1").step_index == 4
+
+
 @covers("close_current_attempt")
 def test_an_attempt_closes_in_one_statement_only_while_current_and_within_its_deadlines(store):
     with store.write() as tx:

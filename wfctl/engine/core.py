@@ -400,10 +400,11 @@ class _Batch:
     """`EngineCore.batch`, as a context manager: a class, since the step path enters one for
     each batch."""
 
-    __slots__ = ("ctxs", "done", "engine", "offer", "write")
+    __slots__ = ("ctxs", "done", "engine", "families", "offer", "write")
 
-    def __init__(self, engine: EngineCore, offer: Offer | None) -> None:
-        self.engine, self.offer = engine, offer
+    def __init__(self, engine: EngineCore, offer: Offer | None,
+                 families: Collection[str]) -> None:
+        self.engine, self.offer, self.families = engine, offer, families
 
     def __enter__(self) -> BatchDone:
         engine = self.engine
@@ -413,7 +414,9 @@ class _Batch:
         self.ctxs: list[Ctx] = []
         self.done = BatchDone()
         self.write = engine.store.write()
-        state.tx = self.write.__enter__()
+        state.tx = tx = self.write.__enter__()
+        if self.families:
+            tx.expect(self.families)
         state.ctxs, state.rows, state.offer = self.ctxs, ({}, {}), self.offer
         return self.done
 
@@ -471,12 +474,13 @@ class EngineCore:
         """Whether this thread is inside `batch()`."""
         return getattr(self._batch, "ctxs", None) is not None
 
-    def batch(self, offer: Offer | None = None) -> _Batch:
+    def batch(self, offer: Offer | None = None, families: Collection[str] = ()) -> _Batch:
         """One write transaction for every engine operation this thread runs inside it (group
         commit). All of them commit, or none: a failure rolls the whole batch back, and the
         caller may run the operations again one by one. `offer`: free slots of the caller's
-        worker, which take the activities the batch schedules for them (`tasks.Offer`)."""
-        return _Batch(self, offer)
+        worker, which take the activities the batch schedules for them (`tasks.Offer`);
+        `families`: the instances its operations change (`Tx.expect`)."""
+        return _Batch(self, offer, families)
 
     def _committed(self, ctxs: list[Ctx], *, wake: bool = True) -> None:
         """What waits for a commit: caches, wake-ups of slots and deadline runners, listeners."""

@@ -16,7 +16,7 @@ commit, in one statement, and are visible to its own reads.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, Protocol
@@ -51,6 +51,10 @@ class Tx(Protocol):
         """This write transaction is about to read and change rows of this instance: a store
         that locks workflow families takes its family's lock now, so that those rows are read
         once, after it (a no-op where one writer holds the whole database)."""
+    def expect(self, instance_ids: Collection[str]) -> None:
+        """This write transaction is about to change rows of these instances, one after
+        another: a store that locks workflow families may take all their locks with the
+        first one it takes (a no-op where one writer holds the whole database)."""
     def get_instance(self, instance_id: str) -> Instance | None: ...
     def insert_instance(self, row: Row) -> None: ...
     def update_instance(self, instance_id: str, **fields: Any) -> None: ...

@@ -34,7 +34,7 @@ import re
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -121,6 +121,13 @@ _NOTIFY = f"NOTIFY {READY_CHANNEL}"
 # Takes the family lock of the instance `id` (see the module's text).
 _LOCK_FAMILY = ("SELECT family_key, wfctl_lock_family(family_key, %(wait)s AND family_key > "
                 "%(top)s) AS locked FROM instances WHERE workflow_instance_id = %(id)s")
+# Takes the family locks of the instances `ids`, waiting only for those above `top`: the
+# subquery yields the instances in key order, and each family is locked as its first instance
+# comes (again, at no cost, for the others).
+_LOCK_FAMILIES = ("SELECT workflow_instance_id, family_key, "
+                  "wfctl_lock_family(family_key, family_key > %(top)s) AS locked FROM ("
+                  "SELECT workflow_instance_id, family_key FROM instances "
+                  "WHERE workflow_instance_id = ANY(%(ids)s) ORDER BY family_key) AS f")
 # Tables whose inserts (without RETURNING) are held back for the next round trip: nothing reads
 # their result, nor expects their error at once.
 _HELD_BACK_INSERTS = frozenset({"activities"})
@@ -638,6 +645,8 @@ class PostgresTx(SQLTx):
         self._family: dict[str, int] = {}
         # Families this transaction started (new roots): nobody else can lock them yet.
         self._created: set[int] = set()
+        # Instances whose families the transaction will lock with the first it locks (`expect`).
+        self._expected: set[str] = set()
         # Ready rows a claim passed over because their family was busy (they stay row-locked
         # by this transaction, which its own next claim would not skip).
         self._passed_over: dict[str, list[Any]] = {}
@@ -758,6 +767,13 @@ class PostgresTx(SQLTx):
         if self._locking:
             self._lock_family(instance_id)
 
+    def expect(self, instance_ids: Collection[str]) -> None:
+        """Lock these instances' families with the first family lock the transaction waits
+        for (`hold_run_and_close`'s): a batch of outcomes then reads and closes each of them
+        in one round trip, where each would otherwise lock its family in one more."""
+        if self._locking:
+            self._expected.update(instance_ids)
+
     def hold_run(self, instance_id: str, run_id: str) -> Run | None:
         """The family's lock and the run's read in one round trip: the server runs them in
         order, so the run is read after the lock, as `get_run` would read it."""
@@ -780,20 +796,31 @@ class PostgresTx(SQLTx):
                            **fields: Any) -> tuple[Run | None, ClosedAttempt | None]:
         """The family's lock, the run's read and the attempt's close in one round trip, in a
         transaction that holds no family yet (where waiting for the lock, and then for the
-        attempt's row, can close no cycle); a close `accept` refuses is undone, in this
-        transaction (the undo goes with its next round trip), so that no one ever sees it."""
-        if not self._locking or self._held or self._created:
+        attempt's row, can close no cycle), the families it `expect`s locked along with it;
+        the run's read and the close in one round trip where it holds the family already. A
+        close `accept` refuses is undone, in this transaction (the undo goes with its next
+        round trip), so that no one ever sees it."""
+        if not self._locking:
             return super().hold_run_and_close(instance_id, run_id, accept, activity_id,
                                               attempt, worker_id, now, **fields)
-        lock = self.conn.cursor()
+        held = self._holds(instance_id)
+        if not held and (self._held or self._created):
+            return super().hold_run_and_close(instance_id, run_id, accept, activity_id,
+                                              attempt, worker_id, now, **fields)
         if self._tuple_cursor is None:
             self._tuple_cursor = self.conn.cursor(row_factory=tuple_row)
         closing = self.conn.cursor(row_factory=tuple_row)
-        self._pipeline([(lock, _LOCK_FAMILY, self._lock_params(instance_id, wait=True)),
-                        (self._tuple_cursor, GET_RUN, (run_id,)),
-                        (closing, *self._close_attempt(activity_id, attempt, worker_id, now,
-                                                       fields))])
-        self._locked(instance_id, lock.fetchone(), wait=True)
+        read = [(self._tuple_cursor, GET_RUN, (run_id,)),
+                (closing, *self._close_attempt(activity_id, attempt, worker_id, now, fields))]
+        if held:
+            # Its family held already: the reads wait for no lock.
+            self._pipeline(read)
+        else:
+            # The families expected along with this one, all waited for in key order.
+            lock = self.conn.cursor()
+            ids, self._expected = sorted({instance_id, *self._expected}), set()
+            self._pipeline([(lock, _LOCK_FAMILIES, {"top": 0, "ids": ids}), *read])
+            self._locked_all(lock.fetchall())
         found = self._tuple_cursor.fetchall()
         run = keep_run_extras(self._readers[RunRead](found[0]) if found else None, self._keys,
                               self._seq, self._without_task, self._instance_fields)
@@ -912,13 +939,11 @@ class PostgresTx(SQLTx):
             return False
         # One statement: the subquery yields the instances in key order, and each family is
         # locked as its first instance comes (again, at no cost, for the others).
-        rows = self._all(
-            "SELECT workflow_instance_id, family_key, "
-            "wfctl_lock_family(family_key, family_key > %(top)s) AS locked FROM ("
-            "SELECT workflow_instance_id, family_key FROM instances "
-            "WHERE workflow_instance_id = ANY(%(ids)s) ORDER BY family_key) AS f",
-            {"top": max(self._held, default=0), "ids": unknown},
-        )
+        return self._locked_all(self._all(
+            _LOCK_FAMILIES, {"top": max(self._held, default=0), "ids": unknown}))
+
+    def _locked_all(self, rows: list[Row]) -> bool:
+        """What `_lock_families` returns, from its statement's rows."""
         if not all(row["locked"] for row in rows):
             raise TransientConflict("a workflow family is busy")
         taken = {row["family_key"] for row in rows} - self._held

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import operator
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -385,6 +385,9 @@ class SQLTx:
     # instances and runs
 
     def hold(self, instance_id: str) -> None:
+        """Nothing to take where the write transaction holds the whole database."""
+
+    def expect(self, instance_ids: Collection[str]) -> None:
         """Nothing to take where the write transaction holds the whole database."""
 
     def get_instance(self, instance_id: str) -> Instance | None:

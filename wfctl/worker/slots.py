@@ -425,7 +425,10 @@ class StepPath:
         offer = Offer(shared.worker_id, self.queues, budget)
         tasks = offer.taken
         try:
-            with shared.outage.writing(), engine.batch(offer) as done:
+            # The outcomes' families are locked together, with the first outcome's read.
+            families = {exchange.attempt.task.workflow_instance_id for exchange in batch} \
+                if len(batch) > 1 else ()
+            with shared.outage.writing(), engine.batch(offer, families) as done:
                 adopted = self._adopt(offer, now, check) if self._in_doubt else ()
                 for exchange in batch:
                     exchange.rejected = _record(engine, exchange, now)
