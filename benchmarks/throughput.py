@@ -60,10 +60,11 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -395,11 +396,12 @@ def _drain(workflows: int, *, trace: bool = False, profile: bool = False,
 
 
 def _threads(workflows: int, concurrency: int, where: Where | None = None, *,
-             trace: bool = False) -> tuple[float, int, float, float, int]:
+             trace: bool = False, traced: Traced | None = None) -> \
+        tuple[float, int, float, float, int]:
     """Worker.run(once=True) in process: seconds, write transactions, time waiting for the
     process's write lock and time holding it (summed over threads), and with `trace` the
     statements run on the SQLite write connection (triggers' included, as its trace counts
-    them)."""
+    them); on PostgreSQL, `traced` gets the statements and round trips of the run."""
     from wfctl import log
 
     with (where or Where()).scratch() as scratch:
@@ -430,7 +432,8 @@ def _threads(workflows: int, concurrency: int, where: Where | None = None, *,
         log.LOGGER.setLevel(logging.ERROR)
         started = time.perf_counter()
         try:
-            worker.run(once=True)
+            with _counting(traced) if traced is not None else nullcontext():
+                worker.run(once=True)
         finally:
             log.LOGGER.setLevel(level)
         seconds = time.perf_counter() - started
@@ -506,6 +509,61 @@ class Traced:
     plan_seconds: float = 0.0           # and its planning time (when track_planning is on)
 
 
+@contextmanager
+def _counting(traced: Traced) -> Iterator[None]:
+    """Count into `traced` the statements psycopg sends meanwhile, from every thread, and the
+    round trips they take, with the time each thread waited inside them."""
+    import psycopg
+
+    # Every statement goes through a cursor (Connection.execute makes one): the store's
+    # transactions keep cursors of their own. In pipeline mode a statement is only queued: the
+    # round trip is the pipeline's end, which waits for all of them.
+    execute = psycopg.Cursor.execute
+    pipeline_exit = psycopg.Pipeline.__exit__
+    lock = threading.Lock()
+    queues = threading.local()
+
+    def counted(cursor: psycopg.Cursor, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        queued = cursor.connection.info.pipeline_status != psycopg.pq.PipelineStatus.OFF
+        before = time.perf_counter()
+        try:
+            return execute(cursor, query, params, **kwargs)
+        finally:
+            took = time.perf_counter() - before
+            kinds = [_kind(statement.strip()) for statement in str(query).split(";")
+                     if statement.strip()]
+            with lock:
+                traced.client_seconds += took
+                traced.statements.update(kinds)
+                if queued:
+                    queues.__dict__.setdefault("piped", []).extend(kinds)
+                else:
+                    traced.round_trips += 1
+                    traced.seconds_by_kind[kinds[0]] += took
+
+    def sent(pipeline: psycopg.Pipeline, *args: Any) -> Any:
+        before = time.perf_counter()
+        try:
+            return pipeline_exit(pipeline, *args)
+        finally:
+            took = time.perf_counter() - before
+            piped = queues.__dict__.setdefault("piped", [])
+            with lock:
+                traced.client_seconds += took
+                traced.round_trips += 1
+                # Named by the statement whose result was awaited (the last one).
+                traced.seconds_by_kind[f"{piped[-1]} (pipelined)" if piped else "?"] += took
+            piped.clear()
+
+    psycopg.Cursor.execute = counted  # type: ignore[method-assign]
+    psycopg.Pipeline.__exit__ = sent  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        psycopg.Cursor.execute = execute  # type: ignore[method-assign]
+        psycopg.Pipeline.__exit__ = pipeline_exit  # type: ignore[method-assign]
+
+
 def _drain_postgres(workflows: int, server: pglib.Server, *, trace: bool = False,
                     profile: bool = False) -> tuple[float, Traced, pstats.Stats | None]:
     """Start `workflows` on a fresh database and drain them with Worker.step in this thread;
@@ -526,58 +584,15 @@ def _drain_postgres(workflows: int, server: pglib.Server, *, trace: bool = False
                 stats = True
             except psycopg.Error:
                 stats = False
-            # Every statement goes through a cursor (Connection.execute makes one): the store's
-            # transactions keep cursors of their own. In pipeline mode a statement is only
-            # queued: the round trip is the pipeline's end, which waits for all of them.
-            execute = psycopg.Cursor.execute
-            pipeline_exit = psycopg.Pipeline.__exit__
-            piped: list[str] = []
-
-            def counted(cursor: psycopg.Cursor, query: Any, params: Any = None,
-                        **kwargs: Any) -> Any:
-                queued = cursor.connection.info.pipeline_status != psycopg.pq.PipelineStatus.OFF
-                before = time.perf_counter()
-                try:
-                    return execute(cursor, query, params, **kwargs)
-                finally:
-                    took = time.perf_counter() - before
-                    traced.client_seconds += took
-                    kinds = [_kind(statement.strip()) for statement in str(query).split(";")
-                             if statement.strip()]
-                    traced.statements.update(kinds)
-                    if queued:
-                        piped.extend(kinds)
-                    else:
-                        traced.round_trips += 1
-                        traced.seconds_by_kind[kinds[0]] += took
-
-            def sent(pipeline: psycopg.Pipeline, *args: Any) -> Any:
-                before = time.perf_counter()
-                try:
-                    return pipeline_exit(pipeline, *args)
-                finally:
-                    took = time.perf_counter() - before
-                    traced.client_seconds += took
-                    traced.round_trips += 1
-                    # Named by the statement whose result was awaited (the last one).
-                    traced.seconds_by_kind[f"{piped[-1]} (pipelined)" if piped else "?"] += took
-                    piped.clear()
-
-            if trace:
-                psycopg.Cursor.execute = counted  # type: ignore[method-assign]
-                psycopg.Pipeline.__exit__ = sent  # type: ignore[method-assign]
             profiler = cProfile.Profile() if profile else None
             started = time.perf_counter()
-            try:
+            with _counting(traced) if trace else nullcontext():
                 if profiler:
                     profiler.enable()
                 while worker.slots[0].run_once(client.now(), check_deadlines=False):
                     pass
                 if profiler:
                     profiler.disable()
-            finally:
-                psycopg.Cursor.execute = execute  # type: ignore[method-assign]
-                psycopg.Pipeline.__exit__ = pipeline_exit  # type: ignore[method-assign]
             seconds = time.perf_counter() - started
             if trace and stats:
                 traced.server_seconds, traced.plan_seconds = stats_conn.execute(
@@ -647,6 +662,10 @@ def profile_postgres(workflows: int, server: pglib.Server) -> None:
               f"write transaction open {holding / steps * 1e6:4.0f} us per step, "
               f"waited for a connection {waiting / steps * 1e6:5.0f} us per step "
               "(summed over threads)")
+        traced = Traced()
+        _threads(workflows, concurrency, Where(server), traced=traced)
+        print(f"       traced again: {sum(traced.statements.values()) / steps:.1f} statements "
+              f"in {traced.round_trips / steps:.1f} round trips per step")
 
 
 def main() -> None:

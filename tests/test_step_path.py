@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 from test_worker_once_pass import TWO_STEPS
 
+from wfctl.engine.core import EngineCore
 from wfctl.errors import StoreUnavailable
 from wfctl.worker import Worker, WorkerOptions, slots
 from wfctl.worker.slots import StepPath
@@ -43,12 +44,22 @@ def drain_with_one_slot(make_env, monkeypatch):
 def test_a_slot_runs_the_pooled_attempts_of_a_quick_handler_itself(make_env, monkeypatch):
     # Any handler that ran once is quick here: what is tested is what the slot does with that.
     monkeypatch.setattr(slots, "QUICK_HANDLER", 3600.0)
+    expected: list[set[str]] = []
+    batch = EngineCore.batch
+
+    def expecting(engine: EngineCore, offer=None, families=()):
+        expected.append(set(families))
+        return batch(engine, offer, families)
+
+    monkeypatch.setattr(EngineCore, "batch", expecting)
 
     wakes, batches = drain_with_one_slot(make_env, monkeypatch)
 
     # The claims for the four free places; then each batch records four outcomes (and takes
-    # each run's next step, or closes it).
+    # each run's next step, or closes it), telling the store whose rows it changes (which
+    # PostgreSQL locks together, with the first outcome's read).
     assert batches == [0, 4, 4]
+    assert expected == [set(), {"t0", "t1", "t2", "t3"}, {"t0", "t1", "t2", "t3"}]
     # Idle slots were woken once: before the handler's first run, not yet known to be quick.
     assert wakes == [3]
 
