@@ -141,7 +141,10 @@ def test_a_worker_killed_mid_step_has_its_work_retried_by_a_worker_on_another_ho
             runs = [(attempt, pid) for w, s, attempt, pid, _ in project.calls()
                     if (w, s) == (wf, step)]
             attempts = [attempt for attempt, _ in runs]
-            assert attempts == list(range(1, len(runs) + 1)), (wf, step, runs)
+            # Each attempt ran once at most, in order, and one retry at most was needed; an
+            # attempt the doomed worker had claimed for a slot that had not taken it up yet
+            # when it was killed never ran at all.
+            assert attempts == sorted(set(attempts)) and attempts[-1] <= 2, (wf, step, runs)
             # Each step ran once to its end: in the survivor, or in the worker before its kill.
             assert all(pid == doomed.pid for _, pid in runs[:-1]), (wf, step, runs)
         assert_well_formed_after_retries(project, wf)
