@@ -321,6 +321,36 @@ def test_a_failing_pass_is_logged_once_with_its_traceback_and_the_loop_backs_off
     assert events.named("loop_recovered") == [{"loop": "watchdog", "failed_passes": 3}]
 
 
+def test_a_slot_whose_claims_keep_failing_backs_off_instead_of_trying_again_at_once(
+        make_env, events, monkeypatch):
+    # The work stays ready, so a slot that let the failure pass would serve again at once,
+    # for as long as it lasts.
+    env = make_env(MISBEHAVING)
+    env.start("one", "s1")
+    env.decide(0)
+    worker, clock = pinned_worker(env)
+    claims = []
+
+    def broken_claim(*args: Any, **kwargs: Any) -> Any:
+        claims.append(args)
+        raise RuntimeError("the claim is broken")
+
+    monkeypatch.setattr(env.engine, "claim_activity", broken_claim)
+    slot = worker.slots[0]
+    clock.set(1)
+    waits = [slot.guarded_pass() for _ in range(3)]
+
+    assert waits == [0.1, 0.2, 0.4] and len(claims) == 3
+    [failed] = events.named("loop_failed")
+    assert (failed["loop"], failed["exception"]) == (slot.name,
+                                                     "RuntimeError: the claim is broken")
+    monkeypatch.undo()
+    while slot.guarded_pass() == 0:
+        pass
+    assert env.describe("s1")["status"] == "completed"
+    assert events.named("loop_recovered") == [{"loop": slot.name, "failed_passes": 3}]
+
+
 def test_back_off_doubles_from_a_tenth_of_a_second_up_to_five():
     backoff = Backoff()
     waits = [backoff.next() for _ in range(9)]

@@ -16,7 +16,7 @@ from wfctl import log
 from wfctl.context import _NOTHING
 from wfctl.engine.activities import RECORDED_ALREADY
 from wfctl.engine.tasks import ActivityTask, Offer
-from wfctl.errors import ActivityCancelled, StoreUnavailable
+from wfctl.errors import ActivityCancelled, StoreUnavailable, TransientConflict
 from wfctl.handlers import HandlerError, Outcome, format_traceback
 from wfctl.worker.attempts import Attempt, AttemptObserver, Attempts
 from wfctl.worker.executor import Executor
@@ -452,8 +452,16 @@ class StepPath:
             with self._queue_lock:
                 self._queue[:0] = batch
             raise exc from None
+        except TransientConflict:
+            # Another writer got in the way: the outcomes go one by one, the claims next time.
+            self._one_by_one(batch, now)
+            return
         except Exception:
             self._one_by_one(batch, now)
+            if not batch:
+                # No outcome failed it: claiming or deciding did, and would again at once (the
+                # slot sees the work still ready). The slot's loop reports it and backs off.
+                raise
             return
         self._in_doubt = False
         for task in adopted:
