@@ -695,6 +695,27 @@ def test_a_worker_whose_slots_keep_dying_exits_non_zero_and_gives_back_what_it_h
 # shutdown
 
 
+def test_a_worker_stopped_at_once_returns_after_its_slots_recorded_what_was_handed_in(
+        make_env, monkeypatch):
+    # The handler asks for a stop at once; its outcome, handed in, takes a while to record.
+    # `run` returns after that, not while a slot still writes.
+    env = make_env(MISBEHAVING)
+    env.start("timed", "t1")
+    worker, _ = pinned_worker(env)
+    complete = env.engine.complete_activity
+
+    def slow_complete(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(0.3)
+        return complete(*args, **kwargs)
+
+    monkeypatch.setattr(env.engine, "complete_activity", slow_complete)
+    wfh_supervision.during.append(worker.request_force_stop)
+
+    worker.run(once=True)
+
+    assert env.describe("t1")["status"] == "completed"
+
+
 def test_a_worker_that_cannot_give_back_an_attempt_leaves_its_lease_to_lapse(
         tmp_path, db, events, monkeypatch):
     # On another host, where its lease alone tells that it is gone (here its process would be).

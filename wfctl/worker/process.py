@@ -40,6 +40,8 @@ ONCE_NOTICE = (
 DEATHS_PER_MINUTE = 5
 # How long a stopping worker waits for its executor to let go of what it runs.
 EXECUTOR_CLOSE_TIMEOUT = 2.0
+# How long, in all, a stopping worker waits for its slots' last acts (`_wind_down_slots`).
+SLOT_WIND_DOWN = 1.0
 
 
 # Connections the worker needs besides one per slot (see `Worker.__init__`).
@@ -413,6 +415,7 @@ class Worker:
         self.request_stop()
         if drain and not failed and not self.forced.is_set():
             self._drain()
+        self._wind_down_slots(SLOT_WIND_DOWN)
         if self._release_held():
             try:
                 self.unregister(self.clock())
@@ -433,6 +436,17 @@ class Worker:
         self.executor.close(EXECUTOR_CLOSE_TIMEOUT)
         log.event("worker_stopped", worker_id=self.worker_id, tasks=self.tasks_done)
         return 1 if failed or self.forced.is_set() else 0
+
+    def _wind_down_slots(self, seconds: float) -> None:
+        """Wait, up to `seconds` in all, for the slot threads not running a handler to end:
+        their last acts (recording the outcomes handed in, giving back their pool) come before
+        the worker gives back what it still holds, and before `run` returns, so that no slot
+        writes after it. A slot in a handler is not waited for: the handler is abandoned."""
+        end = time.monotonic() + seconds
+        for loop, thread in list(self._threads.items()):
+            if isinstance(loop, Slot) and (loop.attempt is None
+                                           or not loop.attempt.handler_running):
+                thread.join(max(0.0, end - time.monotonic()))
 
     def _drain(self) -> None:
         """Let running handlers (and on_deadline handlers) finish within the grace; abandoned
