@@ -100,6 +100,31 @@ class Cluster:
                 total += (int(fields[11]) + int(fields[12])) / tick
         return total
 
+    def cpu_by_process(self) -> dict[int, tuple[str, float, float]]:
+        """Each server process running now: its kind (`backend`, a connection's, or `other`:
+        the WAL writer, checkpointer, autovacuum and the like) and its user and system CPU
+        seconds so far."""
+        try:
+            postmaster = int((self.data / "postmaster.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return {}
+        tick = os.sysconf("SC_CLK_TCK")
+        found = {}
+        for stat in glob.glob("/proc/[0-9]*/stat"):
+            try:
+                with open(stat, encoding="ascii", errors="replace") as source:
+                    fields = source.read().rsplit(")", 1)[1].split()
+                if int(fields[1]) != postmaster:
+                    continue
+                pid = int(Path(stat).parent.name)
+                command = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+            except (OSError, ValueError):
+                continue
+            # A backend names its user, database and client: "postgres: USER DB HOST(PORT) …".
+            kind = "backend" if "(" in command else "other"
+            found[pid] = (kind, int(fields[11]) / tick, int(fields[12]) / tick)
+        return found
+
     def stop(self) -> None:
         self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
         shutil.rmtree(self.folder, ignore_errors=True)

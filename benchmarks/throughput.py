@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import functools
 import importlib.util
 import json
 import logging
@@ -63,8 +64,8 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -396,12 +397,13 @@ def _drain(workflows: int, *, trace: bool = False, profile: bool = False,
 
 
 def _threads(workflows: int, concurrency: int, where: Where | None = None, *,
-             trace: bool = False, traced: Traced | None = None) -> \
+             trace: bool = False,
+             around: Callable[[], AbstractContextManager[Any]] = nullcontext) -> \
         tuple[float, int, float, float, int]:
     """Worker.run(once=True) in process: seconds, write transactions, time waiting for the
     process's write lock and time holding it (summed over threads), and with `trace` the
     statements run on the SQLite write connection (triggers' included, as its trace counts
-    them); on PostgreSQL, `traced` gets the statements and round trips of the run."""
+    them); `around` is entered for the run alone (what measures it on PostgreSQL)."""
     from wfctl import log
 
     with (where or Where()).scratch() as scratch:
@@ -432,7 +434,7 @@ def _threads(workflows: int, concurrency: int, where: Where | None = None, *,
         log.LOGGER.setLevel(logging.ERROR)
         started = time.perf_counter()
         try:
-            with _counting(traced) if traced is not None else nullcontext():
+            with around():
                 worker.run(once=True)
         finally:
             log.LOGGER.setLevel(level)
@@ -564,6 +566,31 @@ def _counting(traced: Traced) -> Iterator[None]:
         psycopg.Pipeline.__exit__ = pipeline_exit  # type: ignore[method-assign]
 
 
+@contextmanager
+def _measured(server: pglib.Server, traced: Traced, cpu: Counter[str]) -> Iterator[None]:
+    """`_counting` and `_server_cpu` at once."""
+    with _counting(traced), _server_cpu(server, cpu):
+        yield
+
+
+@contextmanager
+def _server_cpu(server: pglib.Server, into: Counter[str]) -> Iterator[None]:
+    """Add to `into` the CPU seconds the throwaway cluster's processes spend meanwhile, by
+    kind: `backend user`, `backend system`, `other` (nothing for a server of --db)."""
+    cluster = server.cluster
+    before = cluster.cpu_by_process() if cluster else {}
+    try:
+        yield
+    finally:
+        for pid, (kind, user, system) in (cluster.cpu_by_process() if cluster else {}).items():
+            _, user_before, system_before = before.get(pid, (kind, 0.0, 0.0))
+            if kind == "backend":
+                into["backend user"] += user - user_before
+                into["backend system"] += system - system_before
+            else:
+                into["other"] += user + system - user_before - system_before
+
+
 def _drain_postgres(workflows: int, server: pglib.Server, *, trace: bool = False,
                     profile: bool = False) -> tuple[float, Traced, pstats.Stats | None]:
     """Start `workflows` on a fresh database and drain them with Worker.step in this thread;
@@ -662,10 +689,15 @@ def profile_postgres(workflows: int, server: pglib.Server) -> None:
               f"write transaction open {holding / steps * 1e6:4.0f} us per step, "
               f"waited for a connection {waiting / steps * 1e6:5.0f} us per step "
               "(summed over threads)")
-        traced = Traced()
-        _threads(workflows, concurrency, Where(server), traced=traced)
+        traced, cpu = Traced(), Counter[str]()
+        _threads(workflows, concurrency, Where(server),
+                 around=functools.partial(_measured, server, traced, cpu))
         print(f"       traced again: {sum(traced.statements.values()) / steps:.1f} statements "
-              f"in {traced.round_trips / steps:.1f} round trips per step")
+              f"in {traced.round_trips / steps:.1f} round trips per step; the server's CPU "
+              f"{cpu['backend user'] / steps * 1e6:,.0f} us user + "
+              f"{cpu['backend system'] / steps * 1e6:,.0f} us system per step in the "
+              f"connections' backends, {cpu['other'] / steps * 1e6:,.0f} us in its other "
+              "processes")
 
 
 def main() -> None:
