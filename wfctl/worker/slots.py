@@ -452,15 +452,12 @@ class StepPath:
             with self._queue_lock:
                 self._queue[:0] = batch
             raise exc from None
-        except TransientConflict:
-            # Another writer got in the way: the outcomes go one by one, the claims next time.
+        except Exception as exc:
             self._one_by_one(batch, now)
-            return
-        except Exception:
-            self._one_by_one(batch, now)
-            if not batch:
+            if not batch and not isinstance(exc, TransientConflict):
                 # No outcome failed it: claiming or deciding did, and would again at once (the
-                # slot sees the work still ready). The slot's loop reports it and backs off.
+                # slot sees the work still ready). The slot's loop reports it and backs off;
+                # another writer in the way is only tried again.
                 raise
             return
         self._in_doubt = False
