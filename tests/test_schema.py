@@ -426,3 +426,45 @@ def test_the_0_1_database_is_upgraded_with_its_timeout_events_counted(tmp_path):
     store.close()
     assert kept == sorted((*key, count) for key, count in scanned.items())
     assert any(row[1] for row in kept)
+
+
+TIMED = """
+version: 1
+workflows:
+  timed:
+    steps:
+      - activity: wfh:noop
+        name: first
+        schedule_to_close: 1m
+      - activity: wfh:noop
+        name: second
+"""
+
+
+def test_writing_an_activity_builds_no_temporary_table_for_its_indexes(make_env, monkeypatch):
+    # SQLite evaluates an IN list of three or more values through a temporary table it builds
+    # each time: in a partial index's predicate, at each insert and update of the table's rows.
+    statements: list[str] = []
+    connect = sqlite_store.SQLiteStore._connect
+
+    def traced(store: sqlite_store.SQLiteStore) -> sqlite3.Connection:
+        conn = connect(store)
+        conn.set_trace_callback(statements.append)
+        return conn
+
+    monkeypatch.setattr(sqlite_store.SQLiteStore, "_connect", traced)
+    env = make_env(TIMED)
+    env.start("timed", "t1")
+    while env.run(0):
+        pass
+    assert env.describe("t1")["status"] == "completed"
+
+    writes = [sql for sql in statements if sql.startswith(("INSERT INTO activities",
+                                                            "UPDATE activities"))]
+    conn = sqlite3.connect(env.db)
+    temporary = {sql: sum(1 for op in conn.execute(f"EXPLAIN {sql}") if op[1] == "OpenEphemeral")
+                 for sql in writes}
+    conn.close()
+    # Two activities inserted, each started and completed: only RETURNING keeps rows apart.
+    assert len(writes) >= 4
+    assert temporary == {sql: int(" RETURNING " in sql) for sql in writes}

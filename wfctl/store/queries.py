@@ -35,6 +35,7 @@ from wfctl.store.records import (
     Timer,
     WorkflowTask,
 )
+from wfctl.store.tables import status_is
 from wfctl.vocabulary import (
     ACTIVITY_TIMEOUTS,
     CLOSED_INSTANCE,
@@ -60,14 +61,8 @@ def sql_list(words: Iterable[str]) -> str:
 def _pending(timeout: Timeout) -> str:
     """The condition on a row of its table under which a timeout's deadline is pending: the
     deadline is set, and the activity is in a status the timeout counts in (a workflow's: the
-    run is open). Spelled as its partial index is: one status with `=`, a list with `IN`."""
-    statuses = timeout.counts_while
-    if not statuses:
-        counts = "closed_at IS NULL"
-    elif len(statuses) == 1:
-        counts = f"status = '{statuses[0]}'"
-    else:
-        counts = f"status IN {sql_list(statuses)}"
+    run is open). Spelled as its partial index is (`tables.status_is`)."""
+    counts = status_is(timeout.counts_while) if timeout.counts_while else "closed_at IS NULL"
     return f"{counts} AND {timeout.column} IS NOT NULL"
 
 
@@ -75,7 +70,7 @@ def _pending(timeout: Timeout) -> str:
 # order, which SQLite needs before it will use such an index for a query.
 OPEN_WORKFLOW_TASK_SQL = sql_list(OPEN_WORKFLOW_TASK)
 PENDING_ACTIVITY_SQL = sql_list(PENDING_ACTIVITY)
-OPEN_ACTIVITY_SQL = sql_list(OPEN_ACTIVITY)
+_OPEN_ACTIVITY = status_is(OPEN_ACTIVITY)
 _UNSUCCESSFUL_RUN = sql_list(UNSUCCESSFUL_RUN)
 _TIMEOUT_EVENTS = frozenset(TIMEOUT_EVENTS)
 # A closed instance may be deleted unless it is the child of an instance still open: the parent
@@ -714,13 +709,13 @@ class SQLTx:
     def open_activities(self, run_id: str) -> list[Activity]:
         return self._records(
             Activity, f"SELECT {ACTIVITY_COLUMNS} FROM activities WHERE workflow_run_id = %s "
-            f"AND status IN {OPEN_ACTIVITY_SQL}{self._IN_ORDER}", (run_id,),
+            f"AND {_OPEN_ACTIVITY}{self._IN_ORDER}", (run_id,),
         )
 
     def count_open_activities(self, run_id: str) -> int:
         return self._one(
             "SELECT count(*) AS n FROM activities WHERE workflow_run_id = %s "
-            f"AND status IN {OPEN_ACTIVITY_SQL}", (run_id,),
+            f"AND {_OPEN_ACTIVITY}", (run_id,),
         )["n"]
 
     def next_ready_activity_with_run(self, queues: Sequence[str], now: datetime) -> \

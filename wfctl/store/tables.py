@@ -4,6 +4,8 @@ database's p001), written once: a dialect gives an instant's type, an integer ke
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 TABLES = {
     # The partial indexes of the runs' deadlines.
     "runs_deadlines": """\
@@ -150,3 +152,20 @@ def table(name: str, *, instant: str, key: str, rowid: str, in_order: str) -> st
     `key` are types, `rowid` the column that keeps insertion order where the database has none,
     `in_order` the index key that follows it."""
     return TABLES[name].format(instant=instant, key=key, rowid=rowid, in_order=in_order)
+
+
+def status_is(statuses: Sequence[str]) -> str:
+    """The condition that a row's status is one of `statuses` (vocabulary words, never input):
+    `=` for one, `IN` for two, and ORs for more. SQLite evaluates an `IN` list of three or more
+    values through a temporary table it builds at each evaluation, and a partial index's
+    predicate is evaluated at each write of a row (twice when an update may change what it
+    reads): spelled with `IN`, such a predicate cost every insert and update of an activity
+    about as much as the rest of the statement. Queries spell their lists through this too (a
+    query's list costs the same table at each run). PostgreSQL evaluates a list without a table:
+    its indexes keep the `IN` they were created with, and its planner reads either spelling
+    through them."""
+    if len(statuses) == 1:
+        return f"status = '{statuses[0]}'"
+    if len(statuses) == 2:
+        return f"status IN ('{statuses[0]}', '{statuses[1]}')"
+    return "(" + " OR ".join(f"status = '{status}'" for status in statuses) + ")"
