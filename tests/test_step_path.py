@@ -77,6 +77,63 @@ def test_before_a_handler_not_known_to_be_quick_idle_slots_are_woken_for_the_poo
     assert wakes == [3, 3, 3, 3, 3, 2, 1]
 
 
+def drain_with_one_place(env, monkeypatch) -> list[int]:
+    """What every workflow of `env` started leaves, drained by the slot of a one-slot worker
+    in this thread, any handler that ran once taken as quick; the attempts each batch left in
+    the pool."""
+    monkeypatch.setattr(slots, "QUICK_HANDLER", 3600.0)
+    worker = Worker(env.engine, WorkerOptions(concurrency=1), clock=env.worker_clock)
+    pooled: list[int] = []
+    combine = StepPath._combine
+
+    def counted(path: StepPath, batch: list, check: bool) -> None:
+        combine(path, batch, check)
+        pooled.append(path.pooled())
+
+    monkeypatch.setattr(StepPath, "_combine", counted)
+    slot = worker.slots[0]
+    while slot.run_once(env.worker_clock.set(1), check_deadlines=False):
+        pass
+    assert worker.attempts.held() == []
+    return pooled
+
+
+def test_a_quick_handlers_attempts_are_claimed_ahead_of_the_free_places(make_env, monkeypatch):
+    env = make_env(TWO_STEPS)
+    for n in range(10):
+        env.start("two", f"t{n:02d}")
+
+    pooled = drain_with_one_place(env, monkeypatch)
+
+    assert [env.describe(f"t{n:02d}")["status"] for n in range(10)] == ["completed"] * 10
+    # The first claim fills the one place: its handler has not run yet. Known quick once it
+    # ran, a batch takes the next step of the run it ended and claims the other runs' first
+    # steps with it, then their next steps: up to `QUICK_BATCH` attempts a batch.
+    assert pooled == [1, 10, 9, 0]
+
+
+def test_a_quick_handlers_batch_never_holds_two_attempts_of_one_run(make_env, monkeypatch):
+    env = make_env("""
+        version: 1
+        workflows:
+          both:
+            steps:
+              - parallel:
+                  - activity: wfh:add_one
+                    name: one
+                  - activity: wfh:add_one
+                    name: two
+    """)
+    env.start("both", "warm")
+    env.start("both", "b1")
+
+    drain_with_one_place(env, monkeypatch)
+
+    # Each branch gets its run's state when it is claimed: with one place, the second branch
+    # is claimed once the first has ended, as before its handler was known to be quick.
+    assert [env.describe(name)["state"]["count"] for name in ("warm", "b1")] == [2, 2]
+
+
 class HandedInOnRelease:
     """An engine turn that, the first time it is let go, sees another slot hand an outcome in:
     one that arrived after the holder's last look at the queue."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Container, Sequence
+from collections.abc import Callable, Container, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -36,15 +36,17 @@ __all__ = ["ActivityTask", "claim_activity", "complete_activity", "fail_activity
 
 @operation
 def claim_activity(engine: EngineCore, worker_id: str, queues: Sequence[str],
-                   now: datetime) -> ActivityTask | None:
+                   now: datetime, *, accept: Callable[[Activity], bool] | None = None) -> \
+        ActivityTask | None:
     """Claim the oldest ready activity on these queues; start_to_close and heartbeat start now.
+    With `accept`, only if it accepts that activity (None: none is claimed).
 
     The claim is a conditional update: when another writer took the activity first, it is
     not ours, and the next ready one is tried."""
     with engine.transaction(now) as c:
         for _ in range(CLAIM_TRIES):
             found = c.tx.next_ready_activity_with_run(queues, c.now)
-            if found is None:
+            if found is None or (accept is not None and not accept(found[0])):
                 return None
             claimed = _claim(c, *found, worker_id)
             if claimed is not None:

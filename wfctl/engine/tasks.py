@@ -3,6 +3,7 @@ transaction schedules (`Offer`); engine/attempts.py starts an attempt either way
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -55,10 +56,18 @@ class Offer:
     queues: tuple[str, ...]
     left: int
     taken: list[ActivityTask] = field(default_factory=list)
+    # Places beyond the free ones, for the attempts of handlers `quick` says are quick only
+    # (the worker runs those one after another: `worker.slots.QUICK_BATCH`).
+    ahead: int = 0
+    quick: Callable[[str], bool] = field(default=lambda handler: False)
 
-    def takes(self, queue: str) -> bool:
-        return self.left > 0 and queue in self.queues
+    def takes(self, queue: str, handler: str) -> bool:
+        return queue in self.queues and (
+            self.left > 0 or (self.ahead > 0 and self.quick(handler)))
 
     def take(self, task: ActivityTask) -> None:
-        self.left -= 1
+        if self.left > 0:
+            self.left -= 1
+        else:
+            self.ahead -= 1
         self.taken.append(task)

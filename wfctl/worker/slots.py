@@ -39,6 +39,13 @@ PENDING_LOOK = 0.02
 # far more, so running such handlers side by side would gain nothing. Slower handlers, those
 # that wait on I/O or run in a child process (`--isolation process`), get slots side by side.
 QUICK_HANDLER = 0.0001
+# How many attempts of handlers known to be quick a worker holds at most (running and pooled),
+# beyond its free places: the slot that drives runs them one after another, each taking a few
+# hundred microseconds with its share of a batch, so the last waits in the pool a few
+# milliseconds from its claim; and a batch's own work (its commit, the claim that finds nothing
+# more, the decisions it looks for) is shared by as many steps. An attempt of a handler not known
+# to be quick is claimed only for a free place.
+QUICK_BATCH = 16
 
 
 class Slot(Loop):
@@ -201,10 +208,11 @@ class StepPath:
     attempts pooled) — all in one transaction — and pools the claims. Any slot takes the next
     attempt from the pool. A slot whose handlers are quick (`QUICK_HANDLER`) runs the pooled
     attempts one after another and wakes nobody: with no-op handlers one thread does the work
-    of all, four steps a transaction, with no thread switches. Before a handler not known to be
-    quick it wakes idle slots for what waits in the pool, so slow handlers run side by side;
-    idle slots also look again soon (`PENDING_LOOK`) while anything waits. Since an attempt's
-    start_to_close counts from its claim, attempts are claimed only for free places. A batch
+    of all, up to `QUICK_BATCH` steps a transaction, with no thread switches. Before a handler
+    not known to be quick it wakes idle slots for what waits in the pool, so slow handlers run
+    side by side; idle slots also look again soon (`PENDING_LOOK`) while anything waits. Since
+    an attempt's start_to_close counts from its claim, an attempt of a handler not known to be
+    quick is claimed only for a free place; those of quick ones also ahead of them. A batch
     the engine cannot take (an unexpected error) is rolled back and done again one outcome per
     transaction.
     """
@@ -268,7 +276,7 @@ class StepPath:
         waits is recorded first (a batch, if the turn is free), and idle slots are woken for
         the attempts in the pool, so that neither waits for this handler. Whether it is not
         known to be quick (`finished` is told)."""
-        if self._took.get(attempt.task.handler, QUICK_HANDLER) < QUICK_HANDLER:
+        if self.quick(attempt.task.handler):
             return False
         with self._queue_lock:
             self._slow += 1
@@ -279,6 +287,10 @@ class StepPath:
         if self._pool:
             self.wake_idle(len(self._pool))
         return True
+
+    def quick(self, handler: str) -> bool:
+        """Whether `handler`'s runs are known to be quick (`QUICK_HANDLER`)."""
+        return self._took.get(handler, QUICK_HANDLER) < QUICK_HANDLER
 
     def ran(self, handler: str, seconds: float) -> None:
         """How long a run of `handler` took: averaged (one slow run among quick ones, a pause of
@@ -419,10 +431,19 @@ class StepPath:
         if batch:
             check = batch[0].check_deadlines
         with self._queue_lock:
-            free = self.places - len(self._running) - len(self._pool)
-        # None once stopping, and never more than `max_tasks` counts.
-        budget = 0 if shared.stopping.is_set() else self.attempts.budget(max(0, free))
-        offer = Offer(shared.worker_id, self.queues, budget)
+            held = len(self._running) + len(self._pool)
+            slow = self._slow
+        free = max(0, self.places - held)
+        if shared.stopping.is_set():
+            budget = ahead = 0
+        else:
+            # Never more than `max_tasks` counts. Beyond the free places, places for quick
+            # handlers' attempts only (`QUICK_BATCH`), while no slow handler runs.
+            budget = self.attempts.budget(free)
+            ahead = 0 if slow or budget < free else self.attempts.budget(
+                budget + max(0, QUICK_BATCH - max(held, self.places))) - budget
+        offered = budget + ahead
+        offer = Offer(shared.worker_id, self.queues, budget, ahead=ahead, quick=self.quick)
         tasks = offer.taken
         try:
             # The outcomes' families are locked together, with the first outcome's read.
@@ -433,22 +454,31 @@ class StepPath:
                 for exchange in batch:
                     exchange.rejected = _record(engine, exchange, now)
                 # Only what an outcome made ready is taken at once: what other decisions
-                # schedule waits its turn in the queue's order. Outcomes that each took the
-                # next step of the run they followed decide nothing more: the watchdog does.
-                free, offer.left = offer.left, 0
-                decided = _decide(shared, now, self.DECISIONS, check) if free or not tasks \
-                    else 0
+                # schedule waits its turn in the queue's order. Outcomes that took every place
+                # there was decide nothing more: the watchdog does.
+                free, ahead = offer.left, offer.ahead
+                offer.left = offer.ahead = 0
+                decided = _decide(shared, now, self.DECISIONS, check) \
+                    if free or ahead or not tasks else 0
                 # Idle slots need no wake-up when every free place got an attempt (the pool is
                 # theirs: `before`), nor when everything ready went to the pool.
                 done.nothing_left_ready = True
-                while len(tasks) < budget:
-                    claimed = engine.claim_activity(shared.worker_id, self.queues, now)
+                places = len(tasks) + free
+                runs = self._runs_held(tasks) if ahead else set()
+                while len(tasks) < places + ahead:
+                    claimed = engine.claim_activity(
+                        shared.worker_id, self.queues, now,
+                        accept=None if len(tasks) < places else
+                        lambda activity: self.quick(activity.handler)
+                        and activity.workflow_run_id not in runs)
                     if claimed is None:
-                        done.nothing_left_ready = decided < self.DECISIONS
+                        if len(tasks) < places:
+                            done.nothing_left_ready = decided < self.DECISIONS
                         break
                     tasks.append(claimed)
+                    runs.add(claimed.workflow_run_id)
         except StoreUnavailable as exc:
-            self._in_doubt = self._in_doubt or budget > 0
+            self._in_doubt = self._in_doubt or offered > 0
             with self._queue_lock:
                 self._queue[:0] = batch
             raise exc from None
@@ -472,6 +502,16 @@ class StepPath:
             self.attempts.started(attempt)
         with self._queue_lock:
             self._pool.extend(pooled)
+
+    def _runs_held(self, tasks: list[ActivityTask]) -> set[str]:
+        """The runs of `tasks` and of the attempts running or pooled, none of which an attempt
+        claimed ahead of the free places may be of: a handler gets its run's state as its
+        attempt is claimed, so the second branch of a parallel step claimed with the first
+        would not see what the first returned, where one slot runs them one after the other."""
+        with self._queue_lock:
+            held = [*self._running, *self._pool]
+        return {task.workflow_run_id for task in tasks} | \
+            {attempt.task.workflow_run_id for attempt in held}
 
     def _recorded(self, exchange: Exchange) -> None:
         if exchange.rejected:
