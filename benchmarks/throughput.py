@@ -505,6 +505,8 @@ class Traced:
     statements: Counter[str] = field(default_factory=Counter)
     # Seconds inside execute by the round trip's first statement (COMMIT waits for the WAL flush).
     seconds_by_kind: Counter[str] = field(default_factory=Counter)
+    # Round trips by the same name.
+    trips_by_kind: Counter[str] = field(default_factory=Counter)
     round_trips: int = 0
     client_seconds: float = 0.0         # inside psycopg's execute: the wire and the server
     server_seconds: float | None = None   # pg_stat_statements' execution time, when loaded
@@ -542,6 +544,7 @@ def _counting(traced: Traced) -> Iterator[None]:
                 else:
                     traced.round_trips += 1
                     traced.seconds_by_kind[kinds[0]] += took
+                    traced.trips_by_kind[kinds[0]] += 1
 
     def sent(pipeline: psycopg.Pipeline, *args: Any) -> Any:
         before = time.perf_counter()
@@ -554,7 +557,9 @@ def _counting(traced: Traced) -> Iterator[None]:
                 traced.client_seconds += took
                 traced.round_trips += 1
                 # Named by the statement whose result was awaited (the last one).
-                traced.seconds_by_kind[f"{piped[-1]} (pipelined)" if piped else "?"] += took
+                kind = f"{piped[-1]} (pipelined)" if piped else "?"
+                traced.seconds_by_kind[kind] += took
+                traced.trips_by_kind[kind] += 1
             piped.clear()
 
     psycopg.Cursor.execute = counted  # type: ignore[method-assign]
@@ -658,9 +663,10 @@ def profile_postgres(workflows: int, server: pglib.Server) -> None:
     print(f"   time per step (traced run, {per_step:,.0f} us): waiting on psycopg's execute "
           f"{wire:,.0f} us ({wire / per_step:.0%}), Python around it {per_step - wire:,.0f} us "
           f"({1 - wire / per_step:.0%})")
-    print("     execute time by the round trip's first statement, us per step:")
+    print("     execute time by the round trip's first statement, us per step (round trips "
+          "per step):")
     for kind, spent in traced.seconds_by_kind.most_common(6):
-        print(f"     {spent / steps * 1e6:7,.0f}  {kind}")
+        print(f"     {spent / steps * 1e6:7,.0f}  {kind} ({traced.trips_by_kind[kind] / steps:.2f})")
     if traced.server_seconds is not None:
         inside = traced.server_seconds / steps * 1e6
         planning = traced.plan_seconds / steps * 1e6
@@ -698,6 +704,8 @@ def profile_postgres(workflows: int, server: pglib.Server) -> None:
               f"{cpu['backend system'] / steps * 1e6:,.0f} us system per step in the "
               f"connections' backends, {cpu['other'] / steps * 1e6:,.0f} us in its other "
               "processes")
+        print("       round trips per step by their first statement: " + ", ".join(
+            f"{kind} {count / steps:.2f}" for kind, count in traced.trips_by_kind.most_common(8)))
 
 
 def main() -> None:

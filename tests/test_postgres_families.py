@@ -16,7 +16,8 @@ import pytest
 from conftest import Clock, Env, at
 
 from wfctl import Client
-from wfctl.errors import Conflict
+from wfctl.engine.activities import completion_close
+from wfctl.errors import Conflict, TransientConflict
 
 FAMILY = """
 version: 1
@@ -236,6 +237,129 @@ def test_a_batch_of_outcomes_waits_for_all_their_families_with_its_first(env):
 
     assert waited_before_x and outcome == [None] and recorded == ["x", "y"]
     assert [env.describe(name)["status"] for name in ("x", "y")] == ["completed"] * 2
+
+
+@contextmanager
+def round_trips() -> Iterator[list[str]]:
+    """The round trips this thread's statements take meanwhile, each named by its last
+    statement's first words (a pipeline's end waits for all of its statements)."""
+    import psycopg
+
+    taken: list[str] = []
+    piped: list[str] = []
+    execute, pipeline_exit = psycopg.Cursor.execute, psycopg.Pipeline.__exit__
+    me = threading.get_ident()
+
+    def counted(cursor: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        if threading.get_ident() == me:
+            words = " ".join(str(query).split()[:2])
+            if cursor.connection.info.pipeline_status != psycopg.pq.PipelineStatus.OFF:
+                piped.append(words)
+            else:
+                taken.append(words)
+        return execute(cursor, query, *args, **kwargs)
+
+    def sent(pipeline: Any, *args: Any) -> Any:
+        if threading.get_ident() == me:
+            taken.append(piped[-1] if piped else "?")
+            piped.clear()
+        return pipeline_exit(pipeline, *args)
+
+    psycopg.Cursor.execute, psycopg.Pipeline.__exit__ = counted, sent
+    try:
+        yield taken
+    finally:
+        psycopg.Cursor.execute, psycopg.Pipeline.__exit__ = execute, pipeline_exit
+
+
+def solos_claimed(env: Env, names: tuple[str, ...], now: float) -> list[Any]:
+    """`solo` workflows started and decided, each one's attempt claimed (by this process,
+    which has seen their families so)."""
+    for name in names:
+        env.start("solo", name, now=now)
+    env.decide(now)
+    return [env.claim(now) for _ in names]
+
+
+def completed_in_one_batch(env: Env, tasks: list[Any], now: float, *,
+                           announce: bool) -> list[str]:
+    """Complete the attempts in one batch, its closes announced or not: the round trips the
+    completions took (the commit's not counted)."""
+    closes = [completion_close(task, {"by": task.workflow_instance_id}, at(now))
+              for task in tasks] if announce else []
+    families = [task.workflow_instance_id for task in tasks]
+    with env.engine.batch(families=families, closes=closes), round_trips() as taken:
+        for task in tasks:
+            result = {"by": task.workflow_instance_id}
+            assert env.engine.complete_activity(task, result, at(now), decide=True) is None
+    return taken
+
+
+def test_a_batch_of_completions_reads_and_closes_them_all_in_its_first_round_trip(env):
+    """The step path announces the attempts its outcomes close: each of a family no other
+    outcome of the batch changes is closed, and its run read, in the round trip that locks
+    the families, and its completion takes no round trip of its own."""
+    unannounced = completed_in_one_batch(env, solos_claimed(env, ("a", "b", "c"), 1), 2,
+                                         announce=False)
+    announced = completed_in_one_batch(env, solos_claimed(env, ("x", "y", "z"), 3), 4,
+                                       announce=True)
+
+    assert len(unannounced) == 3 and len(announced) == 1
+    for name in ("a", "b", "c", "x", "y", "z"):
+        doc = env.describe(name)
+        assert (doc["status"], doc["state"]) == ("completed", {"by": name})
+        # The same history either way.
+        assert env.event_types(name) == env.event_types("a")
+    assert "ActivityCompleted" in env.event_types("x")
+
+
+def test_closes_of_one_family_are_not_done_ahead(env):
+    """Two outcomes of one family: the first one's may change the other's run (a child's
+    completion decides its parent), so only the outcome of a family of its own goes ahead."""
+    [x, y, z] = solos_claimed(env, ("x", "y", "z"), 1)
+    key = env.engine.store.peek()._one(
+        "SELECT family_key FROM instances WHERE workflow_instance_id = 'x'")["family_key"]
+    # y seen in x's family (as an instance started again as a child may be).
+    env.engine.store.families["y"] = key
+
+    taken = completed_in_one_batch(env, [x, y, z], 2, announce=True)
+
+    # x's with the lock and z's; y's in a round trip of its own, after x's outcome.
+    assert len(taken) == 2
+    assert [env.describe(name)["status"] for name in ("x", "y", "z")] == ["completed"] * 3
+
+
+def test_a_family_changed_since_it_was_seen_fails_the_batch_before_it_writes(env):
+    """The families the process saw plan which closes go ahead; the lock's rows check them.
+    Where an instance moved to another outcome's family since (started again as a child), its
+    close went ahead wrongly: the batch is refused, and nothing of it stays."""
+    [x, y] = solos_claimed(env, ("x", "y"), 1)
+    with env.engine.store.write() as tx:
+        tx._execute("UPDATE instances SET family_key = (SELECT family_key FROM instances "
+                    "WHERE workflow_instance_id = 'x') WHERE workflow_instance_id = 'y'")
+
+    with pytest.raises(TransientConflict, match="family changed"):
+        completed_in_one_batch(env, [x, y], 2, announce=True)
+
+    assert [env.describe(name)["status"] for name in ("x", "y")] == ["running"] * 2
+    assert env.engine.store.peek()._one(
+        "SELECT count(*) AS n FROM activities WHERE status = 'started'")["n"] == 2
+    # Seen as they are now, the next batch plans by them, and both complete.
+    assert len(completed_in_one_batch(env, [x, y], 3, announce=True)) == 2
+    assert [env.describe(name)["status"] for name in ("x", "y")] == ["completed"] * 2
+
+
+def test_a_close_done_ahead_that_no_completion_asked_for_is_never_committed(env):
+    [x, y] = solos_claimed(env, ("x", "y"), 1)
+    closes = [completion_close(task, {}, at(2)) for task in (x, y)]
+
+    with pytest.raises(RuntimeError, match="closed ahead and never recorded"), \
+            env.engine.batch(families=["x", "y"], closes=closes):
+        env.engine.complete_activity(x, {}, at(2))
+
+    assert env.engine.store.peek()._one(
+        "SELECT count(*) AS n FROM activities WHERE status = 'started'")["n"] == 2
+    assert [env.describe(name)["status"] for name in ("x", "y")] == ["running"] * 2
 
 
 def test_two_starts_of_one_new_id_take_turns(env):

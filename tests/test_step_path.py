@@ -45,11 +45,13 @@ def test_a_slot_runs_the_pooled_attempts_of_a_quick_handler_itself(make_env, mon
     # Any handler that ran once is quick here: what is tested is what the slot does with that.
     monkeypatch.setattr(slots, "QUICK_HANDLER", 3600.0)
     expected: list[set[str]] = []
+    closing: list[set[str]] = []
     batch = EngineCore.batch
 
-    def expecting(engine: EngineCore, offer=None, families=()):
+    def expecting(engine: EngineCore, offer=None, families=(), closes=()):
         expected.append(set(families))
-        return batch(engine, offer, families)
+        closing.append({close.workflow_instance_id for close in closes})
+        return batch(engine, offer, families, closes)
 
     monkeypatch.setattr(EngineCore, "batch", expecting)
 
@@ -57,9 +59,11 @@ def test_a_slot_runs_the_pooled_attempts_of_a_quick_handler_itself(make_env, mon
 
     # The claims for the four free places; then each batch records four outcomes (and takes
     # each run's next step, or closes it), telling the store whose rows it changes (which
-    # PostgreSQL locks together, with the first outcome's read).
+    # PostgreSQL locks together, with the first outcome's read) and which attempts the
+    # completions close (which PostgreSQL closes along with it).
     assert batches == [0, 4, 4]
     assert expected == [set(), {"t0", "t1", "t2", "t3"}, {"t0", "t1", "t2", "t3"}]
+    assert closing == expected
     # Idle slots were woken once: before the handler's first run, not yet known to be quick.
     assert wakes == [3]
 

@@ -462,8 +462,8 @@ def test_attempts_a_batch_started_though_its_commit_seemed_to_fail_are_run_not_s
     batch, starting = env.engine.batch, []
 
     class ReplyLost:
-        def __init__(self, offer: Any = None, families: Any = ()) -> None:
-            self.offer, self.inner = offer, batch(offer, families)
+        def __init__(self, offer: Any = None, families: Any = (), closes: Any = ()) -> None:
+            self.offer, self.inner = offer, batch(offer, families, closes)
 
         def __enter__(self) -> Any:
             return self.inner.__enter__()

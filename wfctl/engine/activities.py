@@ -27,11 +27,11 @@ from wfctl.engine.time.timeouts import (
     time_out_run,
 )
 from wfctl.errors import StructuralLimitExceeded
-from wfctl.store.records import Activity, ClosedAttempt, Run
+from wfctl.store.records import Activity, ClosedAttempt, PlannedClose, Run
 from wfctl.vocabulary import PENDING_ACTIVITY
 
-__all__ = ["ActivityTask", "claim_activity", "complete_activity", "fail_activity",
-           "record_heartbeat", "release_activity", "unheld_attempts"]
+__all__ = ["ActivityTask", "claim_activity", "complete_activity", "completion_close",
+           "fail_activity", "record_heartbeat", "release_activity", "unheld_attempts"]
 
 
 @operation
@@ -136,6 +136,24 @@ def _heartbeat_fields(details: Any) -> dict[str, Any]:
     return {"last_heartbeat_details": details}
 
 
+def _completed_fields(now: datetime, heartbeat_details: Any) -> dict[str, Any]:
+    """What a completion sets on the attempt it closes."""
+    return {"status": "completed", "closed_at": now, "owner": None,
+            **_heartbeat_fields(heartbeat_details)}
+
+
+def completion_close(task: ActivityTask, result: Any, now: datetime,
+                     heartbeat_details: Any = _KEEP) -> PlannedClose | None:
+    """The close `complete_activity(task, result, now, heartbeat_details)` asks of its
+    transaction first, for a batch to announce (`EngineCore.batch`); None for a result that
+    takes another path (`_complete_current`)."""
+    if result is not None and not isinstance(result, dict):
+        return None
+    return PlannedClose(task.workflow_instance_id, task.workflow_run_id, task.activity_id,
+                        task.attempt, task.worker_id, now,
+                        _completed_fields(now, heartbeat_details))
+
+
 @operation
 def complete_activity(engine: EngineCore, task: ActivityTask, result: Any, now: datetime,
                       heartbeat_details: Any = _KEEP, *, decide: bool = False,
@@ -177,8 +195,7 @@ def _complete(c: Ctx, task: ActivityTask, result: Any, heartbeat_details: Any) -
                               "limit": exc.limit},
                      extra=_heartbeat_fields(heartbeat_details))
         return None
-    c.tx.update_activity(activity.activity_id, status="completed", closed_at=c.now,
-                         owner=None, **_heartbeat_fields(heartbeat_details))
+    c.tx.update_activity(activity.activity_id, **_completed_fields(c.now, heartbeat_details))
     _completed(c, run, activity, result)
     return None
 
@@ -210,8 +227,8 @@ def _complete_current(c: Ctx, task: ActivityTask, result: Any, heartbeat_details
         merged.append(state)
         return True
 
-    run, closed = c.held_run_and_close(task, goes_on, status="completed", closed_at=c.now,
-                                       owner=None, **_heartbeat_fields(heartbeat_details))
+    run, closed = c.held_run_and_close(task, goes_on,
+                                       **_completed_fields(c.now, heartbeat_details))
     if closed is None:
         return False
     assert run is not None

@@ -8,7 +8,7 @@ import random
 import sys
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
@@ -20,7 +20,7 @@ from wfctl.definitions import Definitions, Limits, WorkflowType
 from wfctl.engine.time.claims import ClaimsInHand
 from wfctl.errors import StructuralLimitExceeded, TransientConflict
 from wfctl.store import Row, Store, Tx, dumps
-from wfctl.store.records import ClosedAttempt, Instance, Run, assign
+from wfctl.store.records import ClosedAttempt, Instance, PlannedClose, Run, assign
 
 if TYPE_CHECKING:
     from wfctl.engine.tasks import ActivityTask, Offer
@@ -400,11 +400,11 @@ class _Batch:
     """`EngineCore.batch`, as a context manager: a class, since the step path enters one for
     each batch."""
 
-    __slots__ = ("ctxs", "done", "engine", "families", "offer", "write")
+    __slots__ = ("closes", "ctxs", "done", "engine", "families", "offer", "write")
 
-    def __init__(self, engine: EngineCore, offer: Offer | None,
-                 families: Collection[str]) -> None:
-        self.engine, self.offer, self.families = engine, offer, families
+    def __init__(self, engine: EngineCore, offer: Offer | None, families: Sequence[str],
+                 closes: Sequence[PlannedClose]) -> None:
+        self.engine, self.offer, self.families, self.closes = engine, offer, families, closes
 
     def __enter__(self) -> BatchDone:
         engine = self.engine
@@ -416,7 +416,7 @@ class _Batch:
         self.write = engine.store.write()
         state.tx = tx = self.write.__enter__()
         if self.families:
-            tx.expect(self.families)
+            tx.expect(self.families, self.closes)
         state.ctxs, state.rows, state.offer = self.ctxs, ({}, {}), self.offer
         return self.done
 
@@ -474,13 +474,16 @@ class EngineCore:
         """Whether this thread is inside `batch()`."""
         return getattr(self._batch, "ctxs", None) is not None
 
-    def batch(self, offer: Offer | None = None, families: Collection[str] = ()) -> _Batch:
+    def batch(self, offer: Offer | None = None, families: Sequence[str] = (),
+              closes: Sequence[PlannedClose] = ()) -> _Batch:
         """One write transaction for every engine operation this thread runs inside it (group
         commit). All of them commit, or none: a failure rolls the whole batch back, and the
         caller may run the operations again one by one. `offer`: free slots of the caller's
         worker, which take the activities the batch schedules for them (`tasks.Offer`);
-        `families`: the instances its operations change (`Tx.expect`)."""
-        return _Batch(self, offer, families)
+        `families`: the instances its operations change, one for each operation;
+        `closes`: the attempts its completions close (`activities.completion_close`), each
+        asked for by one of its operations (`Tx.expect`)."""
+        return _Batch(self, offer, families, closes)
 
     def _committed(self, ctxs: list[Ctx], *, wake: bool = True) -> None:
         """What waits for a commit: caches, wake-ups of slots and deadline runners, listeners."""

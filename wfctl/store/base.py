@@ -16,7 +16,7 @@ commit, in one statement, and are visible to its own reads.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, Protocol
@@ -28,6 +28,7 @@ from wfctl.store.records import (
     Event,
     Failure,
     Instance,
+    PlannedClose,
     RegisteredWorker,
     Run,
     Signal,
@@ -51,10 +52,14 @@ class Tx(Protocol):
         """This write transaction is about to read and change rows of this instance: a store
         that locks workflow families takes its family's lock now, so that those rows are read
         once, after it (a no-op where one writer holds the whole database)."""
-    def expect(self, instance_ids: Collection[str]) -> None:
+    def expect(self, instance_ids: Sequence[str], closes: Sequence[PlannedClose] = ()) -> None:
         """This write transaction is about to change rows of these instances, one after
-        another: a store that locks workflow families may take all their locks with the
-        first one it takes (a no-op where one writer holds the whole database)."""
+        another (an instance once for each operation on it): a store that locks workflow
+        families may take all their locks with the first one it takes, and, where no other
+        operation of these changes its family, close an attempt of `closes` and read its run
+        along with the first (a no-op where one writer holds the whole database). Each of
+        `closes` is then asked for by `hold_run_and_close` or `close_current_attempt` with the
+        same values, before the transaction commits."""
     def get_instance(self, instance_id: str) -> Instance | None: ...
     def insert_instance(self, row: Row) -> None: ...
     def update_instance(self, instance_id: str, **fields: Any) -> None: ...

@@ -34,7 +34,8 @@ import re
 import threading
 import time
 import zlib
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -68,7 +69,14 @@ from wfctl.store.queries import (
     SQLTx,
     keep_run_extras,
 )
-from wfctl.store.records import Activity, ClosedAttempt, Instance, Run, WorkflowTask
+from wfctl.store.records import (
+    Activity,
+    ClosedAttempt,
+    Instance,
+    PlannedClose,
+    Run,
+    WorkflowTask,
+)
 from wfctl.vocabulary import PENDING_ACTIVITY
 
 Row = dict[str, Any]
@@ -128,6 +136,12 @@ _LOCK_FAMILIES = ("SELECT workflow_instance_id, family_key, "
                   "wfctl_lock_family(family_key, family_key > %(top)s) AS locked FROM ("
                   "SELECT workflow_instance_id, family_key FROM instances "
                   "WHERE workflow_instance_id = ANY(%(ids)s) ORDER BY family_key) AS f")
+# How many instances' families a process remembers (`PostgresStore.families`).
+_FAMILIES_SEEN = 100_000
+# A close `expect` announced, done ahead: with the statements (cursor, SQL, parameters) that
+# read its run and close its attempt.
+_Ahead = tuple[PlannedClose, tuple["psycopg.Cursor[Any]", str, Any],
+               tuple["psycopg.Cursor[Any]", str, Any]]
 # Tables whose inserts (without RETURNING) are held back for the next round trip: nothing reads
 # their result, nor expects their error at once.
 _HELD_BACK_INSERTS = frozenset({"activities"})
@@ -321,6 +335,9 @@ class PostgresStore:
         # The server processes of this pool's connections: the listener passes over what they
         # notify, since this process wakes its own slots when it commits.
         self.own_sessions: set[int] = set()
+        # The family of each instance as this process's transactions last saw it (an instance
+        # started again as a child may have moved): what a batch plans by (`PostgresTx.expect`).
+        self.families: dict[str, int] = {}
         try:
             given = conninfo_to_dict(url)
         except psycopg.Error as exc:
@@ -441,15 +458,24 @@ class PostgresStore:
         module's text); the events appended are written at its end, then it commits."""
         try:
             with self._connections().connection() as conn:
+                tx = PostgresTx(conn, locking=True, begin=_BEGIN_WRITE, families=self.families)
                 try:
-                    tx = PostgresTx(conn, locking=True, begin=_BEGIN_WRITE)
                     yield tx
                     tx.commit()
                 except BaseException:
                     _roll_back(conn)
                     raise
+                finally:
+                    self._saw_families(tx)
         except psycopg.Error as exc:
             raise self._error(exc) from None
+
+    def _saw_families(self, tx: PostgresTx) -> None:
+        """Remember the families the transaction looked up (a bounded memory: forgotten all at
+        once when it holds `_FAMILIES_SEEN`)."""
+        if len(self.families) + len(tx.families_seen) > _FAMILIES_SEEN:
+            self.families.clear()
+        self.families.update(tx.families_seen)
 
     @contextmanager
     def read(self) -> Iterator[PostgresTx]:
@@ -626,7 +652,7 @@ class PostgresTx(SQLTx):
     _readers = records.Readers(None)
 
     def __init__(self, conn: psycopg.Connection | _PerStatement, *, locking: bool,
-                 begin: Sequence[str] = ()) -> None:
+                 begin: Sequence[str] = (), families: dict[str, int] | None = None) -> None:
         super().__init__(writing=locking)
         self.conn = conn
         self._cursor = conn.cursor() if isinstance(conn, psycopg.Connection) else None
@@ -647,6 +673,15 @@ class PostgresTx(SQLTx):
         self._created: set[int] = set()
         # Instances whose families the transaction will lock with the first it locks (`expect`).
         self._expected: set[str] = set()
+        # The instances of the operations `expect` announced, one for each, and the closes
+        # their completions will ask for; the closes done ahead, with their runs' reads, by
+        # activity id, each taken by the `hold_run_and_close` that asks for it.
+        self._outcomes: list[str] = []
+        self._planned: Sequence[PlannedClose] = ()
+        self._ahead: dict[str, tuple[PlannedClose, list[Any], list[Any]]] = {}
+        # The family of each instance as the process last saw it (`PostgresStore.families`):
+        # which closes may go ahead is planned by it, and checked against the lock's rows.
+        self._seen_families = {} if families is None else families
         # Ready rows a claim passed over because their family was busy (they stay row-locked
         # by this transaction, which its own next claim would not skip).
         self._passed_over: dict[str, list[Any]] = {}
@@ -657,6 +692,11 @@ class PostgresTx(SQLTx):
         # The attempt and status of each activity a claim returned, its row locked by this
         # transaction and unchanged since: the update that starts it cannot miss.
         self._claimed: dict[str, tuple[int, str]] = {}
+
+    @property
+    def families_seen(self) -> dict[str, int]:
+        """The family of each instance this transaction looked up."""
+        return self._family
 
     @property
     def readied(self) -> bool:
@@ -702,6 +742,9 @@ class PostgresTx(SQLTx):
         """Write what is held back and commit, in one round trip. A NOTIFY is delivered at the
         commit, and only if it commits: workers on every host look for work at once instead of
         at their next poll."""
+        if self._ahead:
+            # A close done ahead that no operation took was never decided on: undone.
+            raise RuntimeError(f"attempts closed ahead and never recorded: {sorted(self._ahead)}")
         self.flush()
         if self.readied:
             self._held_back.append((_NOTIFY, None))
@@ -767,12 +810,17 @@ class PostgresTx(SQLTx):
         if self._locking:
             self._lock_family(instance_id)
 
-    def expect(self, instance_ids: Collection[str]) -> None:
+    def expect(self, instance_ids: Sequence[str], closes: Sequence[PlannedClose] = ()) -> None:
         """Lock these instances' families with the first family lock the transaction waits
-        for (`hold_run_and_close`'s): a batch of outcomes then reads and closes each of them
-        in one round trip, where each would otherwise lock its family in one more."""
+        for (`hold_run_and_close`'s), and close along with it each of `closes` whose family no
+        other of the operations changes, with its run's read: a batch of outcomes then takes
+        one round trip, where each would otherwise take one more (and one more again to lock
+        its family). The run of a family only its own operation changes reads the same before
+        the others' operations as after them."""
         if self._locking:
             self._expected.update(instance_ids)
+            self._outcomes = list(instance_ids)
+            self._planned = closes
 
     def hold_run(self, instance_id: str, run_id: str) -> Run | None:
         """The family's lock and the run's read in one round trip: the server runs them in
@@ -797,34 +845,42 @@ class PostgresTx(SQLTx):
         """The family's lock, the run's read and the attempt's close in one round trip, in a
         transaction that holds no family yet (where waiting for the lock, and then for the
         attempt's row, can close no cycle), the families it `expect`s locked along with it;
-        the run's read and the close in one round trip where it holds the family already. A
-        close `accept` refuses is undone, in this transaction (the undo goes with its next
-        round trip), so that no one ever sees it."""
+        the run's read and the close in one round trip where it holds the family already; no
+        round trip at all for a close `expect` announced and the first one did ahead. A close
+        `accept` refuses is undone, in this transaction (the undo goes with its next round
+        trip), so that no one ever sees it."""
         if not self._locking:
             return super().hold_run_and_close(instance_id, run_id, accept, activity_id,
                                               attempt, worker_id, now, **fields)
-        held = self._holds(instance_id)
-        if not held and (self._held or self._created):
-            return super().hold_run_and_close(instance_id, run_id, accept, activity_id,
-                                              attempt, worker_id, now, **fields)
-        if self._tuple_cursor is None:
-            self._tuple_cursor = self.conn.cursor(row_factory=tuple_row)
-        closing = self.conn.cursor(row_factory=tuple_row)
-        read = [(self._tuple_cursor, GET_RUN, (run_id,)),
-                (closing, *self._close_attempt(activity_id, attempt, worker_id, now, fields))]
-        if held:
-            # Its family held already: the reads wait for no lock.
-            self._pipeline(read)
+        if activity_id in self._ahead:
+            found, closed = self._taken(instance_id, run_id, activity_id, attempt, worker_id,
+                                        now, fields)
         else:
-            # The families expected along with this one, all waited for in key order.
-            lock = self.conn.cursor()
-            ids, self._expected = sorted({instance_id, *self._expected}), set()
-            self._pipeline([(lock, _LOCK_FAMILIES, {"top": 0, "ids": ids}), *read])
-            self._locked_all(lock.fetchall())
-        found = self._tuple_cursor.fetchall()
+            held = self._holds(instance_id)
+            if not held and (self._held or self._created):
+                return super().hold_run_and_close(instance_id, run_id, accept, activity_id,
+                                                  attempt, worker_id, now, **fields)
+            if self._tuple_cursor is None:
+                self._tuple_cursor = self.conn.cursor(row_factory=tuple_row)
+            closing = self.conn.cursor(row_factory=tuple_row)
+            read = [(self._tuple_cursor, GET_RUN, (run_id,)),
+                    (closing, *self._close_attempt(activity_id, attempt, worker_id, now, fields))]
+            if held:
+                # Its family held already: the reads wait for no lock.
+                self._pipeline(read)
+            else:
+                # The families expected along with this one, all waited for in key order.
+                lock = self.conn.cursor()
+                ids, self._expected = sorted({instance_id, *self._expected}), set()
+                ahead = self._closes_ahead(activity_id)
+                self._pipeline([(lock, _LOCK_FAMILIES, {"top": 0, "ids": ids}), *read,
+                                *(item for _, run_read, close in ahead
+                                  for item in (run_read, close))])
+                self._locked_all(lock.fetchall())
+                self._keep_ahead(ahead)
+            found, closed = self._tuple_cursor.fetchall(), closing.fetchall()
         run = keep_run_extras(self._readers[RunRead](found[0]) if found else None, self._keys,
                               self._seq, self._without_task, self._instance_fields)
-        closed = closing.fetchall()
         if accept(run):
             return run, self._readers[ClosedAttempt](closed[0]) if closed else None
         if closed:
@@ -832,10 +888,65 @@ class PostgresTx(SQLTx):
                         "owner = %s WHERE activity_id = %s", (worker_id, activity_id))
         return run, None
 
+    def close_current_attempt(self, activity_id: str, attempt: int, worker_id: str,
+                              now: datetime, **fields: Any) -> ClosedAttempt | None:
+        if activity_id not in self._ahead:
+            return super().close_current_attempt(activity_id, attempt, worker_id, now, **fields)
+        close = self._ahead[activity_id][0]
+        closed = self._taken(close.workflow_instance_id, close.workflow_run_id, activity_id,
+                             attempt, worker_id, now, fields)[1]
+        return self._readers[ClosedAttempt](closed[0]) if closed else None
+
     def _close_attempt(self, activity_id: str, attempt: int, worker_id: str, now: datetime,
                        fields: Row) -> tuple[str, Row]:
         self._claimed.pop(activity_id, None)
         return super()._close_attempt(activity_id, attempt, worker_id, now, fields)
+
+    def _closes_ahead(self, first: str) -> list[_Ahead]:
+        """Of the closes `expect` announced, those that may go with the first outcome's round
+        trip (`first`, its activity): each of a family none of the other operations changes,
+        as the families were last seen; with the statements that read its run and close it."""
+        planned, self._planned = self._planned, ()
+        # Read once: other threads' transactions add to it meanwhile.
+        seen = {instance_id: self._seen_families.get(instance_id)
+                for instance_id in self._outcomes}
+        if not planned or None in seen.values():
+            return []
+        operations = Counter(seen[instance_id] for instance_id in self._outcomes)
+        return [(close,
+                 (self.conn.cursor(row_factory=tuple_row), GET_RUN, (close.workflow_run_id,)),
+                 (self.conn.cursor(row_factory=tuple_row),
+                  *self._close_attempt(close.activity_id, close.attempt, close.worker_id,
+                                       close.now, close.fields)))
+                for close in planned
+                if close.activity_id != first
+                and operations[seen.get(close.workflow_instance_id)] == 1]
+
+    def _keep_ahead(self, ahead: list[_Ahead]) -> None:
+        """Keep what the closes done ahead returned, once the lock's rows (read before them)
+        confirm that no other operation of the batch is of their families; where one is (an
+        instance started again in another family since it was seen), the transaction cannot
+        go on."""
+        outcomes, self._outcomes = self._outcomes, []
+        if not ahead:
+            return
+        families = self._family
+        operations = Counter(families.get(instance_id) for instance_id in outcomes)
+        for close, (run_read, _, _), (closing, _, _) in ahead:
+            if operations[families.get(close.workflow_instance_id)] != 1:
+                raise TransientConflict("a workflow family changed since it was seen")
+            self._ahead[close.activity_id] = (close, run_read.fetchall(), closing.fetchall())
+
+    def _taken(self, instance_id: str, run_id: str, activity_id: str, attempt: int,
+               worker_id: str, now: datetime, fields: Row) -> tuple[list[Any], list[Any]]:
+        """The run's read and the close done ahead for this activity, asked for with the
+        values they were done with."""
+        close, found, closed = self._ahead.pop(activity_id)
+        if (close.workflow_instance_id, close.workflow_run_id, close.attempt, close.worker_id,
+                close.now, close.fields) != (instance_id, run_id, attempt, worker_id, now,
+                                             fields):
+            raise RuntimeError(f"attempt {activity_id} was closed ahead otherwise")
+        return found, closed
 
     def _holds(self, instance_id: str) -> bool:
         key = self._family.get(instance_id)

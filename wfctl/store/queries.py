@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import operator
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -28,6 +28,7 @@ from wfctl.store.records import (
     Event,
     Failure,
     Instance,
+    PlannedClose,
     RegisteredWorker,
     Run,
     Signal,
@@ -382,7 +383,7 @@ class SQLTx:
     def hold(self, instance_id: str) -> None:
         """Nothing to take where the write transaction holds the whole database."""
 
-    def expect(self, instance_ids: Collection[str]) -> None:
+    def expect(self, instance_ids: Sequence[str], closes: Sequence[PlannedClose] = ()) -> None:
         """Nothing to take where the write transaction holds the whole database."""
 
     def get_instance(self, instance_id: str) -> Instance | None:

@@ -188,6 +188,21 @@ class ClosedAttempt:
 
 
 @dataclass(slots=True)
+class PlannedClose:
+    """An attempt a write transaction is about to close, with its run read just before
+    (`Tx.expect`): `hold_run_and_close(workflow_instance_id, workflow_run_id, …, activity_id,
+    attempt, worker_id, now, **fields)` will ask for it."""
+
+    workflow_instance_id: str
+    workflow_run_id: str
+    activity_id: str
+    attempt: int
+    worker_id: str
+    now: datetime
+    fields: dict[str, Any]
+
+
+@dataclass(slots=True)
 class Timer:
     """A durable timer: a delay step's, a signal wait's timeout, or a retry policy's backoff."""
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from wfctl import log
 from wfctl.context import _NOTHING
-from wfctl.engine.activities import RECORDED_ALREADY
+from wfctl.engine.activities import RECORDED_ALREADY, completion_close
 from wfctl.engine.tasks import ActivityTask, Offer
 from wfctl.errors import ActivityCancelled, StoreUnavailable, TransientConflict
 from wfctl.handlers import HandlerError, Outcome, format_traceback
@@ -24,6 +24,7 @@ from wfctl.worker.loop import Backoff, Loop, Shared
 
 if TYPE_CHECKING:
     from wfctl.engine import Engine
+    from wfctl.store.records import PlannedClose
 
 # The longest an idle slot waits before it looks for work again (commits wake it sooner).
 IDLE_WAIT = 1.0
@@ -446,10 +447,10 @@ class StepPath:
         offer = Offer(shared.worker_id, self.queues, budget, ahead=ahead, quick=self.quick)
         tasks = offer.taken
         try:
-            # The outcomes' families are locked together, with the first outcome's read.
-            families = {exchange.attempt.task.workflow_instance_id for exchange in batch} \
-                if len(batch) > 1 else ()
-            with shared.outage.writing(), engine.batch(offer, families) as done:
+            # The outcomes' families are locked together, with the first outcome's read, and
+            # what their completions close and read goes with it where it can (`Tx.expect`).
+            families, closes = _announced(batch, now) if len(batch) > 1 else ((), ())
+            with shared.outage.writing(), engine.batch(offer, families, closes) as done:
                 adopted = self._adopt(offer, now, check) if self._in_doubt else ()
                 for exchange in batch:
                     exchange.rejected = _record(engine, exchange, now)
@@ -565,6 +566,22 @@ class StepPath:
             with self._queue_lock:
                 self._queue[:0] = unavailable
             raise unavailable[0].unavailable  # type: ignore[misc]
+
+
+def _announced(batch: list[Exchange], now: datetime) -> \
+        tuple[list[str], list[PlannedClose]]:
+    """The instances a batch's outcomes change, one for each, and the closes their
+    completions will ask for (`EngineCore.batch`)."""
+    families, closes = [], []
+    for exchange in batch:
+        assert exchange.attempt is not None and exchange.outcome is not None
+        task = exchange.attempt.task
+        families.append(task.workflow_instance_id)
+        if exchange.outcome.error is None:
+            close = completion_close(task, exchange.outcome.result, now, **exchange.details)
+            if close is not None:
+                closes.append(close)
+    return families, closes
 
 
 def _record(engine: Engine, exchange: Exchange, now: datetime) -> str | None:
