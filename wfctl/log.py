@@ -57,6 +57,8 @@ def _stamp(created: float) -> str:
     return f"{text}.{micros // 1000:03d}Z"
 
 
+# The handler `configure` gave the logger.
+_configured: logging.StreamHandler | None = None  # type: ignore[type-arg]
 # The last second `_stamp` wrote, and its text.
 _second: tuple[int | None, str] = (None, "")
 
@@ -68,12 +70,15 @@ class _TextFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         fields: dict[str, Any] = getattr(record, "fields", {})
-        level = record.levelname
-        if self.colour:
-            level = f"{_COLOURS.get(level, '')}{level}\x1b[0m"
-        parts = [_stamp(record.created), f"{level:<7}", record.getMessage()]
         if record.exc_info:
             fields = {**fields, **_exception(record)}
+        return self.line(record.levelname, record.getMessage(), record.created, fields)
+
+    def line(self, level: str, event: str, created: float, fields: dict[str, Any]) -> str:
+        """An event's line: its instant, level and name, then its fields."""
+        if self.colour:
+            level = f"{_COLOURS.get(level, '')}{level}\x1b[0m"
+        parts = [_stamp(created), f"{level:<7}", event]
         for key, value in fields.items():
             if value is None:
                 continue
@@ -89,13 +94,22 @@ class _TextFormatter(logging.Formatter):
 
 class _JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        at = datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
-        document = {"time": at, "level": record.levelname.lower(), "event": record.getMessage()}
-        document.update(getattr(record, "fields", {}))
+        document = self.document(record.levelname, record.getMessage(), record.created,
+                                 getattr(record, "fields", {}))
         document.update(_exception(record))
         if record.exc_info:
             document["traceback"] = self.formatException(record.exc_info)
         return json.dumps(document, ensure_ascii=False, default=str)
+
+    def document(self, level: str, event: str, created: float,
+                 fields: dict[str, Any]) -> dict[str, Any]:
+        at = datetime.fromtimestamp(created, UTC).isoformat(timespec="milliseconds")
+        return {"time": at, "level": level.lower(), "event": event, **fields}
+
+    def line(self, level: str, event: str, created: float, fields: dict[str, Any]) -> str:
+        """An event's line: one JSON document."""
+        return json.dumps(self.document(level, event, created, fields), ensure_ascii=False,
+                          default=str)
 
 
 def _exception(record: logging.LogRecord) -> dict[str, str]:
@@ -116,6 +130,8 @@ def configure(level: str = "info", fmt: str = "text") -> None:
     LOGGER.handlers[:] = [handler]
     LOGGER.setLevel(level.upper())
     LOGGER.propagate = False
+    global _configured
+    _configured = handler
 
 
 def event(name: str, level: int = logging.INFO, **fields: Any) -> None:
@@ -125,7 +141,22 @@ def event(name: str, level: int = logging.INFO, **fields: Any) -> None:
 
 def _emit(level: int, name: str, fields: dict[str, Any]) -> None:
     """Log one event with its fields (the caller's source line is not looked up: no line shows
-    it, and the lookup was most of a record's cost)."""
+    it, and the lookup was most of a record's cost). While the logger has only the handler
+    `configure` gave it, and no filter, the line is written to it as its `emit` would, without
+    a record: a worker writes one a step."""
+    handler, handlers = _configured, LOGGER.handlers
+    if handler is not None and len(handlers) == 1 and handlers[0] is handler \
+            and not LOGGER.filters and not handler.filters \
+            and type(formatter := handler.formatter) in (_TextFormatter, _JsonFormatter):
+        assert isinstance(formatter, _TextFormatter | _JsonFormatter)
+        text = formatter.line(logging.getLevelName(level), name, time.time(), fields) + "\n"
+        with handler.lock:  # type: ignore[union-attr]
+            try:
+                handler.stream.write(text)
+                handler.stream.flush()
+                return
+            except Exception:  # the record's way reports it (`Handler.handleError`)
+                pass
     record = logging.LogRecord(LOGGER.name, level, "", 0, name, None, None)
     record.fields = fields
     LOGGER.handle(record)
