@@ -140,26 +140,35 @@ def event(name: str, level: int = logging.INFO, **fields: Any) -> None:
 
 
 def _emit(level: int, name: str, fields: dict[str, Any]) -> None:
-    """Log one event with its fields (the caller's source line is not looked up: no line shows
-    it, and the lookup was most of a record's cost). While the logger has only the handler
-    `configure` gave it, and no filter, the line is written to it as its `emit` would, without
-    a record: a worker writes one a step."""
+    """Log one event with its fields."""
+    _emit_all([(level, name, fields)])
+
+
+def _emit_all(lines: list[tuple[int, str, dict[str, Any]]]) -> None:
+    """Log events (level, name, fields), in order (the caller's source line is not looked up:
+    no line shows it, and the lookup was most of a record's cost). While the logger has only
+    the handler `configure` gave it, and no filter, their lines are written to it in one write,
+    as its `emit` would write each, without a record: a worker writes one a step, the steps
+    of a transaction together."""
     handler, handlers = _configured, LOGGER.handlers
     if handler is not None and len(handlers) == 1 and handlers[0] is handler \
             and not LOGGER.filters and not handler.filters \
             and type(formatter := handler.formatter) in (_TextFormatter, _JsonFormatter):
         assert isinstance(formatter, _TextFormatter | _JsonFormatter)
-        text = formatter.line(logging.getLevelName(level), name, time.time(), fields) + "\n"
+        created = time.time()
+        text = "".join([formatter.line(logging.getLevelName(level), name, created, fields)
+                        + "\n" for level, name, fields in lines])
         with handler.lock:  # type: ignore[union-attr]
             try:
                 handler.stream.write(text)
                 handler.stream.flush()
                 return
-            except Exception:  # the record's way reports it (`Handler.handleError`)
+            except Exception:  # the records' way reports it (`Handler.handleError`)
                 pass
-    record = logging.LogRecord(LOGGER.name, level, "", 0, name, None, None)
-    record.fields = fields
-    LOGGER.handle(record)
+    for level, name, fields in lines:
+        record = logging.LogRecord(LOGGER.name, level, "", 0, name, None, None)
+        record.fields = fields
+        LOGGER.handle(record)
 
 
 def failure(name: str, error: BaseException, **fields: Any) -> None:
@@ -193,6 +202,7 @@ def history_events(events: list[dict[str, Any]]) -> None:
     attempt that ended it."""
     held: tuple[int, dict[str, Any]] | None = None
     merging = not LOGGER.isEnabledFor(logging.DEBUG)
+    lines: list[tuple[int, str, dict[str, Any]]] = []
     for item in events:
         name = item["event_type"]
         level = _event_level(name)
@@ -204,15 +214,17 @@ def history_events(events: list[dict[str, Any]]) -> None:
             held = None
             if name == "WorkflowCompleted" and held_fields["instance"] == fields["instance"] \
                     and held_fields["run"] == fields["run"]:
-                _emit(level, "workflow_completed", {**held_fields, **fields})
+                lines.append((level, "workflow_completed", {**held_fields, **fields}))
                 continue
-            _emit(held_level, "activity_completed", held_fields)
+            lines.append((held_level, "activity_completed", held_fields))
         if merging and name == "ActivityCompleted":
             held = (level, fields)
             continue
-        _emit(level, snake(name), fields)
+        lines.append((level, snake(name), fields))
     if held is not None:
-        _emit(held[0], "activity_completed", held[1])
+        lines.append((held[0], "activity_completed", held[1]))
+    if lines:
+        _emit_all(lines)
 
 
 def _line_fields(item: dict[str, Any]) -> dict[str, Any]:
