@@ -10,6 +10,7 @@ from types import SimpleNamespace
 import pytest
 from test_worker_once_pass import TWO_STEPS
 
+from wfctl.engine import Engine
 from wfctl.engine.core import EngineCore
 from wfctl.errors import StoreUnavailable
 from wfctl.worker import Worker, WorkerOptions, slots
@@ -114,6 +115,37 @@ def test_a_quick_handlers_attempts_are_claimed_ahead_of_the_free_places(make_env
     # ran, a batch takes the next step of the run it ended and claims the other runs' first
     # steps with it, then their next steps: up to `QUICK_BATCH` attempts a batch.
     assert pooled == [1, 10, 9, 0]
+
+
+def test_a_batch_claims_what_waited_then_takes_the_first_steps_it_decides(make_env,
+                                                                          monkeypatch):
+    env = make_env(TWO_STEPS)
+    env.start("two", "old")
+    env.decide(0)   # old's first step waits in the queue
+    for n in range(5):
+        env.start("two", f"t{n}")
+    claimed: list[str] = []
+    claim = Engine.claim_activity
+
+    def recorded(engine: Engine, *args, **kwargs):
+        task = claim(engine, *args, **kwargs)
+        if task is not None:
+            claimed.append(f"{task.workflow_instance_id}/{task.step}")
+        return task
+
+    monkeypatch.setattr(Engine, "claim_activity", recorded)
+    # Every handler is quick here, from its first run on.
+    monkeypatch.setattr(StepPath, "quick", lambda path, handler: True)
+
+    drain_with_one_place(env, monkeypatch)
+
+    assert [env.describe(name)["status"] for name in ("old", "t0", "t1", "t2", "t3", "t4")] \
+        == ["completed"] * 6
+    # What waited was claimed first; the new workflows' first steps, decided by the slot's
+    # batches once they had places left, were taken as they were scheduled, like the next
+    # steps: no claim, the same history.
+    assert claimed == ["old/first"]
+    assert env.event_types("t0") == env.event_types("old")[:len(env.event_types("t0"))]
 
 
 def test_a_quick_handlers_batch_never_holds_two_attempts_of_one_run(make_env, monkeypatch):

@@ -1014,6 +1014,29 @@ def test_each_batch_of_a_long_run_of_decisions_is_stamped_with_the_instant_it_be
     assert scheduled[-1] > at(10)
 
 
+def test_the_watchdog_leaves_ready_workflow_tasks_to_a_slot_that_decides_them(make_env):
+    env = make_env(BURST)
+    for n in range(3):
+        env.start("one", f"b{n}")
+    worker = Worker(env.engine, WorkerOptions(concurrency=1), clock=Clock(at(10)))
+    steps = worker.steps
+    # A slot awake and driving, whose batch (on another thread) decided a moment ago.
+    steps.awake(+1)
+    steps._decided = (time.monotonic(), -1)
+
+    worker.watchdog.run_once(at(10))
+
+    assert [env.describe(f"b{n}")["activities"] for n in range(3)] == [[]] * 3
+    # It looks again as soon as the slot would be late.
+    assert worker.watchdog.pause(False) == slots.PENDING_LOOK
+
+    steps._decided = (time.monotonic() - slots.PENDING_LOOK, -1)
+    worker.watchdog.run_once(at(10))
+
+    assert all(env.describe(f"b{n}")["activities"] for n in range(3))
+    assert worker.watchdog.pause(False) == WATCH_TICK
+
+
 def test_an_outcome_handed_in_during_a_burst_of_decisions_is_recorded_between_its_batches(
         make_env, monkeypatch):
     env = make_env(BURST)

@@ -327,7 +327,8 @@ def schedule_activity(c: Ctx, run: Run, step: Step, branch: Step, branch_index: 
         "scheduled_event_id": seq,
     }
     offer = c.offer
-    if offer is None or step.kind != "activity" or not offer.takes(options.queue, branch.handler):
+    if offer is None or step.kind != "activity" \
+            or not offer.takes(options.queue, branch.handler, run.workflow_run_id):
         c.tx.insert_activity(row)
         c.woke = True
         return

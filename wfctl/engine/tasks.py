@@ -3,7 +3,7 @@ transaction schedules (`Offer`); engine/attempts.py starts an attempt either way
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -60,10 +60,13 @@ class Offer:
     # (the worker runs those one after another: `worker.slots.QUICK_BATCH`).
     ahead: int = 0
     quick: Callable[[str], bool] = field(default=lambda handler: False)
+    # Runs the places ahead take no attempt of (the worker holds one of each already).
+    held_runs: Container[str] = frozenset()
 
-    def takes(self, queue: str, handler: str) -> bool:
+    def takes(self, queue: str, handler: str, run_id: str) -> bool:
         return queue in self.queues and (
-            self.left > 0 or (self.ahead > 0 and self.quick(handler)))
+            self.left > 0 or (self.ahead > 0 and self.quick(handler)
+                              and run_id not in self.held_runs))
 
     def take(self, task: ActivityTask) -> None:
         if self.left > 0:

@@ -23,7 +23,7 @@ from wfctl.worker.executor import Executor
 from wfctl.worker.loop import Backoff, Loop, Shared
 
 if TYPE_CHECKING:
-    from wfctl.engine import Engine
+    from wfctl.engine import BatchDone, Engine
     from wfctl.store.records import PlannedClose
 
 # The longest an idle slot waits before it looks for work again (commits wake it sooner).
@@ -240,6 +240,8 @@ class StepPath:
         self._turn_waiters = 0
         self._awake = 0
         self._slow = 0
+        # When a batch last decided ready workflow tasks, and on which thread (`deciding`).
+        self._decided: tuple[float, int | None] = (float("-inf"), None)
         self._queue_lock = threading.Lock()
         # How long each handler's runs take, a moving average by handler (`ran`).
         self._took: dict[str, float] = {}
@@ -317,6 +319,13 @@ class StepPath:
         to count, the caller): it records what is handed in and claims for every free place as
         soon as it has nothing left to run, so new work needs no idle slot woken."""
         return self._awake - besides > self._slow
+
+    def deciding(self, monotonic: float) -> bool:
+        """Whether a slot drives and a batch of another thread than the caller's decided ready
+        workflow tasks within `PENDING_LOOK` (a batch with places left does)."""
+        at, thread = self._decided
+        return self.driving() and monotonic - at < PENDING_LOOK \
+            and thread != threading.get_ident()
 
     def turn_waiters(self) -> int:
         return self._turn_waiters
@@ -454,30 +463,33 @@ class StepPath:
                 adopted = self._adopt(offer, now, check) if self._in_doubt else ()
                 for exchange in batch:
                     exchange.rejected = _record(engine, exchange, now)
-                # Only what an outcome made ready is taken at once: what other decisions
-                # schedule waits its turn in the queue's order. Outcomes that took every place
-                # there was decide nothing more: the watchdog does.
+                # What an outcome made ready is taken at once; then the oldest ready attempts,
+                # in the queue's order; then, if places are left, ready workflow tasks are
+                # decided, and what they schedule is taken at once too (nothing older is
+                # ready), and claimed where it could not be (a parallel step's branches).
+                # Outcomes that took every place there was decide nothing more: the watchdog
+                # does. Idle slots need no wake-up when every free place got an attempt (the
+                # pool is theirs: `before`), nor when everything ready went to the pool.
                 free, ahead = offer.left, offer.ahead
                 offer.left = offer.ahead = 0
-                decided = _decide(shared, now, self.DECISIONS, check) \
-                    if free or ahead or not tasks else 0
-                # Idle slots need no wake-up when every free place got an attempt (the pool is
-                # theirs: `before`), nor when everything ready went to the pool.
                 done.nothing_left_ready = True
                 places = len(tasks) + free
                 runs = self._runs_held(tasks) if ahead else set()
-                while len(tasks) < places + ahead:
-                    claimed = engine.claim_activity(
-                        shared.worker_id, self.queues, now,
-                        accept=None if len(tasks) < places else
-                        lambda activity: self.quick(activity.handler)
-                        and activity.workflow_run_id not in runs)
-                    if claimed is None:
-                        if len(tasks) < places:
-                            done.nothing_left_ready = decided < self.DECISIONS
-                        break
-                    tasks.append(claimed)
-                    runs.add(claimed.workflow_run_id)
+                self._claim(places, ahead, runs, tasks, now, done)
+                left = places + ahead - len(tasks)
+                if left > 0 or not tasks:
+                    offer.left = max(0, places - len(tasks))
+                    offer.ahead = left - offer.left
+                    offer.held_runs = runs
+                    # As many as the places left (a decision mostly schedules one attempt):
+                    # what is not decided waits for places, or for another worker.
+                    limit = min(self.DECISIONS, left) if left > 0 else self.DECISIONS
+                    decided = _decide(shared, now, limit, check)
+                    self._decided = (time.monotonic(), threading.get_ident())
+                    offer.left = offer.ahead = 0
+                    runs.update(task.workflow_run_id for task in tasks)
+                    if decided:
+                        self._claim(places, ahead, runs, tasks, now, done, decided == limit)
         except StoreUnavailable as exc:
             self._in_doubt = self._in_doubt or offered > 0
             with self._queue_lock:
@@ -503,6 +515,26 @@ class StepPath:
             self.attempts.started(attempt)
         with self._queue_lock:
             self._pool.extend(pooled)
+
+    def _claim(self, places: int, ahead: int, runs: set[str], tasks: list[ActivityTask],
+               now: datetime, done: BatchDone, more_to_decide: bool = False) -> None:
+        """Claim the oldest ready attempts into `tasks` for the places left (`places`, then
+        `ahead` for quick handlers' attempts of runs not in `runs`); `done.nothing_left_ready`
+        false when the claims ran dry with free places left while more workflow tasks may be
+        ready (`more_to_decide`: the batch decided as many as it could)."""
+        shared, engine = self.shared, self.shared.engine
+        while len(tasks) < places + ahead:
+            claimed = engine.claim_activity(
+                shared.worker_id, self.queues, now,
+                accept=None if len(tasks) < places else
+                lambda activity: self.quick(activity.handler)
+                and activity.workflow_run_id not in runs)
+            if claimed is None:
+                if len(tasks) < places:
+                    done.nothing_left_ready = not more_to_decide
+                return
+            tasks.append(claimed)
+            runs.add(claimed.workflow_run_id)
 
     def _runs_held(self, tasks: list[ActivityTask]) -> set[str]:
         """The runs of `tasks` and of the attempts running or pooled, none of which an attempt
@@ -626,7 +658,8 @@ def decide_ready(shared: Shared, steps: StepPath, now: datetime, limit: int, *,
     Up to `StepPath.DECISIONS` of them go in one transaction, claims and completions together,
     so that a failed write leaves no task claimed; between two transactions the outcomes the
     slots handed in meanwhile are recorded, so that a burst of new workflows holds up no
-    attempt's result for long. A batch the engine cannot take (an
+    attempt's result for long; once a slot that drives decides too (`StepPath.deciding`), the
+    rest is left to it. A batch the engine cannot take (an
     unexpected error) is done again one transaction per step, so that one bad task does not
     hold up the others.
     """
@@ -646,6 +679,9 @@ def decide_ready(shared: Shared, steps: StepPath, now: datetime, limit: int, *,
         if done < size:
             break
         steps.serve_waiting()
+        if steps.deciding(time.monotonic()):
+            # A driving slot decides the rest, and takes what they schedule at once.
+            break
         now = max(now, shared.clock())
     return decided
 

@@ -8,7 +8,7 @@ from datetime import datetime
 
 from wfctl.engine.time.sweep import sweep
 from wfctl.worker.loop import Loop, Shared
-from wfctl.worker.slots import StepPath, decide_ready
+from wfctl.worker.slots import PENDING_LOOK, StepPath, decide_ready
 
 # How often the watchdog looks again when nothing is due sooner.
 WATCH_TICK = 0.25
@@ -28,6 +28,7 @@ class Watchdog(Loop):
         self._leases_tell = leases_tell
         self._swept_something = False
         self._next_due: datetime | None = None
+        self._left_to_slots = False
 
     def run_once(self, now: datetime, *, check_deadlines: bool = True) -> bool:
         shared = self.shared
@@ -38,16 +39,27 @@ class Watchdog(Loop):
                        leases_tell=self._leases_tell())
         self._swept_something, self._next_due = report.acted, report.next_due
         decided = 0
-        if report.acted or \
-                engine.store.peek().next_ready_workflow_task(now) is not None:
+        if report.acted or self._decisions_due(now):
             decided = decide_ready(shared, self.steps, now, limit=DECISIONS_PER_PASS,
                                    check_deadlines=check_deadlines)
         return report.acted or decided > 0
+
+    def _decisions_due(self, now: datetime) -> bool:
+        """Whether a workflow task is ready for the watchdog to decide. A slot that drives
+        decides in each batch with places left, and takes what its decisions schedule at
+        once: while one has so within `PENDING_LOOK` (`StepPath.deciding`), the watchdog
+        leaves the decisions to it, and looks again that much later."""
+        if self.steps.deciding(time.monotonic()):
+            self._left_to_slots = True
+            return False
+        self._left_to_slots = False
+        return self.shared.engine.store.peek().next_ready_workflow_task(now) is not None
 
     def pause(self, acted: bool) -> float:
         # Decisions alone do not call for another pass at once: the slots decide too.
         if self._swept_something:
             return 0.0
+        tick = PENDING_LOOK if self._left_to_slots else WATCH_TICK
         if self._next_due is None:
-            return WATCH_TICK
-        return min(WATCH_TICK, max(0.0, (self._next_due - self.shared.clock()).total_seconds()))
+            return tick
+        return min(tick, max(0.0, (self._next_due - self.shared.clock()).total_seconds()))
