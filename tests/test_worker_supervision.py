@@ -1014,13 +1014,17 @@ def test_each_batch_of_a_long_run_of_decisions_is_stamped_with_the_instant_it_be
     assert scheduled[-1] > at(10)
 
 
-def test_the_watchdog_leaves_ready_workflow_tasks_to_a_slot_that_decides_them(make_env):
+def test_the_watchdog_leaves_ready_workflow_tasks_to_a_slot_that_decides_them(make_env,
+                                                                            monkeypatch):
     env = make_env(BURST)
     for n in range(3):
         env.start("one", f"b{n}")
     worker = Worker(env.engine, WorkerOptions(concurrency=1), clock=Clock(at(10)))
     steps = worker.steps
-    # A slot awake and driving, whose batch (on another thread) decided a moment ago.
+    look = slots.PENDING_LOOK
+    # A slot awake and driving, whose batch (on another thread) decided a moment ago: within
+    # the window however long this pass takes.
+    monkeypatch.setattr(slots, "PENDING_LOOK", 3600.0)
     steps.awake(+1)
     steps._decided = (time.monotonic(), -1)
 
@@ -1028,9 +1032,9 @@ def test_the_watchdog_leaves_ready_workflow_tasks_to_a_slot_that_decides_them(ma
 
     assert [env.describe(f"b{n}")["activities"] for n in range(3)] == [[]] * 3
     # It looks again as soon as the slot would be late.
-    assert worker.watchdog.pause(False) == slots.PENDING_LOOK
+    assert worker.watchdog.pause(False) == look
 
-    steps._decided = (time.monotonic() - slots.PENDING_LOOK, -1)
+    steps._decided = (time.monotonic() - 7200.0, -1)
     worker.watchdog.run_once(at(10))
 
     assert all(env.describe(f"b{n}")["activities"] for n in range(3))
