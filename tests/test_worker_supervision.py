@@ -1053,6 +1053,8 @@ def test_an_outcome_handed_in_during_a_burst_of_decisions_is_recorded_between_it
     running.start()   # claims g1's activity; its handler waits for `release`
     assert wait_until(lambda: env.describe("g1")["activities"]
                       and env.describe("g1")["activities"][0]["status"] == "started")
+    # In the handler (not known to be quick): no slot drives, the decisions are the watchdog's.
+    assert wait_until(lambda: not worker.steps.driving())
 
     # While the watchdog decides the burst, batch by batch, g1's handler returns.
     burst = threading.current_thread()
