@@ -58,8 +58,8 @@ class Tx(Protocol):
         families may take all their locks with the first one it takes, and, where no other
         operation of these changes its family, close an attempt of `closes` and read its run
         along with the first (a no-op where one writer holds the whole database). Each of
-        `closes` is then asked for by `hold_run_and_close` or `close_current_attempt` with the
-        same values, before the transaction commits."""
+        `closes` is then asked for by `hold_run_and_close` with the same values before the
+        transaction commits (else the commit fails)."""
     def get_instance(self, instance_id: str) -> Instance | None: ...
     def insert_instance(self, row: Row) -> None: ...
     def update_instance(self, instance_id: str, **fields: Any) -> None: ...

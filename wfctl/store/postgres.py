@@ -671,11 +671,10 @@ class PostgresTx(SQLTx):
         self._family: dict[str, int] = {}
         # Families this transaction started (new roots): nobody else can lock them yet.
         self._created: set[int] = set()
-        # Instances whose families the transaction will lock with the first it locks (`expect`).
-        self._expected: set[str] = set()
-        # The instances of the operations `expect` announced, one for each, and the closes
-        # their completions will ask for; the closes done ahead, with their runs' reads, by
-        # activity id, each taken by the `hold_run_and_close` that asks for it.
+        # The instances of the operations `expect` announced, one for each, whose families the
+        # transaction will lock with the first it locks, and the closes their completions will
+        # ask for; the closes done ahead, with their runs' reads, by activity id, each taken by
+        # the `hold_run_and_close` that asks for it.
         self._outcomes: list[str] = []
         self._planned: Sequence[PlannedClose] = ()
         self._ahead: dict[str, tuple[PlannedClose, list[Any], list[Any]]] = {}
@@ -818,7 +817,6 @@ class PostgresTx(SQLTx):
         its family). The run of a family only its own operation changes reads the same before
         the others' operations as after them."""
         if self._locking:
-            self._expected.update(instance_ids)
             self._outcomes = list(instance_ids)
             self._planned = closes
 
@@ -871,7 +869,7 @@ class PostgresTx(SQLTx):
             else:
                 # The families expected along with this one, all waited for in key order.
                 lock = self.conn.cursor()
-                ids, self._expected = sorted({instance_id, *self._expected}), set()
+                ids = sorted({instance_id, *self._outcomes})
                 ahead = self._closes_ahead(activity_id)
                 self._pipeline([(lock, _LOCK_FAMILIES, {"top": 0, "ids": ids}), *read,
                                 *(item for _, run_read, close in ahead
@@ -887,15 +885,6 @@ class PostgresTx(SQLTx):
             self._write("UPDATE activities SET status = 'started', closed_at = NULL, "
                         "owner = %s WHERE activity_id = %s", (worker_id, activity_id))
         return run, None
-
-    def close_current_attempt(self, activity_id: str, attempt: int, worker_id: str,
-                              now: datetime, **fields: Any) -> ClosedAttempt | None:
-        if activity_id not in self._ahead:
-            return super().close_current_attempt(activity_id, attempt, worker_id, now, **fields)
-        close = self._ahead[activity_id][0]
-        closed = self._taken(close.workflow_instance_id, close.workflow_run_id, activity_id,
-                             attempt, worker_id, now, fields)[1]
-        return self._readers[ClosedAttempt](closed[0]) if closed else None
 
     def _close_attempt(self, activity_id: str, attempt: int, worker_id: str, now: datetime,
                        fields: Row) -> tuple[str, Row]:
