@@ -110,6 +110,8 @@ def test_a_write_on_one_family_does_not_wait_for_a_write_on_another(env):
         # A status change too: instance counts (metrics) are kept per family, not per type.
         tx.get_instance("a")
         tx.update_instance("a", status="terminated")
+        # A read sends the writes held back for the transaction's next round trip.
+        assert tx.get_instance("a").status == "terminated"
 
     with holding(env, close_by_hand):
         began = time.perf_counter()
@@ -122,6 +124,34 @@ def test_a_write_on_one_family_does_not_wait_for_a_write_on_another(env):
               for row in env.engine.store.peek().instance_counts()}
     assert counts[("parent", "terminated")] == 2 and counts[("parent", "running")] == 0
     assert counts[("child", "terminated")] == 1 and counts[("child", "running")] == 1
+
+
+def test_closes_of_families_sixteen_keys_apart_do_not_wait_for_each_others_counts(env):
+    # Instance counts are spread over slots by family key: over sixteen, the families of keys
+    # k and k + 16 shared the count rows, and a close waited for the other's commit.
+    for n in range(17):
+        env.start("solo", f"s-{n:02d}")
+    keys = {row["workflow_instance_id"]: row["family_key"] for row in env.engine.store.peek()
+            ._all("SELECT workflow_instance_id, family_key FROM instances", ())}
+    first, later = "s-00", next(i for i, key in keys.items() if key == keys["s-00"] + 16)
+
+    def close_by_hand(tx: Any) -> None:
+        tx.get_instance(first)
+        tx.update_instance(first, status="terminated")
+        # A read sends the writes held back for the transaction's next round trip.
+        assert tx.get_instance(first).status == "terminated"
+
+    with holding(env, close_by_hand) as release:
+        thread, outcome = in_thread(lambda: env.engine.terminate(later, "not needed", at(1)))
+        thread.join(5)
+        waited = thread.is_alive()
+        release.set()
+        thread.join(10)
+
+    assert not waited and not isinstance(outcome[0], BaseException), outcome
+    counts = {(row["workflow_type"], row["status"]): row["count"]
+              for row in env.engine.store.peek().instance_counts()}
+    assert counts[("solo", "terminated")] == 2 and counts[("solo", "running")] == 15
 
 
 def test_writes_on_one_family_take_turns_and_the_second_reads_what_the_first_committed(env):

@@ -322,6 +322,39 @@ def p007_claims_by_the_ready_index(conn: psycopg.Connection) -> None:
     conn.execute("DROP INDEX IF EXISTS activities_open")
 
 
+# How many rows each (type, status) count is spread over since p008. A batch that closes a few
+# workflows holds the count rows of their families' slots until it commits: over 16 slots, two
+# workers' batches of four or five families each nearly always shared one and took turns
+# (p005's per-family spreading did not keep them apart); over 256, about one pair in ten does.
+# The rows that exist are those of slots used, and a count is their sum.
+COUNT_SLOTS_WIDER = 256
+_P008 = f"""
+CREATE OR REPLACE FUNCTION wfctl_count_instances() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP IN ('UPDATE', 'DELETE') THEN
+        INSERT INTO instance_counts (workflow_type, status, slot, count)
+        VALUES (OLD.workflow_type, OLD.status, OLD.family_key % {COUNT_SLOTS_WIDER}, -1)
+        ON CONFLICT (workflow_type, status, slot)
+        DO UPDATE SET count = instance_counts.count - 1;
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        INSERT INTO instance_counts (workflow_type, status, slot, count)
+        VALUES (NEW.workflow_type, NEW.status, NEW.family_key % {COUNT_SLOTS_WIDER}, 1)
+        ON CONFLICT (workflow_type, status, slot)
+        DO UPDATE SET count = instance_counts.count + 1;
+    END IF;
+    RETURN NULL;
+END $$
+"""
+
+
+@migration
+def p008_instance_counts_over_more_slots(conn: psycopg.Connection) -> None:
+    """Instance counts spread over 256 slots by family instead of 16, so that two writers'
+    batches rarely wait for one another's count rows."""
+    conn.execute(_P008)
+
+
 def version() -> int:
     """The schema version this wfctl writes: how many migrations it knows."""
     return len(MIGRATIONS)

@@ -727,8 +727,8 @@ class SQLTx:
         return activity, self.get_run(activity.workflow_run_id)
 
     def next_activity_available_at(self, queues: Sequence[str]) -> datetime | None:
-        condition, params = self._any("queue", queues)
-        return self._one(
+        condition, params = self._any("queue", queues, "queues")
+        return self._planned_once(
             f"SELECT min(available_at) AS at FROM activities WHERE {condition} "
             f"AND status IN {PENDING_ACTIVITY_SQL}", params,
         )["at"]
