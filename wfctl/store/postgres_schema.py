@@ -271,32 +271,36 @@ def p004_pruning(conn: psycopg.Connection) -> None:
     conn.execute(_P004)
 
 
-# How many rows each (type, status) count is spread over.
-COUNT_SLOTS = 16
-# Each instance counts in the slot of its family, so that writers on different families rarely
-# wait for one another's count row (one row per type and status made every start and close of
-# a type take turns). A slot may go below zero; the sum over the slots is the count.
-_P005 = f"""
-ALTER TABLE instance_counts ADD COLUMN slot smallint NOT NULL DEFAULT 0;
-ALTER TABLE instance_counts DROP CONSTRAINT instance_counts_pkey;
-ALTER TABLE instance_counts ADD PRIMARY KEY (workflow_type, status, slot);
+def _counting(slots: int) -> str:
+    """The trigger function that keeps instance counts: each instance counts in the slot of its
+    family, one of `slots`, so that writers on different families rarely wait for one
+    another's count row (one row per type and status made every start and close of a type take
+    turns). A slot may go below zero; the sum over the slots is the count."""
+    return f"""
 CREATE OR REPLACE FUNCTION wfctl_count_instances() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP IN ('UPDATE', 'DELETE') THEN
         INSERT INTO instance_counts (workflow_type, status, slot, count)
-        VALUES (OLD.workflow_type, OLD.status, OLD.family_key % {COUNT_SLOTS}, -1)
+        VALUES (OLD.workflow_type, OLD.status, OLD.family_key % {slots}, -1)
         ON CONFLICT (workflow_type, status, slot)
         DO UPDATE SET count = instance_counts.count - 1;
     END IF;
     IF TG_OP IN ('INSERT', 'UPDATE') THEN
         INSERT INTO instance_counts (workflow_type, status, slot, count)
-        VALUES (NEW.workflow_type, NEW.status, NEW.family_key % {COUNT_SLOTS}, 1)
+        VALUES (NEW.workflow_type, NEW.status, NEW.family_key % {slots}, 1)
         ON CONFLICT (workflow_type, status, slot)
         DO UPDATE SET count = instance_counts.count + 1;
     END IF;
     RETURN NULL;
 END $$
 """
+
+
+_P005 = """
+ALTER TABLE instance_counts ADD COLUMN slot smallint NOT NULL DEFAULT 0;
+ALTER TABLE instance_counts DROP CONSTRAINT instance_counts_pkey;
+ALTER TABLE instance_counts ADD PRIMARY KEY (workflow_type, status, slot);
+""" + _counting(16)
 
 
 @migration
@@ -322,30 +326,12 @@ def p007_claims_by_the_ready_index(conn: psycopg.Connection) -> None:
     conn.execute("DROP INDEX IF EXISTS activities_open")
 
 
-# How many rows each (type, status) count is spread over since p008. A batch that closes a few
-# workflows holds the count rows of their families' slots until it commits: over 16 slots, two
-# workers' batches of four or five families each nearly always shared one and took turns
-# (p005's per-family spreading did not keep them apart); over 256, about one pair in ten does.
-# The rows that exist are those of slots used, and a count is their sum.
-COUNT_SLOTS_WIDER = 256
-_P008 = f"""
-CREATE OR REPLACE FUNCTION wfctl_count_instances() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF TG_OP IN ('UPDATE', 'DELETE') THEN
-        INSERT INTO instance_counts (workflow_type, status, slot, count)
-        VALUES (OLD.workflow_type, OLD.status, OLD.family_key % {COUNT_SLOTS_WIDER}, -1)
-        ON CONFLICT (workflow_type, status, slot)
-        DO UPDATE SET count = instance_counts.count - 1;
-    END IF;
-    IF TG_OP IN ('INSERT', 'UPDATE') THEN
-        INSERT INTO instance_counts (workflow_type, status, slot, count)
-        VALUES (NEW.workflow_type, NEW.status, NEW.family_key % {COUNT_SLOTS_WIDER}, 1)
-        ON CONFLICT (workflow_type, status, slot)
-        DO UPDATE SET count = instance_counts.count + 1;
-    END IF;
-    RETURN NULL;
-END $$
-"""
+# How many rows each (type, status) count is spread over. A batch that closes a few workflows
+# holds the count rows of their families' slots until it commits: over p005's 16 slots, two
+# workers' batches of four or five families each nearly always shared one and took turns; over
+# 256, about one pair in ten does. The rows that exist are those of the slots used.
+COUNT_SLOTS = 256
+_P008 = _counting(COUNT_SLOTS)
 
 
 @migration
