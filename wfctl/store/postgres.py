@@ -58,7 +58,7 @@ from wfctl.errors import (
     TransientConflict,
     WfctlError,
 )
-from wfctl.store import codec, columns, pgarrays, records
+from wfctl.store import codec, columns, postgres_arrays, records
 from wfctl.store import postgres_schema as schema
 from wfctl.store.queries import (
     GET_RUN,
@@ -110,8 +110,8 @@ _CONNECT_TIMEOUT_S = 10
 _POOL_TIMEOUT_S = 15.0
 _POOL_SIZE = 16
 # A transaction's events in one statement, a column an array, packed in binary
-# (store/pgarrays.py): as text, every JSON attribute would be quoted and escaped element by
-# element in Python.
+# (store/postgres_arrays.py): as text, every JSON attribute would be quoted and escaped element
+# by element in Python.
 _EVENT_KINDS = ("bigint", "integer", "integer", "smallint", "bigint", "text")
 _EVENTS_INSERT = (
     "INSERT INTO events (instance_key, seq, run_number, event_type, at, attributes) "
@@ -306,7 +306,7 @@ def _column_name(name: bytes | None) -> str:
 
 def _configure(conn: psycopg.Connection) -> None:
     conn.row_factory = _rows_as_dicts
-    pgarrays.register(conn.adapters)
+    postgres_arrays.register(conn.adapters)
     conn.execute(_SESSION)
     # psycopg reads a `timestamptz` into the session's time zone, and knows 'UTC' (set above)
     # as `datetime.UTC` itself; should it not, instants are parsed here instead.
@@ -1088,12 +1088,12 @@ class PostgresTx(SQLTx):
         """Write the events appended so far (one statement for all of them)."""
         if self._events:
             events, self._events = self._events, []
-            self._write(_EVENTS_INSERT, pgarrays.columns(events, _EVENT_KINDS))
+            self._write(_EVENTS_INSERT, postgres_arrays.columns(events, _EVENT_KINDS))
         if self._timeout_counts:
             counts, self._timeout_counts = self._timeout_counts, {}
             # In key order, so that two writers adding to the same counts never deadlock.
             rows = [(*key, count) for key, count in sorted(counts.items())]
-            self._write(_COUNTS_UPSERT, pgarrays.columns(rows, _COUNT_KINDS))
+            self._write(_COUNTS_UPSERT, postgres_arrays.columns(rows, _COUNT_KINDS))
 
     def insert_workflow_task(self, row: Row) -> int:
         task_id = super().insert_workflow_task(row)

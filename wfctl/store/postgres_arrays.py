@@ -45,11 +45,11 @@ class _Texts(Packed):
 
 
 # By the SQL type a column is cast to: (the array's class, its OID, its element's OID, the
-# element's struct format, or None for text).
-_KINDS: dict[str, tuple[type[Packed], int, int, str | None]] = {
-    "bigint": (_Bigints, 1016, 20, "q"),
-    "integer": (_Integers, 1007, 23, "i"),
-    "smallint": (_Smallints, 1005, 21, "h"),
+# element's struct format and size, or None for text).
+_KINDS: dict[str, tuple[type[Packed], int, int, tuple[str, int] | None]] = {
+    "bigint": (_Bigints, 1016, 20, ("q", 8)),
+    "integer": (_Integers, 1007, 23, ("i", 4)),
+    "smallint": (_Smallints, 1005, 21, ("h", 2)),
     "text": (_Texts, 1009, 25, None),
 }
 _LENGTH = struct.Struct(">i")
@@ -58,16 +58,16 @@ _LENGTH = struct.Struct(">i")
 def pack(kind: str, values: Sequence[Any]) -> Packed:
     """`values` (ints, or str for text) as an array of `kind` ("bigint", "integer",
     "smallint", "text")."""
-    cls, _, element, fmt = _KINDS[kind]
+    cls, _, element, fixed = _KINDS[kind]
     count = len(values)
     head = _HEAD.pack(1, 0, element, count, 1)
-    if fmt is None:
+    if fixed is None:
         parts: list[bytes] = [head] * (2 * count + 1)
         encoded = list(map(str.encode, values))
         parts[1::2] = map(_LENGTH.pack, map(len, encoded))
         parts[2::2] = encoded
         return cls(b"".join(parts))
-    size = struct.calcsize(fmt)
+    fmt, size = fixed
     interleaved: list[int] = [size, 0] * count
     interleaved[1::2] = values
     return cls(head + struct.pack(">" + ("i" + fmt) * count, *interleaved))

@@ -1,12 +1,12 @@
-"""Arrays packed for PostgreSQL's binary protocol (store/pgarrays.py) read back on the server as
-the values packed: the history's columns go to the server this way."""
+"""Arrays packed for PostgreSQL's binary protocol (store/postgres_arrays.py) read back on the
+server as the values packed: the history's columns go to the server this way."""
 
 from __future__ import annotations
 
 import psycopg
 import pytest
 
-from wfctl.store import pgarrays
+from wfctl.store import postgres_arrays
 
 VALUES = {
     "bigint": [0, -1, 2**62, -(2**63), 2**63 - 1],
@@ -19,21 +19,21 @@ VALUES = {
 @pytest.fixture
 def conn(pg_url):
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        pgarrays.register(conn.adapters)
+        postgres_arrays.register(conn.adapters)
         yield conn
 
 
 @pytest.mark.parametrize("kind", sorted(VALUES))
 def test_a_packed_array_reads_back_as_its_values(conn, kind):
     values = VALUES[kind]
-    assert conn.execute(f"SELECT %b::{kind}[]", [pgarrays.pack(kind, values)]).fetchone() \
-        == (values,)
-    assert conn.execute(f"SELECT %b::{kind}[]", [pgarrays.pack(kind, [])]).fetchone() == ([],)
+    select = f"SELECT %b::{kind}[]"
+    assert conn.execute(select, [postgres_arrays.pack(kind, values)]).fetchone() == (values,)
+    assert conn.execute(select, [postgres_arrays.pack(kind, [])]).fetchone() == ([],)
 
 
 def test_columns_of_rows_unnest_to_the_rows(conn):
     rows = [(1, 7, "a"), (2, -3, "ü")]
     assert conn.execute("SELECT * FROM unnest(%b::bigint[], %b::smallint[], %b::text[])",
-                        pgarrays.columns(rows, ("bigint", "smallint", "text"))).fetchall() \
+                        postgres_arrays.columns(rows, ("bigint", "smallint", "text"))).fetchall() \
         == rows
 
