@@ -25,7 +25,7 @@ from wfctl.worker import Worker, WorkerOptions, slots
 from wfctl.worker.attempts import Attempt
 from wfctl.worker.executor import HandlerCall
 from wfctl.worker.loop import BACKOFF_CAP, Backoff, Outage, Shared
-from wfctl.worker.slots import Slot
+from wfctl.worker.slots import Slot, StepPath
 from wfctl.worker.watchdog import WATCH_TICK
 
 pytestmark = pytest.mark.both_backends
@@ -969,6 +969,14 @@ def test_an_on_deadline_handler_raising_keyboard_interrupt_is_recorded_as_its_er
 
 # a burst of decisions
 
+TIMER_FLOW = """
+version: 1
+workflows:
+  sleeper:
+    steps:
+      - delay: 5s
+"""
+
 BURST = """
 version: 1
 workflows:
@@ -1014,19 +1022,19 @@ def test_each_batch_of_a_long_run_of_decisions_is_stamped_with_the_instant_it_be
     assert scheduled[-1] > at(10)
 
 
-def test_the_watchdog_leaves_ready_workflow_tasks_to_a_slot_that_decides_them(make_env,
-                                                                            monkeypatch):
+def test_the_watchdog_leaves_ready_workflow_tasks_to_a_slot_that_moves_on(make_env,
+                                                                          monkeypatch):
     env = make_env(BURST)
     for n in range(3):
         env.start("one", f"b{n}")
     worker = Worker(env.engine, WorkerOptions(concurrency=1), clock=Clock(at(10)))
     steps = worker.steps
     look = slots.PENDING_LOOK
-    # A slot awake and driving, whose batch (on another thread) decided a moment ago: within
-    # the window however long this pass takes.
+    # A slot awake and driving, whose handler returned a moment ago: its batches decide (within
+    # the window however long this pass takes).
     monkeypatch.setattr(slots, "PENDING_LOOK", 3600.0)
     steps.awake(+1)
-    steps._decided = (time.monotonic(), -1)
+    steps.ran("wfh:noop", 0.00001)
 
     worker.watchdog.run_once(at(10))
 
@@ -1034,14 +1042,97 @@ def test_the_watchdog_leaves_ready_workflow_tasks_to_a_slot_that_decides_them(ma
     # It looks again as soon as the slot would be late.
     assert worker.watchdog.pause(False) == look
 
-    steps._decided = (time.monotonic() - 7200.0, -1)
+    # Held up since in a handler believed quick: the watchdog decides itself.
+    steps._moved -= 7200.0
     worker.watchdog.run_once(at(10))
 
     assert all(env.describe(f"b{n}")["activities"] for n in range(3))
     assert worker.watchdog.pause(False) == WATCH_TICK
 
 
-def test_an_outcome_handed_in_during_a_burst_of_decisions_is_recorded_between_its_batches(
+def test_the_watchdog_stops_deciding_a_burst_once_a_slot_moves_on(make_env, monkeypatch):
+    env = make_env(BURST)
+    for n in range(20):
+        env.start("one", f"b{n:02d}")
+    worker = Worker(env.engine, WorkerOptions(concurrency=1), clock=Clock(at(10)))
+    steps = worker.steps
+    monkeypatch.setattr(slots, "PENDING_LOOK", 3600.0)
+    steps.awake(+1)
+    decide = slots._decide
+
+    def deciding(shared: Shared, now: datetime, limit: int, check_deadlines: bool) -> int:
+        # A slot's handler returns while the watchdog decides its first batch: from then on
+        # that slot's batches decide the rest, each first step taken at once.
+        decided = decide(shared, now, limit, check_deadlines)
+        steps.ran("wfh:noop", 0.00001)
+        return decided
+
+    monkeypatch.setattr(slots, "_decide", deciding)
+    worker.watchdog.run_once(at(10))
+
+    assert sum(1 for n in range(20) if env.describe(f"b{n:02d}")["activities"]) \
+        == StepPath.DECISIONS
+    # Held up since in a handler believed quick: the watchdog decides the rest itself.
+    monkeypatch.setattr(slots, "_decide", decide)
+    steps._moved -= 7200.0
+    worker.watchdog.run_once(at(10))
+    assert all(env.describe(f"b{n:02d}")["activities"] for n in range(20))
+
+
+def test_while_a_slot_decides_the_watchdog_sweeps_once_a_tick_and_when_something_comes_due(
+        make_env, monkeypatch):
+    env = make_env(TIMER_FLOW)
+    worker = Worker(env.engine, WorkerOptions(concurrency=1), clock=Clock(at(10)))
+    steps = worker.steps
+    monkeypatch.setattr(slots, "PENDING_LOOK", 3600.0)
+    steps.awake(+1)
+    steps.ran("wfh:noop", 0.00001)
+    swept: list[datetime] = []
+
+    def counting(engine: Any, now: datetime, **kwargs: Any) -> Any:
+        swept.append(now)
+        return sweep(engine, now, **kwargs)
+
+    monkeypatch.setattr("wfctl.worker.watchdog.sweep", counting)
+    env.start("sleeper", "s1")
+    worker.watchdog.run_once(at(10))    # swept: s1's first workflow task is left to the slot
+    worker.steps.serve(False)           # the slot's batch decides it: its timer fires at 15
+    assert env.describe("s1")["timers"][0]["status"] == "scheduled"
+    worker.watchdog.run_once(at(11))    # a look within WATCH_TICK: nothing due, no sweep
+    assert swept == [at(10)]
+
+    worker.watchdog._swept_at -= WATCH_TICK
+    worker.watchdog.run_once(at(12))    # a tick later: swept again, the timer found ahead
+    assert swept == [at(10), at(12)]
+    worker.watchdog.run_once(at(15))    # due: swept at once, and the timer fires
+    assert swept == [at(10), at(12), at(15)]
+    assert env.describe("s1")["timers"][0]["status"] == "fired"
+
+
+def test_a_batch_with_every_place_taken_still_decides_one_ready_workflow_task(make_env):
+    env = make_env(BURST)
+    # More first steps ready than a batch has places for, its own and those for a quick
+    # handler's attempts ahead of them.
+    waiting = slots.QUICK_BATCH + 1
+    for n in range(waiting):
+        env.start("one", f"a{n:02d}")
+    worker = Worker(env.engine, WorkerOptions(concurrency=1), clock=Clock(at(10)))
+    worker.watchdog.run_once(at(10))
+    env.start("one", "b1")
+    env.start("one", "b2")
+    worker.steps.ran("wfh:noop", 0.00001)
+
+    assert worker.steps.serve(False)
+
+    started = [n for n in range(waiting)
+               if env.describe(f"a{n:02d}")["activities"][0]["status"] == "started"]
+    assert len(started) == slots.QUICK_BATCH
+    # Decided all the same, its first step left ready for a place; b2 waits.
+    assert [a["status"] for a in env.describe("b1")["activities"]] == ["scheduled"]
+    assert env.describe("b2")["activities"] == []
+
+
+def test_an_outcome_handed_in_during_a_burst_of_decisions_is_recorded_before_the_burst_ends(
         make_env, monkeypatch):
     env = make_env(BURST)
     env.start("gate", "g1")
@@ -1049,8 +1140,16 @@ def test_an_outcome_handed_in_during_a_burst_of_decisions_is_recorded_between_it
     worker.watchdog.run_once(at(10))   # g1's activity is ready
     for n in range(200):
         env.start("one", f"b{n:03d}")
-    running = threading.Thread(target=worker.slots[0].run_once, args=(at(10),), daemon=True)
-    running.start()   # claims g1's activity; its handler waits for `release`
+    slot = worker.slots[0]
+
+    def passes() -> None:
+        # The slot's loop: its first pass claims g1's activity, whose handler waits for
+        # `release`; the next ones record its outcome and go on with what is ready.
+        while slot.run_once(at(10)):
+            pass
+
+    running = threading.Thread(target=passes, daemon=True)
+    running.start()
     assert wait_until(lambda: env.describe("g1")["activities"]
                       and env.describe("g1")["activities"][0]["status"] == "started")
     # In the handler (not known to be quick): no slot drives, the decisions are the watchdog's.
@@ -1058,22 +1157,25 @@ def test_an_outcome_handed_in_during_a_burst_of_decisions_is_recorded_between_it
 
     # While the watchdog decides the burst, batch by batch, g1's handler returns.
     burst = threading.current_thread()
-    seen: list[str] = []
+    # (g1's attempt's status, how many of the burst were decided) after each batch's decisions.
+    seen: list[tuple[str, int]] = []
     decide = slots._decide
 
     def deciding(shared: Shared, now: datetime, limit: int, check_deadlines: bool) -> int:
         decided = decide(shared, now, limit, check_deadlines)
-        if threading.current_thread() is burst:
-            if not seen:
-                wfh_supervision.release.set()
-                assert wait_until(lambda: worker.steps.waiting() > 0)
-            seen.append(env.describe("g1")["activities"][0]["status"])
+        if threading.current_thread() is burst and not seen:
+            wfh_supervision.release.set()
+            assert wait_until(lambda: worker.steps.waiting() > 0)
+        seen.append((env.describe("g1")["activities"][0]["status"],
+                     decided + (seen[-1][1] if seen else 0)))
         return decided
 
     monkeypatch.setattr(slots, "_decide", deciding)
     worker.watchdog.run_once(at(10))
     running.join(10)
+    worker.watchdog.run_once(at(10))
 
-    assert len(seen) > 2 and seen[0] == "started"
-    assert seen[-1] == "completed", "the outcome waited for the whole burst"
+    assert seen[0][0] == "started"
+    recorded = next(decided for status, decided in seen if status == "completed")
+    assert recorded < 200, "the outcome waited for the whole burst"
     assert all(env.describe(f"b{n:03d}")["activities"] for n in range(200))

@@ -240,8 +240,8 @@ class StepPath:
         self._turn_waiters = 0
         self._awake = 0
         self._slow = 0
-        # When a batch last decided ready workflow tasks, and on which thread (`deciding`).
-        self._decided: tuple[float, int | None] = (float("-inf"), None)
+        # When a handler last returned or a batch last ran (`moving`).
+        self._moved = float("-inf")
         self._queue_lock = threading.Lock()
         # How long each handler's runs take, a moving average by handler (`ran`).
         self._took: dict[str, float] = {}
@@ -300,6 +300,7 @@ class StepPath:
         the collector, say, does not make it slow), the first run taken as it is."""
         took = self._took.get(handler)
         self._took[handler] = seconds if took is None else took + (seconds - took) / 4
+        self._moved = time.monotonic()
 
     def finished(self, attempt: Attempt, slow: bool = False) -> None:
         """The attempt's handler no longer holds a place: it returned (`slow`: what `before`
@@ -320,12 +321,10 @@ class StepPath:
         soon as it has nothing left to run, so new work needs no idle slot woken."""
         return self._awake - besides > self._slow
 
-    def deciding(self, monotonic: float) -> bool:
-        """Whether a slot drives and a batch of another thread than the caller's decided ready
-        workflow tasks within `PENDING_LOOK` (a batch with places left does)."""
-        at, thread = self._decided
-        return self.driving() and monotonic - at < PENDING_LOOK \
-            and thread != threading.get_ident()
+    def moving(self, monotonic: float) -> bool:
+        """Whether a slot drives and moved on within `PENDING_LOOK` (a handler of it returned,
+        or a batch ran): one held up in a handler believed quick does not count."""
+        return self.driving() and monotonic - self._moved < PENDING_LOOK
 
     def turn_waiters(self) -> int:
         return self._turn_waiters
@@ -464,12 +463,11 @@ class StepPath:
                 for exchange in batch:
                     exchange.rejected = _record(engine, exchange, now)
                 # What an outcome made ready is taken at once; then the oldest ready attempts,
-                # in the queue's order; then, if places are left, ready workflow tasks are
-                # decided, and what they schedule is taken at once too (nothing older is
-                # ready), and claimed where it could not be (a parallel step's branches).
-                # Outcomes that took every place there was decide nothing more: the watchdog
-                # does. Idle slots need no wake-up when every free place got an attempt (the
-                # pool is theirs: `before`), nor when everything ready went to the pool.
+                # in the queue's order; then ready workflow tasks are decided, as many as there
+                # are places left, and what they schedule is taken at once too (nothing older
+                # is ready), and claimed where it could not be (a parallel step's branches).
+                # Idle slots need no wake-up when every free place got an attempt (the pool is
+                # theirs: `before`), nor when everything ready went to the pool.
                 free, ahead = offer.left, offer.ahead
                 offer.left = offer.ahead = 0
                 done.nothing_left_ready = True
@@ -477,19 +475,22 @@ class StepPath:
                 runs = self._runs_held(tasks) if ahead else set()
                 self._claim(places, ahead, runs, tasks, now, done)
                 left = places + ahead - len(tasks)
-                if left > 0 or not tasks:
-                    offer.left = max(0, places - len(tasks))
-                    offer.ahead = left - offer.left
-                    offer.held_runs = runs
-                    # As many as the places left (a decision mostly schedules one attempt):
-                    # what is not decided waits for places, or for another worker.
-                    limit = min(self.DECISIONS, left) if left > 0 else self.DECISIONS
-                    decided = _decide(shared, now, limit, check)
-                    self._decided = (time.monotonic(), threading.get_ident())
-                    offer.left = offer.ahead = 0
-                    runs.update(task.workflow_run_id for task in tasks)
-                    if decided:
-                        self._claim(places, ahead, runs, tasks, now, done, decided == limit)
+                offer.left = max(0, places - len(tasks))
+                offer.ahead = left - offer.left
+                offer.held_runs = runs
+                # As many as the places left (a decision mostly schedules one attempt): what
+                # is not decided waits for places, or for another worker. One at least, with
+                # no place left: while a slot drives, the watchdog leaves decisions to its
+                # batches (`moving`), which would otherwise find every place taken by the
+                # first steps of the watchdog's own decisions, as many as it could make,
+                # each claimed (a read and a write) instead of taken at once.
+                limit = min(self.DECISIONS, max(1, left)) if tasks else self.DECISIONS
+                decided = _decide(shared, now, limit, check)
+                self._moved = time.monotonic()
+                offer.left = offer.ahead = 0
+                runs.update(task.workflow_run_id for task in tasks)
+                if decided:
+                    self._claim(places, ahead, runs, tasks, now, done, decided == limit)
         except StoreUnavailable as exc:
             self._in_doubt = self._in_doubt or offered > 0
             with self._queue_lock:
@@ -658,10 +659,12 @@ def decide_ready(shared: Shared, steps: StepPath, now: datetime, limit: int, *,
     Up to `StepPath.DECISIONS` of them go in one transaction, claims and completions together,
     so that a failed write leaves no task claimed; between two transactions the outcomes the
     slots handed in meanwhile are recorded, so that a burst of new workflows holds up no
-    attempt's result for long; once a slot that drives decides too (`StepPath.deciding`), the
-    rest is left to it. A batch the engine cannot take (an
-    unexpected error) is done again one transaction per step, so that one bad task does not
-    hold up the others.
+    attempt's result for long. While a slot drives and moves on (`StepPath.moving`), the rest
+    is left to it: its batches decide as they go, and take what they schedule at once (decided
+    here, each first step would wait to be claimed, and the slot's outcomes would be recorded on
+    this thread, in turn with it).
+    A batch the engine cannot take (an unexpected error) is done again one transaction per
+    step, so that one bad task does not hold up the others.
     """
     engine = shared.engine
     decided = 0
@@ -676,12 +679,9 @@ def decide_ready(shared: Shared, steps: StepPath, now: datetime, limit: int, *,
             except Exception:
                 done = _decide_one_by_one(shared, now, size, check_deadlines)
         decided += done
-        if done < size:
+        if done < size or steps.moving(time.monotonic()):
             break
         steps.serve_waiting()
-        if steps.deciding(time.monotonic()):
-            # A driving slot decides the rest, and takes what they schedule at once.
-            break
         now = max(now, shared.clock())
     return decided
 

@@ -28,15 +28,23 @@ class Watchdog(Loop):
         self._leases_tell = leases_tell
         self._swept_something = False
         self._next_due: datetime | None = None
+        self._swept_at = float("-inf")
         self._left_to_slots = False
 
     def run_once(self, now: datetime, *, check_deadlines: bool = True) -> bool:
         shared = self.shared
         engine = shared.engine
-        self.steps.look_after(time.monotonic())
+        monotonic = time.monotonic()
+        self.steps.look_after(monotonic)
+        if self._left_to_slots and monotonic - self._swept_at < WATCH_TICK \
+                and (self._next_due is None or self._next_due > now) \
+                and self.steps.moving(monotonic):
+            # A look in between sweeps while the slots decide: nothing is due before the next.
+            return False
         # This worker is alive whatever its lease says (a long outage can outlast it).
         report = sweep(engine, now, alive=(shared.worker_id,), clock_now=shared.clock,
                        leases_tell=self._leases_tell())
+        self._swept_at = monotonic
         self._swept_something, self._next_due = report.acted, report.next_due
         decided = 0
         if report.acted or self._decisions_due(now):
@@ -46,10 +54,11 @@ class Watchdog(Loop):
 
     def _decisions_due(self, now: datetime) -> bool:
         """Whether a workflow task is ready for the watchdog to decide. A slot that drives
-        decides in each batch with places left, and takes what its decisions schedule at
-        once: while one has so within `PENDING_LOOK` (`StepPath.deciding`), the watchdog
-        leaves the decisions to it, and looks again that much later."""
-        if self.steps.deciding(time.monotonic()):
+        decides in each of its batches, and takes what its decisions schedule at once: while
+        one moves on (`StepPath.moving`: a handler returned or a batch ran within
+        `PENDING_LOOK`), the watchdog leaves the decisions to it, and looks again that much
+        later."""
+        if self.steps.moving(time.monotonic()):
             self._left_to_slots = True
             return False
         self._left_to_slots = False

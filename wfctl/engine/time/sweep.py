@@ -46,6 +46,9 @@ def sweep(engine: EngineCore, now: datetime, *, alive: Collection[str] = (),
         due = tx.next_due(now)
     if lost:
         lose_workers(engine, lost, now)
+    elif due is None or due > now:
+        # Nothing was due: what is due next is what was read.
+        return SweepReport(next_due=due)
     expired = expire(engine, now, BATCH, clock_now) if due is not None and due <= now \
         else Expired()
     with engine.store.read() as tx:
