@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from datetime import datetime
 from typing import Any
 
@@ -366,7 +367,7 @@ def start_child(c: Ctx, run: Run, fixed: Fixed, step: Step, branch: Step,
 
     definitions = c.definitions(fixed)
     child_type = definitions.types[branch.workflow_type]
-    child_id = f"{run.workflow_instance_id}.{branch.name}.{new_id()[:8]}"
+    child_id = f"{run.workflow_instance_id}.{branch.name}.{os.urandom(4).hex()}"
     child_run = create_instance(c, definitions, child_type, child_id,
                                 public_state(run.state), {},
                                 parent_instance_id=run.workflow_instance_id,
