@@ -48,6 +48,7 @@ import pglib
 from benchlib import Scratch, checkpoint, header, load, remove_database
 
 from wfctl import clock, log
+from wfctl.store import kept
 from wfctl.store import sqlite as sqlite_store
 from wfctl.worker import WorkerOptions
 
@@ -59,21 +60,34 @@ BATCHES = (1, 4, 16)
 Statement = tuple[int, str, str, Any]
 
 
-class _Recording(sqlite3.Connection):
-    """A connection that logs each statement, with its parameters, before running it."""
+class _Logging:
+    """Logs each statement a connection runs, with its parameters, before running it."""
 
     log: list[Statement] | None = None
 
     def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
-        if _Recording.log is not None:
-            _Recording.log.append((id(self), "one", sql, tuple(parameters)))
-        return super().execute(sql, parameters)
+        if _Logging.log is not None:
+            _Logging.log.append((id(self), "one", sql, tuple(parameters)))
+        return super().execute(sql, parameters)  # type: ignore[misc]
 
     def executemany(self, sql: str, rows: Any, /) -> sqlite3.Cursor:
         rows = [tuple(row) for row in rows]
-        if _Recording.log is not None:
-            _Recording.log.append((id(self), "many", sql, rows))
-        return super().executemany(sql, rows)
+        if _Logging.log is not None:
+            _Logging.log.append((id(self), "many", sql, rows))
+        return super().executemany(sql, rows)  # type: ignore[misc]
+
+
+class _Recording(_Logging, sqlite3.Connection):
+    """A connection that logs its statements."""
+
+
+class _RecordingWrites(_Logging, kept.WriteConnection):
+    """The write connection, logging its statements, those it patches for too."""
+
+    def patched(self, sql: str, parameters: Any) -> sqlite3.Cursor:
+        if _Logging.log is not None:
+            _Logging.log.append((id(self), "one", sql, tuple(parameters)))
+        return super().patched(sql, parameters)
 
 
 @contextmanager
@@ -81,17 +95,19 @@ def recording_connections() -> Iterator[list[Statement]]:
     """Connections the store opens meanwhile record what they run into the yielded list."""
     original = sqlite3.connect
 
-    def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
-        return original(*args, **kwargs, factory=_Recording)
+    def connect(*args: Any, factory: type = sqlite3.Connection, **kwargs: Any) -> \
+            sqlite3.Connection:
+        recording = _RecordingWrites if issubclass(factory, kept.WriteConnection) else _Recording
+        return original(*args, **kwargs, factory=recording)
 
     statements: list[Statement] = []
     sqlite_store.sqlite3.connect = connect  # type: ignore[attr-defined]
-    _Recording.log = statements
+    _Logging.log = statements
     try:
         yield statements
     finally:
         sqlite_store.sqlite3.connect = original  # type: ignore[attr-defined]
-        _Recording.log = None
+        _Logging.log = None
 
 
 def replay(workflows: int, folder: Path) -> tuple[float, dict[int, float], int]:

@@ -3,8 +3,10 @@ hand-driven clock."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import sqlite3
 import sys
 import textwrap
 import time
@@ -26,6 +28,45 @@ if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
 T0 = datetime(2026, 4, 12, 12, 0, tzinfo=UTC)
+# What ends the statements the tests' own checks run on a store's connections.
+CHECKED = " /* checked by the tests */"
+
+
+@pytest.fixture(autouse=True)
+def kept_runs_are_what_the_file_holds(monkeypatch):
+    """Every run a write transaction takes from what the write connection kept (store/kept.py),
+    in every test, is checked against the file: its fields (values and types), that it has no
+    open workflow task when it is said to have none, and its instance's last seq."""
+    from wfctl.store import kept, sqlite
+    from wfctl.store.queries import GET_RUN, RunRead
+    from wfctl.store.records import Run
+
+    get_run = sqlite.SQLiteTx.get_run
+    names = [field.name for field in dataclasses.fields(Run)]
+
+    def checked(tx: sqlite.SQLiteTx, run_id: str) -> Run | None:
+        run = get_run(tx, run_id)
+        if tx._kept is None or tx._kept.doubt:
+            return run
+        # Marked, for the tests that count the statements a transaction runs.
+        cursor = sqlite3.Connection.execute(tx.conn, sqlite.native(GET_RUN) + CHECKED,
+                                            (run_id,))
+        cursor.row_factory = None
+        rows = cursor.fetchall()
+        if run is None:
+            assert rows == []
+            return run
+        read = tx._readers[RunRead](rows[0])
+        assert [(type(getattr(run, name)), getattr(run, name)) for name in names] == \
+            [(type(getattr(read, name)), getattr(read, name)) for name in names], run_id
+        if run_id in (tx._without_task or ()):
+            assert read.read_open_task is None, run_id
+        key = rows[0][kept.INSTANCE]
+        appended = [event[1] for event in tx._events if event[0] == read.read_instance_key]
+        assert tx._seq[key] == max([read.read_last_seq, *appended]), run_id
+        return run
+
+    monkeypatch.setattr(sqlite.SQLiteTx, "get_run", checked)
 
 
 @pytest.fixture(scope="session")

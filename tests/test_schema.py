@@ -7,6 +7,7 @@ import sqlite3
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -447,8 +448,8 @@ def test_writing_an_activity_builds_no_temporary_table_for_its_indexes(make_env,
     statements: list[str] = []
     connect = sqlite_store.SQLiteStore._connect
 
-    def traced(store: sqlite_store.SQLiteStore) -> sqlite3.Connection:
-        conn = connect(store)
+    def traced(store: sqlite_store.SQLiteStore, *args: Any) -> sqlite3.Connection:
+        conn = connect(store, *args)
         conn.set_trace_callback(statements.append)
         return conn
 

@@ -28,13 +28,15 @@ from wfctl.errors import (
     StoreUnavailable,
     TransientConflict,
 )
-from wfctl.store import columns, records
+from wfctl.store import columns, kept, records
 from wfctl.store.queries import (
+    GET_RUN,
     PENDING_ACTIVITY_SQL,
     TASK_COLUMNS,
     WAITING_DEADLINES_HOLD,
     RunRead,
     SQLTx,
+    _update_statement,
     keep_run_extras,
 )
 from wfctl.store.records import Activity, Run, WorkflowTask
@@ -193,7 +195,7 @@ class SQLiteStore:
         # Every write transaction of this process runs on one connection (the lock above takes
         # them in turn): its page cache stays warm, where per-thread writers each lost theirs to
         # the others' commits.
-        self._writer: sqlite3.Connection | None = None
+        self._writer: kept.WriteConnection | None = None
         self._writer_generation = 0
         # What `wal_autocheckpoint` is set to on the write connection outside `bulk_write`.
         self._autocheckpoint = _WAL_AUTOCHECKPOINT
@@ -237,15 +239,17 @@ class SQLiteStore:
     def _immutable_uri(self) -> str:
         return f"{self._file}?mode=ro&immutable=1"
 
-    def _open(self, *, check_same_thread: bool = True) -> sqlite3.Connection:
+    def _open(self, *, check_same_thread: bool = True,
+              factory: type[sqlite3.Connection] = sqlite3.Connection) -> sqlite3.Connection:
         return sqlite3.connect(self._uri, uri=True, isolation_level=None,
                                check_same_thread=check_same_thread,
                                cached_statements=_CACHED_STATEMENTS,
-                               timeout=_BUSY_TIMEOUT_MS / 1000)
+                               timeout=_BUSY_TIMEOUT_MS / 1000, factory=factory)
 
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self, factory: type[sqlite3.Connection] = sqlite3.Connection) -> \
+            sqlite3.Connection:
         try:
-            conn = self._open(check_same_thread=False)
+            conn = self._open(check_same_thread=False, factory=factory)
             conn.row_factory = _rows_as_dicts
             # WAL: readers (describe, list) never block the writer, nor the writer them.
             conn.execute("PRAGMA journal_mode=WAL")
@@ -405,14 +409,21 @@ class SQLiteStore:
         except sqlite3.Error as exc:
             raise translate(exc, self.path) from exc
 
-    def _writer_connection(self) -> sqlite3.Connection:
+    def _writer_connection(self) -> kept.WriteConnection:
         """The process's write connection (the write lock held), opened on first use."""
         if self._writer is not None and self._writer_generation != self._generation:
             self._writer.close()
             self._writer = None
         if self._writer is None:
             self._writer_generation = self._generation
-            self._writer = self._connect()
+            writer = self._connect(kept.WriteConnection)
+            assert isinstance(writer, kept.WriteConnection)
+            try:
+                kept.keeping(writer)
+            except sqlite3.Error as exc:
+                writer.close()
+                raise translate(exc, self.path) from None
+            self._writer = writer
             if self._autocheckpoint != _WAL_AUTOCHECKPOINT:
                 self._writer.execute(f"PRAGMA wal_autocheckpoint={self._autocheckpoint}")
         return self._writer
@@ -583,6 +594,8 @@ class _Write:
 
     __slots__ = ("conn", "store", "tx")
 
+    conn: kept.WriteConnection
+
     def __init__(self, store: SQLiteStore) -> None:
         self.store = store
 
@@ -593,7 +606,9 @@ class _Write:
             store._reopen_if_writable()
             self.conn = conn = store._writer_connection()
             conn.execute("BEGIN IMMEDIATE")
-            self.tx = SQLiteTx(conn, writing=True)
+            runs = conn.kept
+            runs.begin(conn.patched("PRAGMA data_version", ()).fetchone()["data_version"])
+            self.tx = SQLiteTx(conn, writing=True, runs=runs)
             return self.tx
         except sqlite3.Error as exc:
             store._write_lock.release()
@@ -610,11 +625,14 @@ class _Write:
                 try:
                     self.tx.flush()
                     conn.execute("COMMIT")
-                    return
                 except BaseException:
+                    conn.kept.forget()
                     if conn.in_transaction:
                         conn.execute("ROLLBACK")
                     raise
+                self.tx.keep()
+                return
+            conn.kept.forget()
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             if isinstance(error, sqlite3.Error):
@@ -643,9 +661,14 @@ class SQLiteTx(SQLTx):
     _stored = columns.Writer(text).values
     _readers = records.Readers(instant)
 
-    def __init__(self, conn: sqlite3.Connection | _Translating, *, writing: bool = False) -> None:
+    def __init__(self, conn: sqlite3.Connection | _Translating, *, writing: bool = False,
+                 runs: kept.Kept | None = None) -> None:
         super().__init__(writing=writing)
         self.conn = conn
+        # In a write transaction, the runs kept since the last one (store/kept.py), and the
+        # runs this one read or took from there, each as `GET_RUN` would read it now.
+        self._kept = runs
+        self._run_rows: dict[str, list[Any]] = {}
 
     def _execute(self, sql: str, params: Sequence[Any] | Row = ()) -> Any:
         return self.conn.execute((_STATEMENTS.get(sql) or _statement(sql))[0], params)
@@ -684,6 +707,72 @@ class SQLiteTx(SQLTx):
         cursor = self.conn.execute(_insert_statement(table, tuple(row)), self._stored(row))
         return cursor.lastrowid or 0
 
+    # runs kept between write transactions (store/kept.py): the statements that change what
+    # `GET_RUN` reads, each patching the rows this transaction holds
+
+    def get_run(self, run_id: str) -> Run | None:
+        runs = self._kept
+        if runs is None or runs.doubt:
+            return super().get_run(run_id)
+        row = self._run_rows.get(run_id)
+        if row is None:
+            stored = runs.rows.get(run_id)
+            seq = None if stored is None else runs.seqs.get(stored[kept.INSTANCE])
+            if seq is None:
+                found = self._tuples(GET_RUN, (run_id,))
+                if not found:
+                    return None
+                row = list(found[0])
+            else:
+                row = list(stored)
+                row[kept.LAST_SEQ] = seq
+            self._run_rows[run_id] = row
+        return keep_run_extras(self._readers[RunRead](row), self._keys, self._seq,
+                               self._without_task, self._instance_fields)
+
+    def update_run(self, run_id: str, **fields: Any) -> None:
+        runs = self._kept
+        if runs is None:
+            return super().update_run(run_id, **fields)
+        names, values = tuple(fields), self._stored(fields)
+        self.conn.patched(_update_statement("?", "runs", "workflow_run_id", names, ""),
+                          (*values, run_id))
+        row = self._run_rows.get(run_id)
+        if row is not None and not runs.patch(row, names, values):
+            del self._run_rows[run_id]
+            row = None
+        if row is None:
+            runs.rows.pop(run_id, None)
+        return None
+
+    def insert_run(self, row: Row) -> None:
+        if self._kept is None:
+            return super().insert_run(row)
+        # A new run: nothing kept is of it.
+        self.conn.patched(_insert_statement("runs", tuple(row)), self._stored(row))
+        return None
+
+    def insert_workflow_task(self, row: Row) -> int:
+        runs = self._kept
+        if runs is None:
+            return super().insert_workflow_task(row)
+        run_id = row["workflow_run_id"]
+        if self._without_task is not None:
+            self._without_task.discard(run_id)
+        task_id = self.conn.patched(_insert_statement("workflow_tasks", tuple(row)),
+                                    self._stored(row)).lastrowid or 0
+        held = self._run_rows.get(run_id)
+        if held is not None:
+            held[kept.OPEN_TASK] = task_id
+        else:
+            runs.rows.pop(run_id, None)
+        return task_id
+
+    def keep(self) -> None:
+        """After the commit: what this transaction read and wrote of runs is kept."""
+        if self._kept is not None and self._without_task is not None:
+            self._kept.keep(self._run_rows, self._without_task, self._seq)
+
     def _any(self, column: str, values: Sequence[Any], name: str | None = None) -> \
             tuple[str, Any]:
         # An empty list is spelled (NULL): SQLite plans `IN ()` as a scan of the whole table.
@@ -709,12 +798,14 @@ class SQLiteTx(SQLTx):
         """Write the events appended so far (one statement for all of them)."""
         if self._events:
             events, self._events = self._events, []
+            conn = self.conn
+            insert = conn.patched if isinstance(conn, kept.WriteConnection) else conn.execute
             # One statement for up to _EVENTS_PER_INSERT rows: a statement's own cost, not a
             # row's, is most of what a history row costs to write.
             for start in range(0, len(events), _EVENTS_PER_INSERT):
                 chunk = events[start:start + _EVENTS_PER_INSERT]
-                self.conn.execute(_events_insert(len(chunk)),
-                                  [value for event in chunk for value in event])
+                # The instances' last seqs are this transaction's own (`keep`).
+                insert(_events_insert(len(chunk)), [value for event in chunk for value in event])
         if self._timeout_counts:
             counts, self._timeout_counts = self._timeout_counts, {}
             self.conn.executemany(
