@@ -66,6 +66,26 @@ def test_a_steps_outcome_is_recorded_without_reading_the_run_this_process_wrote(
     assert run_reads(statements) == 0
 
 
+def test_a_run_read_with_the_activity_a_worker_claims_is_kept(make_env):
+    env = make_env(TWO)
+    env.start("two", "t0")
+    assert env.engine.decide_ready_task(env.worker.worker_id, at(0))
+    # Another connection commits: nothing kept holds after it, until the claim reads the run.
+    other = Client(env.db, env.folder / "workflows.yaml", clock_now=lambda: at(0))
+    try:
+        other.start("two", "t1")
+    finally:
+        other.close()
+    task = env.claim(0)
+    assert task is not None and task.workflow_instance_id == "t0"
+    statements: list[str] = []
+    env.engine.store._writer.set_trace_callback(statements.append)
+
+    assert env.engine.complete_activity(task, {}, at(1), decide=True) is None
+
+    assert run_reads(statements) == 0
+
+
 def test_a_commit_by_another_connection_is_read_by_the_next_step(make_env):
     env = make_env(TWO)
     task, statements = first_step_claimed(env)

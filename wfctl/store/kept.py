@@ -235,7 +235,9 @@ _READ_BACK = {str: _as_text, int: _as_integer, float: _as_real}
 
 
 _RUN_COLUMNS = [field.name for field in dataclasses.fields(RunRead)]
-# Where `GET_RUN`'s row has the run's instance, its open workflow task and the instance's last seq.
+# Where `GET_RUN`'s row has the run's id, its instance, its open workflow task and the
+# instance's last seq.
+RUN = _RUN_COLUMNS.index("workflow_run_id")
 INSTANCE = _RUN_COLUMNS.index("workflow_instance_id")
 OPEN_TASK = _RUN_COLUMNS.index("read_open_task")
 LAST_SEQ = _RUN_COLUMNS.index("read_last_seq")

@@ -840,6 +840,11 @@ class SQLiteTx(SQLTx):
         found = self._oldest_ready(_READY_WITH_RUN, queues, now)
         if found is None:
             return None
+        runs = self._kept
+        if runs is not None and not runs.doubt:
+            # As `get_run` would have read it: kept after the commit like a run read.
+            self._run_rows.setdefault(found[_ACTIVITY_FIELDS + kept.RUN],
+                                      list(found[_ACTIVITY_FIELDS:]))
         run = keep_run_extras(self._readers[RunRead](found[_ACTIVITY_FIELDS:]), self._keys,
                               self._seq, self._without_task, self._instance_fields)
         return self._readers[Activity](found[:_ACTIVITY_FIELDS]), run
