@@ -86,6 +86,23 @@ def test_a_run_read_with_the_activity_a_worker_claims_is_kept(make_env):
     assert run_reads(statements) == 0
 
 
+def test_a_closed_run_is_let_go_and_past_the_bound_everything_is(make_env, monkeypatch):
+    env = make_env(TWO)
+    env.start("two", "t0")
+    assert env.run(0) is True
+    assert env.describe("t0")["status"] == "completed"
+    runs = env.engine.store._writer.kept
+    assert runs.rows == {} and runs.seqs == {}
+
+    monkeypatch.setattr(kept, "KEPT_RUNS", 1)
+    env.start("two", "t1")
+    env.start("two", "t2")
+    assert env.engine.decide_ready_task(env.worker.worker_id, at(1))
+    assert list(runs.rows) == [env.describe("t1")["run"]["workflow_run_id"]]
+    assert env.engine.decide_ready_task(env.worker.worker_id, at(1))
+    assert runs.rows == {} and runs.seqs == {}
+
+
 def test_a_commit_by_another_connection_is_read_by_the_next_step(make_env):
     env = make_env(TWO)
     task, statements = first_step_claimed(env)

@@ -15,9 +15,9 @@ again, wherever that is sure to be what the read would give:
   transaction reads, and forgets everything kept at its end;
 - the transaction committed: a rollback forgets everything.
 
-A run is kept only while it has no open workflow task (what `GET_RUN` says of that is then known
-without a read), and its instance's last history seq is kept beside it, by instance, since any run
-of the instance may append to it.
+A run is kept only while it is open and has no open workflow task (what `GET_RUN` says of that is
+then known without a read), and its instance's last history seq is kept beside it, by instance,
+since any run of the instance may append to it.
 """
 
 from __future__ import annotations
@@ -29,9 +29,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from wfctl.store.queries import RunRead
+from wfctl.vocabulary import CLOSED_RUN
 
-# Runs and instances kept at most: the oldest kept is let go first.
-KEPT_RUNS = 4_096
+# Open runs, and instances, kept at most (a worker holds this many workflows open at once rarely).
+KEPT_RUNS = 10_000
 
 _READ_ONLY = re.compile(r"\s*(?:SELECT|PRAGMA|BEGIN|COMMIT|END|SAVEPOINT|RELEASE|EXPLAIN)\b",
                         re.IGNORECASE)
@@ -138,24 +139,25 @@ class Kept:
 
     def keep(self, rows: dict[str, list[Any]], without_task: set[str],
              seqs: dict[str, int]) -> None:
-        """After a commit: the transaction's runs (`rows`, as it wrote them), those without an
-        open workflow task, and the last seq of the instances it knows."""
+        """After a commit: the transaction's runs (`rows`, as it wrote them) that are open and
+        have no open workflow task, and the last seq of the instances it knows (but those whose
+        run closed). Past `KEPT_RUNS` of either, everything is let go."""
         if self.doubt:
             self.forget()
             return
-        kept = self.rows
+        kept, known = self.rows, self.seqs
+        known.update(seqs)
         for run_id, row in rows.items():
-            kept.pop(run_id, None)
-            if run_id in without_task:
+            if row[STATUS] in CLOSED_RUN:
+                kept.pop(run_id, None)
+                known.pop(row[INSTANCE], None)
+            elif run_id in without_task:
                 row[OPEN_TASK] = None
-                if len(kept) >= KEPT_RUNS:
-                    del kept[next(iter(kept))]
                 kept[run_id] = tuple(row)
-        known = self.seqs
-        for instance_id, seq in seqs.items():
-            if instance_id not in known and len(known) >= KEPT_RUNS:
-                del known[next(iter(known))]
-            known[instance_id] = seq
+            else:
+                kept.pop(run_id, None)
+        if len(kept) > KEPT_RUNS or len(known) > KEPT_RUNS:
+            self.forget()
 
 
 class WriteConnection(sqlite3.Connection):
@@ -235,9 +237,10 @@ _READ_BACK = {str: _as_text, int: _as_integer, float: _as_real}
 
 
 _RUN_COLUMNS = [field.name for field in dataclasses.fields(RunRead)]
-# Where `GET_RUN`'s row has the run's id, its instance, its open workflow task and the
+# Where `GET_RUN`'s row has the run's id, status and instance, its open workflow task and the
 # instance's last seq.
 RUN = _RUN_COLUMNS.index("workflow_run_id")
+STATUS = _RUN_COLUMNS.index("status")
 INSTANCE = _RUN_COLUMNS.index("workflow_instance_id")
 OPEN_TASK = _RUN_COLUMNS.index("read_open_task")
 LAST_SEQ = _RUN_COLUMNS.index("read_last_seq")
