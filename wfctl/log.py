@@ -32,6 +32,8 @@ _FIELDS = (
 )
 # A text value shown as it is (anything else is shown as JSON).
 _BARE = re.compile(r"[\w.:/+-]+")
+_LEVEL_NAMES = {level: logging.getLevelName(level) for level in
+                (logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR)}
 _COLOURS = {"DEBUG": "\x1b[2m", "INFO": "\x1b[36m", "WARNING": "\x1b[33m", "ERROR": "\x1b[31m"}
 
 
@@ -43,8 +45,11 @@ def snake(name: str) -> str:
 
 def _stamp(created: float) -> str:
     """A record's instant as ISO 8601 UTC text with milliseconds (`2026-12-02T09:04:32.555Z`);
-    the text of its second is made once for all the lines in it."""
-    global _second
+    the text of its second is made once for all the lines in it, and the whole text once for
+    the lines of one instant (a commit's)."""
+    global _second, _last_stamp
+    if created == _last_stamp[0]:
+        return _last_stamp[1]
     second = int(created)
     # Rounded to the microsecond first, as `datetime.fromtimestamp` does.
     micros = round((created - second) * 1e6)
@@ -54,13 +59,16 @@ def _stamp(created: float) -> str:
     if second != cached:
         text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
         _second = (second, text)
-    return f"{text}.{micros // 1000:03d}Z"
+    stamp = f"{text}.{micros // 1000:03d}Z"
+    _last_stamp = (created, stamp)
+    return stamp
 
 
 # The handler `configure` gave the logger.
 _configured: logging.StreamHandler | None = None  # type: ignore[type-arg]
-# The last second `_stamp` wrote, and its text.
+# The last second `_stamp` wrote, and its text; the last instant, and its text.
 _second: tuple[int | None, str] = (None, "")
+_last_stamp: tuple[float | None, str] = (None, "")
 
 
 class _TextFormatter(logging.Formatter):
@@ -82,7 +90,13 @@ class _TextFormatter(logging.Formatter):
         for key, value in fields.items():
             if value is None:
                 continue
-            if isinstance(value, str) and _BARE.fullmatch(value):
+            kind = type(value)
+            # The common kinds first, by their exact type (a line a step).
+            if kind is str:
+                shown = value if _BARE.fullmatch(value) else json.dumps(value, ensure_ascii=False)
+            elif kind is int:
+                shown = str(value)
+            elif isinstance(value, str) and _BARE.fullmatch(value):
                 shown = value
             elif isinstance(value, int | float):
                 shown = str(value)
@@ -156,8 +170,9 @@ def _emit_all(lines: list[tuple[int, str, dict[str, Any]]]) -> None:
             and type(formatter := handler.formatter) in (_TextFormatter, _JsonFormatter):
         assert isinstance(formatter, _TextFormatter | _JsonFormatter)
         created = time.time()
-        text = "".join([formatter.line(logging.getLevelName(level), name, created, fields)
-                        + "\n" for level, name, fields in lines])
+        text = "".join([formatter.line(_LEVEL_NAMES.get(level) or logging.getLevelName(level),
+                                        name, created, fields) + "\n"
+                         for level, name, fields in lines])
         with handler.lock:  # type: ignore[union-attr]
             try:
                 handler.stream.write(text)
