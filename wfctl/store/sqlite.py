@@ -703,9 +703,11 @@ class SQLiteTx(SQLTx):
                 columns.read(row, plan)
         return rows
 
-    def _insert(self, table: str, row: Row, returning: str | None = None) -> int:
-        cursor = self.conn.execute(_insert_statement(table, tuple(row)), self._stored(row))
-        return cursor.lastrowid or 0
+    def _insert(self, table: str, row: Row, returning: str | None = None, *,
+                patched: bool = False) -> int:
+        """`patched`: the caller patches what is kept for this insert (`WriteConnection`)."""
+        run = self.conn.patched if patched else self.conn.execute  # type: ignore[union-attr]
+        return run(_insert_statement(table, tuple(row)), self._stored(row)).lastrowid or 0
 
     # runs kept between write transactions (store/kept.py): the statements that change what
     # `GET_RUN` reads, each patching the rows this transaction holds
@@ -735,7 +737,7 @@ class SQLiteTx(SQLTx):
         if runs is None:
             return super().update_run(run_id, **fields)
         names, values = tuple(fields), self._stored(fields)
-        self.conn.patched(_update_statement("?", "runs", "workflow_run_id", names, ""),
+        self.conn.patched(_update_statement(self._MARK, "runs", "workflow_run_id", names, ""),
                           (*values, run_id))
         row = self._run_rows.get(run_id)
         if row is not None and not runs.patch(row, names, values):
@@ -749,7 +751,7 @@ class SQLiteTx(SQLTx):
         if self._kept is None:
             return super().insert_run(row)
         # A new run: nothing kept is of it.
-        self.conn.patched(_insert_statement("runs", tuple(row)), self._stored(row))
+        self._insert("runs", row, patched=True)
         return None
 
     def insert_workflow_task(self, row: Row) -> int:
@@ -759,8 +761,7 @@ class SQLiteTx(SQLTx):
         run_id = row["workflow_run_id"]
         if self._without_task is not None:
             self._without_task.discard(run_id)
-        task_id = self.conn.patched(_insert_statement("workflow_tasks", tuple(row)),
-                                    self._stored(row)).lastrowid or 0
+        task_id = self._insert("workflow_tasks", row, patched=True)
         held = self._run_rows.get(run_id)
         if held is not None:
             held[kept.OPEN_TASK] = task_id
