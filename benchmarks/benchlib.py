@@ -250,8 +250,20 @@ def machine() -> str:
     except OSError:
         pass
     return (f"nproc {os.cpu_count()}, {cpu or platform.processor() or platform.machine()}, "
-            f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, "
-            f"{platform.system()} {platform.release()}")
+            f"Python {platform.python_version()} ({interpreter()}), "
+            f"SQLite {sqlite3.sqlite_version}, {platform.system()} {platform.release()}")
+
+
+def interpreter() -> str:
+    """Which Python build runs the benchmark: its executable, and whether the interpreter is a
+    shared libpython (each call between its own functions through the dynamic linker's table) or
+    built into the executable. Builds differ by 15% in a step's CPU (docs/performance.md)."""
+    try:
+        with open("/proc/self/maps", encoding="ascii", errors="replace") as maps:
+            shared = any("/libpython" in line for line in maps)
+    except OSError:
+        return sys.executable
+    return f"{os.path.realpath(sys.executable)}, {'shared libpython' if shared else 'libpython built in'}"
 
 
 def percentile(values: list[float], fraction: float) -> float:
