@@ -13,6 +13,7 @@ import pytest
 
 from wfctl.errors import DatabaseNotFound, DatabaseTooNew
 from wfctl.store import SQLiteStore as Store
+from wfctl.store import codec
 from wfctl.store import sqlite as sqlite_store
 from wfctl.store.schema import _Migrations, migrations
 from wfctl.vocabulary import TIMEOUT_EVENTS
@@ -469,3 +470,27 @@ def test_writing_an_activity_builds_no_temporary_table_for_its_indexes(make_env,
     # Two activities inserted, each started and completed: only RETURNING keeps rows apart.
     assert len(writes) >= 4
     assert temporary == {sql: int(" RETURNING " in sql) for sql in writes}
+
+
+def test_a_transactions_events_of_a_run_share_one_history_row(make_env):
+    env = make_env(TIMED)
+    env.start("timed", "t1")
+    while env.run(0):
+        pass
+    history = env.history("t1")
+    assert history[-1]["event_type"] == "WorkflowCompleted"
+
+    conn = sqlite3.connect(env.db)
+    rows = conn.execute("SELECT seq, event_type, attributes FROM events ORDER BY seq").fetchall()
+    conn.close()
+    # Each row ends at its seq; a row of several (type 0) holds the events up to it after the
+    # row before: every event, once, in order.
+    held, last = [], 0
+    for seq, code, attributes in rows:
+        count = len(codec.unpack(attributes)) if code == codec.PACKED else 1
+        assert seq - count == last
+        held.append(count)
+        last = seq
+    assert last == len(history)
+    # The start (two events), then each transaction of the worker: a step's six in one row.
+    assert len(rows) < len(history) / 2 and max(held) >= 6

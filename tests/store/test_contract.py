@@ -161,6 +161,45 @@ def test_lists_come_newest_first_and_history_in_seq_order(store):
     assert [e.attributes["reason"] for e in events] == ["r0", "r1", "r2", "r3", "r4"]
 
 
+@covers("append_event", "events", "event")
+def test_every_range_of_a_history_reads_back_however_its_transactions_wrote_it(store):
+    # Transactions of one, three, four, one and two events, at instants of their own; the
+    # third's last event is the second run's first.
+    with store.write() as tx:
+        add_instance(tx, "i1")
+    with store.write() as tx:
+        tx.insert_run({"workflow_run_id": "i1-r2", "workflow_instance_id": "i1", "run_number": 2,
+                       "status": "running", "state": {}, "first_seq": 8, "started_at": T0})
+    kinds = ("WorkflowTaskScheduled", "TimerFired", "SignalReceived")
+    appended = []
+    for number, size in enumerate((1, 3, 4, 1, 2)):
+        with store.write() as tx:
+            for _ in range(size):
+                run = tx.get_run("i1-r2" if len(appended) >= 7 else "i1-r1")
+                kind = kinds[len(appended) % 3]
+                at = T0 + timedelta(seconds=number)
+                seq = tx.append_event(run, kind, at, {"reason": f"e{len(appended)}"})
+                appended.append((seq, run.run_number, kind, at, f"e{len(appended)}"))
+    assert [seq for seq, *_ in appended] == list(range(1, 12))
+    with store.read() as tx:
+        def read(**ranges):
+            return [(e.seq, e.run_number, e.event_type, e.at, e.attributes["reason"])
+                    for e in tx.events("i1", **ranges)]
+
+        for after in range(13):
+            for until in (None, *range(after, 13)):
+                assert read(after_seq=after, until_seq=until) == [
+                    event for event in appended
+                    if event[0] > after and (until is None or event[0] <= until)]
+        for types in (["TimerFired"], ["WorkflowTaskScheduled", "SignalReceived"]):
+            assert read(event_types=types) == [e for e in appended if e[2] in types]
+        assert read(run_number=2, after_seq=7) == [e for e in appended if e[1] == 2 and e[0] > 7]
+        assert read(run_number=1, event_types=["TimerFired"], until_seq=5) == \
+            [e for e in appended if e[1] == 1 and e[2] == "TimerFired" and e[0] <= 5]
+        assert [tx.event("i1", seq).seq for seq in range(1, 12)] == list(range(1, 12))
+        assert tx.event("i1", 12) is None
+
+
 @covers("list_instances")
 def test_a_list_pages_on_from_a_row_however_many_share_its_instant(store):
     # Five instances in one millisecond among others: the cursor's id orders them.
@@ -870,9 +909,10 @@ def test_closed_instances_past_retention_are_deleted_with_what_they_own(store):
 def test_a_long_history_is_pruned_over_several_transactions(store):
     with store.write() as tx:
         add_instance(tx, "i1", status="completed", closed_at=T0)
-        run = tx.get_run("i1-r1")
-        for _ in range(5):
-            tx.append_event(run, "WorkflowTaskScheduled", T0, {})
+    for _ in range(5):
+        # A row of history each (a transaction's events of a run may share one).
+        with store.write() as tx:
+            tx.append_event(tx.get_run("i1-r1"), "WorkflowTaskScheduled", T0, {})
     with store.write() as tx:
         assert tx.pruning_instance() is None
         tx.mark_pruning("i1", T0)

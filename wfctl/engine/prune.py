@@ -29,9 +29,9 @@ COUNT_CHUNK = 500
 # The rows `prune` reports deleting besides the instances themselves, table by table.
 ROW_TABLES = ("runs", "activities", "workflow_tasks", "timers", "signals", "failures",
               "children", "events")
-# The write-ahead log is copied into the file after this many events were deleted (about 1,000
-# pages of log, the size at which SQLite itself would copy it, inside some writer's commit).
-CHECKPOINT_EVENTS = 3000
+# The write-ahead log is copied into the file after this many history rows were deleted (about
+# 1,000 pages of log, the size at which SQLite itself would copy it, inside some writer's commit).
+CHECKPOINT_ROWS = 3000
 # While others write, a prune leaves them the write lock this many times as long as its last
 # batch held it: it takes at most a twentieth of the time the database can write in.
 PRUNE_YIELD = 19
@@ -53,7 +53,7 @@ class PruneBatch:
 
 class Pacer:
     """What a prune does between batches. It copies the write-ahead log into the file every
-    CHECKPOINT_EVENTS events, holding no lock (a batch's commit leaves that undone, so as to
+    CHECKPOINT_ROWS history rows, holding no lock (a batch's commit leaves that undone, so as to
     hold the write lock for its change alone). And it says how long to leave the write lock to
     others: as long as the batch held it while nobody else writes (a backlog drains fast on a
     quiet database), PRUNE_YIELD times as long once others wrote meanwhile (their steps keep
@@ -72,7 +72,7 @@ class Pacer:
     def after(self, batch: PruneBatch) -> float:
         """After a batch: checkpoint if it is time; how many seconds to pause."""
         self._unflushed += batch.rows.get("events", 0)
-        if self._unflushed >= CHECKPOINT_EVENTS:
+        if self._unflushed >= CHECKPOINT_ROWS:
             self.flush()
         quiet = self._after is not None and self._before == self._after
         self._after = self._store.data_version()

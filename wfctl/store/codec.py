@@ -11,6 +11,12 @@ on is `[300000000]`), read back as an aware UTC datetime, as is the instant of a
 `deadline_at`, stored as ISO text); a retry policy with the standard keys is the list of its
 values. Decoding gives back the same dict, keys in the same order, its instants as datetimes.
 
+On SQLite the events one transaction appends to one run at its instant share a row (from schema
+version 9; PostgreSQL writes a row per event): its type is `PACKED`, its seq the last of theirs
+(so the last seq of a history is still its largest), its attributes `[type, attributes, type,
+attributes, …]`, each type as an event's own row stores it and each attributes as above. A
+history row costs about as much to write as the row of a single event; a step appends six.
+
 The code tables are append-only: a code, once written to a database, means that name forever.
 """
 
@@ -126,6 +132,10 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ISO_LENGTH = len("2026-01-01T00:00:00.000+00:00")
 
 
+# The stored type of a row that holds several events (see the module's text): no event's code.
+PACKED = 0
+
+
 def type_code(event_type: str) -> int | str:
     """The stored form of an event type: its code, or the name for a type without one."""
     return TYPE_CODES.get(event_type, event_type)
@@ -216,11 +226,29 @@ def _stored(kind: int, value: Any, at: int) -> Any:
     return value
 
 
+def pack(events: list[tuple[int | str, str]]) -> str:
+    """The attributes of a row holding these events, each its stored type and attributes."""
+    parts = [f"{code if type(code) is int else jsonvalue.dumps(code)},{text}"
+             for code, text in events]
+    return f"[{','.join(parts)}]"
+
+
+def unpack(text: str) -> list[tuple[int | str, Any]]:
+    """A packed row's events, in order: each its stored type and its attributes as parsed JSON
+    (for `decode_items`)."""
+    items = json.loads(text)
+    return list(zip(items[::2], items[1::2], strict=True))
+
+
 def decode_attributes(text: str, at: int) -> dict[str, Any]:
     """The attributes dict `encode_attributes` was given (with the same `at`), its instants as
     aware UTC datetimes; a JSON object (the form before this one) is returned with its instants
     read the same way."""
-    items = json.loads(text)
+    return decode_items(json.loads(text), at)
+
+
+def decode_items(items: Any, at: int) -> dict[str, Any]:
+    """`decode_attributes` of attributes already parsed."""
     if isinstance(items, dict):
         return {key: _instant_of_text(value) if key in INSTANT_ATTRIBUTES
                 else _decode_failure(value) if key == "failure" else value

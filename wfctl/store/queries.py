@@ -562,25 +562,41 @@ class SQLTx:
         """An instance's events in order (after `after_seq`, up to `until_seq`), each with its
         type's name, its instant and its attributes as a dict."""
         self.flush()
+        key = self.instance_key(instance_id)
+        # A row of several events (codec.PACKED) is keyed by the last of their seqs: the rows
+        # after `after_seq` begin with the one that holds the event after it, and the first row
+        # at or after `until_seq` holds that event; each row's events are then taken by seq.
         sql = ("SELECT seq, run_number, event_type, at, attributes FROM events "
                "WHERE instance_key = %s AND seq > %s")
-        params: tuple[Any, ...] = (self.instance_key(instance_id), after_seq)
+        params: tuple[Any, ...] = (key, after_seq)
         if until_seq is not None:
-            sql += " AND seq <= %s"
-            params += (until_seq,)
+            sql += (" AND seq <= (SELECT coalesce(min(seq), %s) FROM events "
+                    "WHERE instance_key = %s AND seq >= %s)")
+            params += (until_seq, key, until_seq)
         if run_number is not None:
             sql += " AND run_number = %s"
             params += (run_number,)
         if event_types:
             types, codes = self._any("event_type", [codec.type_code(n) for n in event_types])
-            sql += f" AND {types}"
+            sql += f" AND ({types} OR event_type = {codec.PACKED})"
             params += codes
+        events = []
         # History's own encoding (codec.py), not the columns' of other tables.
-        return [
-            Event(instance_id, seq, run, codec.type_name(code), codec.instant(at),
-                  codec.decode_attributes(attributes, at))
-            for seq, run, code, at, attributes in self._tuples(sql + " ORDER BY seq", params)
-        ]
+        for seq, run, code, at, attributes in self._tuples(sql + " ORDER BY seq", params):
+            if code != codec.PACKED:
+                if until_seq is None or seq <= until_seq:
+                    events.append(Event(instance_id, seq, run, codec.type_name(code),
+                                        codec.instant(at), codec.decode_attributes(attributes, at)))
+                continue
+            packed = codec.unpack(attributes)
+            instant = codec.instant(at)
+            for event_seq, (code, items) in enumerate(packed, seq - len(packed) + 1):
+                name = codec.type_name(code)
+                if event_seq > after_seq and (until_seq is None or event_seq <= until_seq) \
+                        and (not event_types or name in event_types):
+                    events.append(Event(instance_id, event_seq, run, name, instant,
+                                        codec.decode_items(items, at)))
+        return events
 
     # workflow tasks
 

@@ -405,6 +405,13 @@ def m008_total_deadline_index_without_a_list(db: Database) -> None:
                "AND schedule_to_close_deadline_at IS NOT NULL")
 
 
+@migrations()
+def m009_history_rows_of_several_events(db: Database) -> None:
+    """From this version on, the events one transaction appends to one run may share a history
+    row (codec.PACKED): the schema is the same, and the version keeps a wfctl that cannot read
+    such rows from opening the file (it says the database is newer than it)."""
+
+
 def _split(script: str) -> list[str]:
     """Statements of a script; trigger bodies keep their inner semicolons."""
     statements, current = [], []
