@@ -294,7 +294,7 @@ def test_a_batch_takes_instances_until_their_histories_reach_its_size(env):
     for n in range(5):
         completed(env, f"q{n}", n)
     events = len(env.history("q0"))
-    # History rows: on SQLite each transaction's events of a run share one.
+    # History rows: a transaction's events of a run share one.
     rows = rows_of(env, "q0")["events"] + rows_of(env, "q1")["events"]
 
     first = prune_batch(env.engine, at(10**6), events=2 * events)
@@ -427,7 +427,7 @@ def three_closed(env) -> None:
 
 def test_prune_reports_counts_and_ids(env, wfctl):
     three_closed(env)
-    # History rows (on SQLite a transaction's events of a run share one), not events.
+    # History rows (a transaction's events of a run share one), not events.
     events = sum(rows_of(env, f"q{n}")["events"] for n in range(3))
 
     code, out, err = wfctl(env, "prune", "--older-than", "0")

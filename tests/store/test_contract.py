@@ -182,6 +182,9 @@ def test_every_range_of_a_history_reads_back_however_its_transactions_wrote_it(s
                 appended.append((seq, run.run_number, kind, at, f"e{len(appended)}"))
     assert [seq for seq, *_ in appended] == list(range(1, 12))
     with store.read() as tx:
+        # A row a transaction and run: the third transaction's events are of two runs.
+        assert tx.count_owned_rows(["i1"])["events"] == 6
+
         def read(**ranges):
             return [(e.seq, e.run_number, e.event_type, e.at, e.attributes["reason"])
                     for e in tx.events("i1", **ranges)]

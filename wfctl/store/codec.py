@@ -11,8 +11,8 @@ on is `[300000000]`), read back as an aware UTC datetime, as is the instant of a
 `deadline_at`, stored as ISO text); a retry policy with the standard keys is the list of its
 values. Decoding gives back the same dict, keys in the same order, its instants as datetimes.
 
-On SQLite the events one transaction appends to one run at its instant share a row (from schema
-version 9; PostgreSQL writes a row per event): its type is `PACKED`, its seq the last of theirs
+The events one transaction appends to one run at its instant share a row (from schema version 9
+on SQLite and on PostgreSQL): its type is `PACKED`, its seq the last of theirs
 (so the last seq of a history is still its largest), its attributes `[type, attributes, type,
 attributes, …]`, each type as an event's own row stores it and each attributes as above. A
 history row costs about as much to write as the row of a single event; a step appends six.

@@ -341,6 +341,13 @@ def p008_instance_counts_over_more_slots(conn: psycopg.Connection) -> None:
     conn.execute(_P008)
 
 
+@migration
+def p009_history_rows_of_several_events(conn: psycopg.Connection) -> None:
+    """SQLite's m009: from this version on, the events one transaction appends to one run may
+    share a history row (codec.PACKED); the schema is the same, and the version keeps a wfctl
+    that cannot read such rows from opening the database."""
+
+
 def version() -> int:
     """The schema version this wfctl writes: how many migrations it knows."""
     return len(MIGRATIONS)

@@ -241,6 +241,34 @@ def _update_statement(mark: str, table: str, key: str, names: tuple[str, ...], w
     return f"UPDATE {table} SET {sets} WHERE {key} = {mark}{where}"
 
 
+def history_rows(events: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """The history rows of a transaction's events (`SQLTx._events`, see codec.py): the events
+    of one run appended at one instant, their seqs one after another, in one row keyed by the
+    last seq; an event alone in a row of its own, as before."""
+    runs: dict[int, list[tuple[Any, ...]]] = {}
+    rows = []
+    for event in events:
+        key, seq, run_number, _, at, _ = event
+        held = runs.get(key)
+        if held is not None:
+            last = held[-1]
+            if last[1] == seq - 1 and last[2] == run_number and last[4] == at:
+                held.append(event)
+                continue
+            rows.append(_history_row(held))
+        runs[key] = [event]
+    rows.extend(_history_row(held) for held in runs.values())
+    return rows
+
+
+def _history_row(events: list[tuple[Any, ...]]) -> tuple[Any, ...]:
+    if len(events) == 1:
+        return events[0]
+    key, seq, run_number, _, at, _ = events[-1]
+    return (key, seq, run_number, codec.PACKED, at,
+            codec.pack([(code, text) for _, _, _, code, _, text in events]))
+
+
 class SQLTx:
     """The queries of one transaction, whatever the backend (see the module's text)."""
 

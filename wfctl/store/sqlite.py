@@ -28,7 +28,7 @@ from wfctl.errors import (
     StoreUnavailable,
     TransientConflict,
 )
-from wfctl.store import codec, columns, kept, records
+from wfctl.store import columns, kept, records
 from wfctl.store.queries import (
     GET_RUN,
     PENDING_ACTIVITY_SQL,
@@ -37,6 +37,7 @@ from wfctl.store.queries import (
     RunRead,
     SQLTx,
     _update_statement,
+    history_rows,
     keep_run_extras,
 )
 from wfctl.store.records import Activity, Run, WorkflowTask
@@ -578,34 +579,6 @@ _CACHED_STATEMENTS = 512
 _EVENTS_PER_INSERT = 64
 
 
-def _packed(events: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """The history rows of a transaction's events (codec.py): the events of one run appended at
-    one instant, their seqs one after another, in one row keyed by the last seq; an event alone
-    in a row of its own, as before."""
-    runs: dict[int, list[tuple[Any, ...]]] = {}
-    rows = []
-    for event in events:
-        key, seq, run_number, _, at, _ = event
-        held = runs.get(key)
-        if held is not None:
-            last = held[-1]
-            if last[1] == seq - 1 and last[2] == run_number and last[4] == at:
-                held.append(event)
-                continue
-            rows.append(_row(held))
-        runs[key] = [event]
-    rows.extend(_row(held) for held in runs.values())
-    return rows
-
-
-def _row(events: list[tuple[Any, ...]]) -> tuple[Any, ...]:
-    if len(events) == 1:
-        return events[0]
-    key, seq, run_number, _, at, _ = events[-1]
-    return (key, seq, run_number, codec.PACKED, at,
-            codec.pack([(code, text) for _, _, _, code, _, text in events]))
-
-
 @functools.cache
 def _events_insert(rows: int) -> str:
     return "INSERT INTO events VALUES " + ", ".join(("(?, ?, ?, ?, ?, ?)",) * rows)
@@ -826,7 +799,7 @@ class SQLiteTx(SQLTx):
     def flush(self) -> None:
         """Write the events appended so far (one statement for all of them)."""
         if self._events:
-            events, self._events = _packed(self._events), []
+            events, self._events = history_rows(self._events), []
             conn = self.conn
             insert = conn.patched if isinstance(conn, kept.WriteConnection) else conn.execute
             # One statement for up to _EVENTS_PER_INSERT rows: a statement's own cost, not a
