@@ -295,10 +295,15 @@ def test_a_write_lock_outlasting_several_leases_runs_no_step_twice(project):
 
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 3 MiB tmpfs (mounting needs the privilege to; skipped only where it is refused)."""
+    """A 16 MiB tmpfs (mounting needs the privilege to; skipped only where it is refused).
+
+    A test fills what is free of it and then frees that again: what it frees must hold what
+    the worker writes once space returns, its backlog in the log and a checkpoint copying the
+    log into the file meanwhile. On 3 MiB it freed 2.5 MiB while the log alone grew to 1.3 MiB,
+    and once (the suite pinned to one core) the disk filled a second time."""
     mountpoint = tmp_path / "disk"
     mountpoint.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mountpoint)],
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mountpoint)],
                              capture_output=True, text=True)
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
