@@ -196,6 +196,12 @@ _SHAPE_PLANS = {shape: _shape_plan(shape, number) for shape, number in _SHAPE_NU
 def encode_attributes(attributes: dict[str, Any], at: int) -> str:
     """An event's attributes in their stored form (see the module's text); `at` is the event's
     instant in microseconds."""
+    return jsonvalue.dumps(stored_attributes(attributes, at))
+
+
+def stored_attributes(attributes: dict[str, Any], at: int) -> list[Any]:
+    """`encode_attributes` before it is JSON text: a history row of several events holds each
+    one's list (`[type, attributes, …]`), made text once for the row."""
     plan = _SHAPE_PLANS.get(tuple(attributes))
     if plan is not None:
         head, special = plan
@@ -205,13 +211,13 @@ def encode_attributes(attributes: dict[str, Any], at: int) -> str:
             if value is not None:
                 stored[place] = [micros(value) - at] \
                     if kind == _INSTANT and type(value) is datetime else _stored(kind, value, at)
-        return jsonvalue.dumps(stored)
+        return stored
     items: list[Any] = []
     for key, value in attributes.items():
         code = _NAME_CODE.get(key)
         items.append(key if code is None else code)
         items.append(_stored(_value_kind(key), value, at))
-    return jsonvalue.dumps(items)
+    return items
 
 
 def _stored(kind: int, value: Any, at: int) -> Any:
@@ -224,13 +230,6 @@ def _stored(kind: int, value: Any, at: int) -> Any:
     if kind == _FAILURE:
         return _encode_failure(value)
     return value
-
-
-def pack(events: list[tuple[int | str, str]]) -> str:
-    """The attributes of a row holding these events, each its stored type and attributes."""
-    parts = [f"{code if type(code) is int else jsonvalue.dumps(code)},{text}"
-             for code, text in events]
-    return f"[{','.join(parts)}]"
 
 
 def unpack(text: str) -> list[tuple[int | str, Any]]:

@@ -67,7 +67,6 @@ from wfctl.store.queries import (
     WAITING_DEADLINES_HOLD,
     RunRead,
     SQLTx,
-    history_rows,
     keep_run_extras,
 )
 from wfctl.store.records import (
@@ -1087,8 +1086,8 @@ class PostgresTx(SQLTx):
 
     def flush(self) -> None:
         """Write the events appended so far (one statement for all of them)."""
-        if self._events:
-            events, self._events = history_rows(self._events), []
+        if self._open_rows:
+            events = self._history_rows()
             self._write(_EVENTS_INSERT, postgres_arrays.columns(events, _EVENT_KINDS))
         if self._timeout_counts:
             counts, self._timeout_counts = self._timeout_counts, {}

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
+from wfctl import jsonvalue
 from wfctl.store import codec, records
 from wfctl.store.records import (
     Activity,
@@ -241,32 +242,12 @@ def _update_statement(mark: str, table: str, key: str, names: tuple[str, ...], w
     return f"UPDATE {table} SET {sets} WHERE {key} = {mark}{where}"
 
 
-def history_rows(events: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """The history rows of a transaction's events (`SQLTx._events`, see codec.py): the events
-    of one run appended at one instant, their seqs one after another, in one row keyed by the
-    last seq; an event alone in a row of its own, as before."""
-    runs: dict[int, list[tuple[Any, ...]]] = {}
-    rows = []
-    for event in events:
-        key, seq, run_number, _, at, _ = event
-        held = runs.get(key)
-        if held is not None:
-            last = held[-1]
-            if last[1] == seq - 1 and last[2] == run_number and last[4] == at:
-                held.append(event)
-                continue
-            rows.append(_history_row(held))
-        runs[key] = [event]
-    rows.extend(_history_row(held) for held in runs.values())
-    return rows
-
-
-def _history_row(events: list[tuple[Any, ...]]) -> tuple[Any, ...]:
-    if len(events) == 1:
-        return events[0]
-    key, seq, run_number, _, at, _ = events[-1]
-    return (key, seq, run_number, codec.PACKED, at,
-            codec.pack([(code, text) for _, _, _, code, _, text in events]))
+def _history_row(key: int, row: list[Any]) -> tuple[Any, ...]:
+    """A history row to write (`SQLTx._open_rows`): an event alone keeps its own type."""
+    seq, run_number, at, items = row
+    if len(items) == 2:
+        return key, seq, run_number, items[0], at, jsonvalue.dumps(items[1])
+    return key, seq, run_number, codec.PACKED, at, jsonvalue.dumps(items)
 
 
 class SQLTx:
@@ -294,9 +275,12 @@ class SQLTx:
         self._without_task: set[str] | None = set() if writing else None
         # The unchanging fields of the instances of the runs read (`run_instance_fields`).
         self._instance_fields: dict[str, tuple[str, str, int, str]] = {}
-        # Events appended in this transaction, written in one statement before any read of the
-        # history and at commit.
-        self._events: list[tuple[Any, ...]] = []
+        # The history rows of the events appended in this transaction (see codec.py), written
+        # in one statement before any read of the history and at commit: each instance's row
+        # still open to the events that follow its last (`[seq, run_number, at, [type,
+        # attributes, …]]`, by instance key), and rows closed before them.
+        self._open_rows: dict[int, list[Any]] = {}
+        self._closed_rows: list[tuple[Any, ...]] = []
         # The instant the events were last appended at, and it in microseconds: a
         # transaction appends most of its events at its `now`.
         self._event_at: tuple[datetime | None, int] = (None, 0)
@@ -552,7 +536,9 @@ class SQLTx:
         return seq
 
     def append_event(self, run: Run, event_type: str, at: datetime, attributes: Row) -> int:
-        """Append one event to the instance's history; returns its seq (the event id)."""
+        """Append one event to the instance's history; returns its seq (the event id). The events
+        one transaction appends to one run at one instant, their seqs one after another, share
+        a row keyed by the last seq (see codec.py)."""
         instance_id = run.workflow_instance_id
         seq = self._seq.get(instance_id)
         seq = self._seq[instance_id] = (self.last_seq(instance_id) if seq is None else seq) + 1
@@ -560,14 +546,30 @@ class SQLTx:
         if at is not last_at:
             stored_at = codec.micros(at)
             self._event_at = (at, stored_at)
-        self._events.append((self._keys[instance_id], seq, run.run_number,
-                             codec.TYPE_CODES.get(event_type, event_type), stored_at,
-                             codec.encode_attributes(attributes, stored_at)))
+        key = self._keys[instance_id]
+        code = codec.TYPE_CODES.get(event_type, event_type)
+        stored = codec.stored_attributes(attributes, stored_at)
+        row = self._open_rows.get(key)
+        if row is not None and row[0] == seq - 1 and row[1] == run.run_number \
+                and row[2] == stored_at:
+            row[0] = seq
+            row[3] += (code, stored)
+        else:
+            if row is not None:
+                self._closed_rows.append(_history_row(key, row))
+            self._open_rows[key] = [seq, run.run_number, stored_at, [code, stored]]
         if event_type in _TIMEOUT_EVENTS:
             key = (event_type, attributes.get("timeout_kind") or "",
                    attributes.get("failure_category") or "")
             self._timeout_counts[key] = self._timeout_counts.get(key, 0) + 1
         return seq
+
+    def _history_rows(self) -> list[tuple[Any, ...]]:
+        """The history rows of the events appended since the last call, to be written."""
+        rows, self._closed_rows = self._closed_rows, []
+        rows.extend(_history_row(key, row) for key, row in self._open_rows.items())
+        self._open_rows = {}
+        return rows
 
     def flush(self) -> None:
         """Write the events appended so far (one statement for all of them)."""

@@ -37,7 +37,6 @@ from wfctl.store.queries import (
     RunRead,
     SQLTx,
     _update_statement,
-    history_rows,
     keep_run_extras,
 )
 from wfctl.store.records import Activity, Run, WorkflowTask
@@ -798,8 +797,8 @@ class SQLiteTx(SQLTx):
 
     def flush(self) -> None:
         """Write the events appended so far (one statement for all of them)."""
-        if self._events:
-            events, self._events = history_rows(self._events), []
+        if self._open_rows:
+            events = self._history_rows()
             conn = self.conn
             insert = conn.patched if isinstance(conn, kept.WriteConnection) else conn.execute
             # One statement for up to _EVENTS_PER_INSERT rows: a statement's own cost, not a
