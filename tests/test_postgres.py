@@ -326,3 +326,24 @@ def test_a_claim_reads_the_oldest_ready_activity_not_every_ready_one(tmp_path, p
         assert _rows_read(plan[0]["Plan"], "activities") == 1
     finally:
         client.close()
+
+
+def test_held_back_inserts_of_one_table_go_where_the_last_was_in_statements_of_bounded_size(
+        monkeypatch):
+    """Row inserts held back for one round trip become one statement where the last of them
+    was (so each row still follows whatever was held back before it), in as many statements
+    as the parameter limit asks; every other statement keeps its place."""
+    monkeypatch.setattr(postgres, "_MERGED_PARAMETERS", 4)
+    insert = postgres._insert_statement("activities", ("activity_id", "step"))
+    held = [("BEGIN", None), (insert, ["a", "1"]), ("UPDATE runs x", [1]),
+            (insert, ["b", "2"]), ("UPDATE runs y", [2]), (insert, ["c", "3"]),
+            ("INSERT INTO events y", [3])]
+
+    merged = postgres._merged_inserts(held)
+
+    assert merged == [
+        ("BEGIN", None), ("UPDATE runs x", [1]), ("UPDATE runs y", [2]),
+        (f"{insert}, (%s, %s)", ["a", "1", "b", "2"]), (insert, ["c", "3"]),
+        ("INSERT INTO events y", [3]),
+    ]
+    assert postgres._merged_inserts(held[:3]) == held[:3]

@@ -37,6 +37,12 @@ workflows:
     steps:
       - activity: wfh:noop
         name: only
+  pair:
+    steps:
+      - activity: wfh:noop
+        name: first
+      - activity: wfh:noop
+        name: second
 """
 
 
@@ -348,6 +354,38 @@ def test_a_batch_of_completions_reads_and_closes_them_all_in_its_first_round_tri
         # The same history either way.
         assert env.event_types(name) == env.event_types("a")
     assert "ActivityCompleted" in env.event_types("x")
+
+
+def test_the_attempts_a_batch_schedules_are_inserted_by_one_statement(env):
+    """Each completion of a batch schedules its workflow's next attempt; the inserts, held
+    back for the commit, go as one statement of all their rows, and every attempt is there
+    to run after."""
+    import psycopg
+
+    for name in ("p", "q", "r"):
+        env.start("pair", name, now=1)
+    env.decide(1)
+    tasks = [env.claim(1) for _ in range(3)]
+    inserts: list[int] = []
+    execute = psycopg.Cursor.execute
+
+    def counted(cursor: Any, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        if str(query).startswith("INSERT INTO activities"):
+            inserts.append(len(params))
+        return execute(cursor, query, params, **kwargs)
+
+    closes = [completion_close(task, None, at(2)) for task in tasks]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(psycopg.Cursor, "execute", counted)
+        with env.engine.batch(families=["p", "q", "r"], closes=closes):
+            for task in tasks:
+                assert env.engine.complete_activity(task, None, at(2), decide=True) is None
+
+    # One statement of three rows, each row its columns' values.
+    assert len(inserts) == 1 and inserts[0] % 3 == 0
+    seconds = [env.claim(3) for _ in range(3)]
+    assert sorted((task.workflow_instance_id, task.step) for task in seconds) == \
+        [("p", "second"), ("q", "second"), ("r", "second")]
 
 
 def test_closes_of_one_family_are_not_done_ahead(env):

@@ -147,6 +147,50 @@ _Ahead = tuple[PlannedClose, tuple["psycopg.Cursor[Any]", str, Any],
 # Tables whose inserts (without RETURNING) are held back for the next round trip: nothing reads
 # their result, nor expects their error at once.
 _HELD_BACK_INSERTS = frozenset({"activities"})
+_HELD_INSERT_PREFIXES = tuple(f"INSERT INTO {table} (" for table in sorted(_HELD_BACK_INSERTS))
+# The most parameters one statement of merged inserts takes (the protocol allows 65,535).
+_MERGED_PARAMETERS = 32_767
+
+
+@functools.lru_cache(maxsize=256)
+def _insert_statement(table: str, names: tuple[str, ...]) -> str:
+    return f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join(['%s'] * len(names))})"
+
+
+@functools.lru_cache(maxsize=256)
+def _rows_statement(insert: str, rows: int) -> str:
+    """`insert` (an `_insert_statement`) for `rows` rows."""
+    values = insert[insert.index(" VALUES (") + 8:]
+    return insert + f", {values}" * (rows - 1)
+
+
+def _merged_inserts(held: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """The statements held back, the row inserts of one held-back table and column list made
+    one statement (or a few, for many rows), where the last of them was: a statement costs
+    the client and the server far more than a row does. An insert only ever goes later, past
+    statements that cannot need its row (reads send what is held back first; an update held
+    back is of a row read before), and never before the statements it may need (its run's)."""
+    counts = Counter(statement for statement, _ in held
+                     if statement.startswith(_HELD_INSERT_PREFIXES))
+    if not counts or max(counts.values()) < 2:
+        return held
+    merged: list[tuple[str, Any]] = []
+    rows: dict[str, list[Any]] = {}
+    for statement, values in held:
+        if counts.get(statement, 0) < 2:
+            merged.append((statement, values))
+            continue
+        waiting = rows.setdefault(statement, [])
+        waiting.append(values)
+        if len(waiting) == counts[statement]:
+            per = max(1, _MERGED_PARAMETERS // len(values))
+            for start in range(0, len(waiting), per):
+                chunk = waiting[start:start + per]
+                merged.append((_rows_statement(statement, len(chunk)),
+                               [value for row in chunk for value in row]))
+    return merged
+
+
 # Tables whose presence without wfctl's migrations table means the database is another's.
 _OWN_TABLES = ("instances", "runs", "events", "activities", "workflow_tasks")
 
@@ -735,7 +779,7 @@ class PostgresTx(SQLTx):
         if self._blind is None:
             self._blind = self.conn.cursor()
         with self.conn.pipeline():
-            for statement, values in held:
+            for statement, values in _merged_inserts(held):
                 self._blind.execute(statement, values)
             for cursor, statement, values in read:
                 cursor.execute(statement, values)
@@ -769,9 +813,7 @@ class PostgresTx(SQLTx):
         return self._send(self._tuple_cursor, sql, params).fetchall()
 
     def _insert(self, table: str, row: Row, returning: str | None = None) -> int:
-        names = ", ".join(row)
-        marks = ", ".join("%s" for _ in row)
-        sql = f"INSERT INTO {table} ({names}) VALUES ({marks})"
+        sql = _insert_statement(table, tuple(row))
         if returning is None:
             if table in _HELD_BACK_INSERTS:
                 self._write(sql, self._stored(row))
