@@ -78,20 +78,23 @@ def text(instant: datetime) -> str:
     digits only when it has microseconds within its millisecond (`2026-04-12T12:00:00.123+00:00`,
     `…00.123456+00:00`). One instant has one text, and text order is time order: the digits of
     the longer form sort after the `+` of the shorter. Files of 0.1 hold the first form only."""
-    global _last_text
-    last, stored = _last_text
+    global _last_texts
+    last, stored, before, stored_before = _last_texts
     if instant is last:
         return stored
+    if instant is before:
+        return stored_before
     moment = instant if instant.tzinfo is UTC else instant.astimezone(UTC)
-    stored = moment.isoformat(
+    text = moment.isoformat(
         timespec="milliseconds" if moment.microsecond % 1000 == 0 else "microseconds")
-    _last_text = (instant, stored)
-    return stored
+    _last_texts = (instant, text, last, stored)
+    return text
 
 
-# The last instant `text` wrote and its text: most of a transaction's instants are its `now`,
-# one datetime written again and again (formatting one takes microseconds).
-_last_text: tuple[datetime | None, str] = (None, "")
+# The last two instants `text` wrote and their texts: most of a transaction's instants are its
+# `now`, one datetime written again and again between a few others (an activity's deadline),
+# and formatting one takes microseconds.
+_last_texts: tuple[datetime | None, str, datetime | None, str] = (None, "", None, "")
 
 
 def instant(stored: str | None) -> datetime | None:
