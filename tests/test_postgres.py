@@ -32,6 +32,7 @@ from wfctl.errors import (
 )
 from wfctl.store import open_store, postgres
 from wfctl.store import postgres_schema as schema
+from wfctl.store.queries import insert_statement
 
 ETL = """
 version: 1
@@ -334,7 +335,7 @@ def test_held_back_inserts_of_one_table_go_where_the_last_was_in_statements_of_b
     was (so each row still follows whatever was held back before it), in as many statements
     as the parameter limit asks; every other statement keeps its place."""
     monkeypatch.setattr(postgres, "_MERGED_PARAMETERS", 4)
-    insert = postgres._insert_statement("activities", ("activity_id", "step"))
+    insert = insert_statement("%s", "activities", ("activity_id", "step"))
     held = [("BEGIN", None), (insert, ["a", "1"]), ("UPDATE runs x", [1]),
             (insert, ["b", "2"]), ("UPDATE runs y", [2]), (insert, ["c", "3"]),
             ("INSERT INTO events y", [3])]

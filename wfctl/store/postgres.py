@@ -67,6 +67,7 @@ from wfctl.store.queries import (
     WAITING_DEADLINES_HOLD,
     RunRead,
     SQLTx,
+    insert_statement,
     keep_run_extras,
 )
 from wfctl.store.records import (
@@ -153,21 +154,16 @@ _MERGED_PARAMETERS = 32_767
 
 
 @functools.lru_cache(maxsize=256)
-def _insert_statement(table: str, names: tuple[str, ...]) -> str:
-    return f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join(['%s'] * len(names))})"
-
-
-@functools.lru_cache(maxsize=256)
 def _rows_statement(insert: str, rows: int) -> str:
-    """`insert` (an `_insert_statement`) for `rows` rows."""
+    """`insert` (a `queries.insert_statement`) for `rows` rows."""
     values = insert[insert.index(" VALUES (") + 8:]
     return insert + f", {values}" * (rows - 1)
 
 
 def _merged_inserts(held: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
     """The statements held back, the row inserts of one held-back table and column list made
-    one statement (or a few, for many rows), where the last of them was: a statement costs
-    the client and the server far more than a row does. An insert only ever goes later, past
+    one statement (or a few, for many rows), where the last of them was: the server does less
+    for one statement of many rows than for a statement each. An insert only ever goes later, past
     statements that cannot need its row (reads send what is held back first; an update held
     back is of a row read before), and never before the statements it may need (its run's)."""
     counts = Counter(statement for statement, _ in held
@@ -813,7 +809,7 @@ class PostgresTx(SQLTx):
         return self._send(self._tuple_cursor, sql, params).fetchall()
 
     def _insert(self, table: str, row: Row, returning: str | None = None) -> int:
-        sql = _insert_statement(table, tuple(row))
+        sql = insert_statement(self._MARK, table, tuple(row))
         if returning is None:
             if table in _HELD_BACK_INSERTS:
                 self._write(sql, self._stored(row))

@@ -236,6 +236,12 @@ def _close_attempt_statement(names: tuple[str, ...]) -> str:
             f"{STARTED_DEADLINES_HOLD} RETURNING {_CLOSED_ATTEMPT}")
 
 
+@functools.lru_cache(maxsize=256)
+def insert_statement(mark: str, table: str, names: tuple[str, ...]) -> str:
+    """An insert of one row's `names`, in a backend's placeholders (`mark`)."""
+    return f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join([mark] * len(names))})"
+
+
 @functools.lru_cache(maxsize=512)
 def _update_statement(mark: str, table: str, key: str, names: tuple[str, ...], where: str) -> str:
     sets = ", ".join(f"{name} = {mark}" for name in names)

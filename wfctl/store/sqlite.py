@@ -37,6 +37,7 @@ from wfctl.store.queries import (
     RunRead,
     SQLTx,
     _update_statement,
+    insert_statement,
     keep_run_extras,
 )
 from wfctl.store.records import Activity, Run, WorkflowTask
@@ -586,11 +587,6 @@ def _events_insert(rows: int) -> str:
     return "INSERT INTO events VALUES " + ", ".join(("(?, ?, ?, ?, ?, ?)",) * rows)
 
 
-@functools.lru_cache(maxsize=256)
-def _insert_statement(table: str, names: tuple[str, ...]) -> str:
-    return f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
-
-
 class _Write:
     """`SQLiteStore.write`, as a context manager: a class, since the step path enters one for
     each batch."""
@@ -710,7 +706,8 @@ class SQLiteTx(SQLTx):
                 patched: bool = False) -> int:
         """`patched`: the caller patches what is kept for this insert (`WriteConnection`)."""
         run = self.conn.patched if patched else self.conn.execute  # type: ignore[union-attr]
-        return run(_insert_statement(table, tuple(row)), self._stored(row)).lastrowid or 0
+        sql = insert_statement(self._MARK, table, tuple(row))
+        return run(sql, self._stored(row)).lastrowid or 0
 
     # runs kept between write transactions (store/kept.py): the statements that change what
     # `GET_RUN` reads, each patching the rows this transaction holds
