@@ -33,6 +33,7 @@ store's connections and moves with them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
@@ -60,6 +61,12 @@ BATCHES = (1, 4, 16)
 Statement = tuple[int, str, str, Any]
 
 
+def _kept(parameters: Any) -> Any:
+    """A statement's parameters as recorded: named ones stay a dict (a tuple of it would be its
+    names, bound in their place)."""
+    return dict(parameters) if isinstance(parameters, dict) else tuple(parameters)
+
+
 class _Logging:
     """Logs each statement a connection runs, with its parameters, before running it."""
 
@@ -67,11 +74,11 @@ class _Logging:
 
     def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
         if _Logging.log is not None:
-            _Logging.log.append((id(self), "one", sql, tuple(parameters)))
+            _Logging.log.append((id(self), "one", sql, _kept(parameters)))
         return super().execute(sql, parameters)  # type: ignore[misc]
 
     def executemany(self, sql: str, rows: Any, /) -> sqlite3.Cursor:
-        rows = [tuple(row) for row in rows]
+        rows = [_kept(row) for row in rows]
         if _Logging.log is not None:
             _Logging.log.append((id(self), "many", sql, rows))
         return super().executemany(sql, rows)  # type: ignore[misc]
@@ -86,7 +93,7 @@ class _RecordingWrites(_Logging, kept.WriteConnection):
 
     def patched(self, sql: str, parameters: Any) -> sqlite3.Cursor:
         if _Logging.log is not None:
-            _Logging.log.append((id(self), "one", sql, tuple(parameters)))
+            _Logging.log.append((id(self), "one", sql, _kept(parameters)))
         return super().patched(sql, parameters)
 
 
@@ -130,6 +137,7 @@ def replay(workflows: int, folder: Path) -> tuple[float, dict[int, float], int]:
             pass
         drained = time.perf_counter() - started
         recorded = list(statements)
+        outcome = _outcome(scratch.db)
         worker.unregister(clock.now())
         client.close()
     # Connections keep their settings (synchronous, foreign_keys, checkpoints): the replay's
@@ -137,16 +145,27 @@ def replay(workflows: int, folder: Path) -> tuple[float, dict[int, float], int]:
     drained_on = {conn_id for conn_id, *_ in recorded}
     settings = [statement for statement in settings
                 if statement[0] in drained_on and statement[2].startswith("PRAGMA")]
-    replayed = {k: _replay(snapshot, folder / "replay.db", settings + recorded, k)
+    replayed = {k: _replay(snapshot, folder / "replay.db", settings + recorded, k, outcome)
                 for k in BATCHES}
     remove_database(snapshot)
     return drained, replayed, len(recorded)
 
 
-def _replay(snapshot: Path, path: Path, statements: list[Statement], k: int) -> float:
+def _outcome(path: Path) -> list[tuple[Any, ...]]:
+    """What a drain leaves in the database: its activities and instances by status, and its
+    history rows (a replay must leave the same)."""
+    with contextlib.closing(sqlite3.connect(path)) as conn:
+        return conn.execute(
+            "SELECT 'activity', status, count(*) FROM activities GROUP BY status UNION ALL "
+            "SELECT 'instance', status, count(*) FROM instances GROUP BY status UNION ALL "
+            "SELECT 'history', '', count(*) FROM events ORDER BY 1, 2").fetchall()
+
+
+def _replay(snapshot: Path, path: Path, statements: list[Statement], k: int,
+            outcome: list[tuple[Any, ...]]) -> float:
     """Seconds to run `statements` on a copy of `snapshot`, with k of the drain's write
     transactions in each (a COMMIT and the BEGIN after it left out, but every k-th): the same
-    statements at the group commit of k slots."""
+    statements at the group commit of k slots. It must leave the drain's `outcome`."""
     remove_database(path)
     shutil.copy(snapshot, path)
     bare: dict[int, sqlite3.Connection] = {}
@@ -176,7 +195,10 @@ def _replay(snapshot: Path, path: Path, statements: list[Statement], k: int) -> 
     seconds = time.perf_counter() - started
     for conn in bare.values():
         conn.close()
+    replayed = _outcome(path)
     remove_database(path)
+    if replayed != outcome:
+        raise SystemExit(f"the replay left {replayed}, the drain {outcome}")
     return seconds
 
 
