@@ -4,8 +4,8 @@ Goals: 5,000 activity steps/s on SQLite (one `wfctl work`), 2,000 on PostgreSQL.
 measures, on this machine, how fast the database alone can go, so that a rate can be read
 against what is possible here rather than against a number.
 
-  replay  A worker slot drains N `three_noops` workflows in process (`Worker.step` in a loop,
-          what a `--concurrency 1` worker does) while every statement of every connection of
+  replay  A worker slot drains N `three_noops` workflows in process (`run_once` in a loop: its
+          quick handlers' steps up to 16 a transaction) while every statement of every connection of
           the store is recorded with its parameters. The same statements then run again, in
           the same order and on as many bare sqlite3 connections, on a copy of the database as
           it was before the drain: wfctl's own SQL, transactions and checkpoints, without the
@@ -13,6 +13,13 @@ against what is possible here rather than against a number.
           rate is taken while recording, a few µs a step slower than without.) Then again
           with K = 4 and 16 of the drain's transactions joined into one (each COMMIT but every
           K-th left out, with the BEGIN after it): wfctl's SQL at a group commit of K slots.
+  least   wfctl's own statements, in the drain's order, on a copy of the same database, with
+          the least Python that makes them: each step's parameters (its ids, its instants'
+          texts, its history row's JSON) made from what the step knows, a no-op handler called
+          and one log line written a step, as the worker does at `--log-level info`. K = 1, 4,
+          16 steps a transaction (the drain's own batches hold up to 16). Everything else the
+          engine does — the checks of deadlines, timeouts, limits and the run's state, the
+          attempts' records, listeners — is what its CPU a step may add above this one.
   lean    A hand-written step on a minimal schema: the least any engine that keeps an event
           history per step does. Per step: the activity completed, its run moved on, the next
           activity inserted, two history rows; per transaction: the next K activities claimed
@@ -34,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import logging
 import os
@@ -42,11 +50,12 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pglib
-from benchlib import Scratch, checkpoint, header, load, remove_database
+from benchlib import Scratch, checkpoint, header, load, noop, remove_database
 
 from wfctl import clock, log
 from wfctl.store import kept
@@ -117,9 +126,11 @@ def recording_connections() -> Iterator[list[Statement]]:
         _Logging.log = None
 
 
-def replay(workflows: int, folder: Path) -> tuple[float, dict[int, float], int]:
+def replay(workflows: int, folder: Path) -> \
+        tuple[tuple[float, float], dict[int, float], int, dict[int, tuple[float, float]]]:
     """Drain with one slot while recording, then replay at each of BATCHES steps per
-    transaction; (wfctl s, replay s by steps per transaction, statements)."""
+    transaction, and drain with the least Python at each; (wfctl (s, CPU s), replay s by
+    steps per transaction, statements, least-Python (s, CPU s) by steps per transaction)."""
     snapshot = folder / "snapshot.db"
     with recording_connections() as statements, Scratch() as scratch:
         client = scratch.client()
@@ -132,10 +143,10 @@ def replay(workflows: int, folder: Path) -> tuple[float, dict[int, float], int]:
         shutil.copy(scratch.db, snapshot)
         settings = list(statements)
         statements.clear()
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         while worker.slots[0].run_once(clock.now(), check_deadlines=False):
             pass
-        drained = time.perf_counter() - started
+        drained = time.perf_counter() - started, time.process_time() - cpu
         recorded = list(statements)
         outcome = _outcome(scratch.db)
         worker.unregister(clock.now())
@@ -147,18 +158,22 @@ def replay(workflows: int, folder: Path) -> tuple[float, dict[int, float], int]:
                 if statement[0] in drained_on and statement[2].startswith("PRAGMA")]
     replayed = {k: _replay(snapshot, folder / "replay.db", settings + recorded, k, outcome)
                 for k in BATCHES}
+    texts = _least_texts(recorded)
+    least = {k: _least(snapshot, folder / "least.db", texts, k, outcome) for k in BATCHES}
     remove_database(snapshot)
-    return drained, replayed, len(recorded)
+    return drained, replayed, len(recorded), least
 
 
 def _outcome(path: Path) -> list[tuple[Any, ...]]:
-    """What a drain leaves in the database: its activities and instances by status, and its
-    history rows (a replay must leave the same)."""
+    """What a drain leaves in the database: its activities and instances by status, its
+    events, and the history rows that hold them (a replay must leave the same)."""
     with contextlib.closing(sqlite3.connect(path)) as conn:
         return conn.execute(
             "SELECT 'activity', status, count(*) FROM activities GROUP BY status UNION ALL "
             "SELECT 'instance', status, count(*) FROM instances GROUP BY status UNION ALL "
-            "SELECT 'history', '', count(*) FROM events ORDER BY 1, 2").fetchall()
+            "SELECT 'events', '', sum(seq) FROM (SELECT max(seq) AS seq FROM events "
+            "GROUP BY instance_key) UNION ALL "
+            "SELECT 'history rows', '', count(*) FROM events ORDER BY 1, 2").fetchall()
 
 
 def _replay(snapshot: Path, path: Path, statements: list[Statement], k: int,
@@ -200,6 +215,154 @@ def _replay(snapshot: Path, path: Path, statements: list[Statement], k: int,
     if replayed != outcome:
         raise SystemExit(f"the replay left {replayed}, the drain {outcome}")
     return seconds
+
+
+# The statements of the drain the least-Python step runs, by what each does: how its text
+# starts, and a part of it that tells it from another so starting.
+_LEAST_STATEMENTS = {
+    "take": ("DELETE FROM workflow_tasks", ""),
+    "run": ("SELECT r.workflow_run_id", ""),
+    "insert": ("INSERT INTO activities", "last_heartbeat_event_at"),
+    "close": ("UPDATE activities SET status = :status", ""),
+    "started": ("UPDATE runs SET step_started = ?", ""),
+    "next": ("UPDATE runs SET step_index = ?, step_started = ? WHERE", ""),
+    "end": ("UPDATE runs SET step_index = ?, step_started = ?, status", ""),
+    "instance": ("UPDATE instances SET status", ""),
+}
+# `three_noops`: its steps, handler, and retry policy (as history and `activities` store it).
+_STEPS = ("first", "second", "third")
+_HANDLER = "benchlib:noop"
+_POLICY = [3, [1, 2], None, 300, None, None, []]
+_POLICY_TEXT = json.dumps(_POLICY, separators=(",", ":"))
+_CLOSE_SECONDS = 300
+_WORKER = "floor:1:least"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _least_texts(recorded: list[Statement]) -> dict[str, str]:
+    """The texts of the drain's statements the least-Python step runs."""
+    found: dict[str, str] = {}
+    for _, _, sql, _ in recorded:
+        for name, (start, part) in _LEAST_STATEMENTS.items():
+            if name not in found and sql.startswith(start) and part in sql:
+                found[name] = sql
+    missing = sorted(set(_LEAST_STATEMENTS) - set(found))
+    if missing:
+        raise SystemExit(f"the drain ran none of the statements {missing}: the least-Python "
+                         "step no longer matches wfctl's")
+    return found
+
+
+class _Flow:
+    """A workflow as the least-Python step knows it."""
+
+    __slots__ = ("activity", "instance", "key", "run", "seq", "state", "step")
+
+
+def _least(snapshot: Path, path: Path, texts: dict[str, str], k: int,
+           outcome: list[tuple[Any, ...]]) -> tuple[float, float]:
+    """(seconds, CPU seconds) of the drain done by the least Python on a copy of `snapshot`,
+    k steps a transaction: first decisions taken for the free places of a batch, each
+    outcome recorded with what it schedules started at once, as the step path does. It must
+    leave the drain's `outcome`."""
+    remove_database(path)
+    shutil.copy(snapshot, path)
+    conn = sqlite3.connect(path, isolation_level=None)
+    for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "foreign_keys=ON",
+                   "busy_timeout=30000"):
+        conn.execute(f"PRAGMA {pragma}")
+    take, read_run, insert, close = texts["take"], texts["run"], texts["insert"], texts["close"]
+    prefix, count = os.urandom(4).hex(), itertools.count()
+    inserts: dict[int, str] = {}
+    held: list[_Flow] = []
+    with open(path.with_suffix(".log"), "w") as lines:
+        started, cpu = time.perf_counter(), time.process_time()
+        while True:
+            now = datetime.now(UTC)
+            now_text = now.isoformat(timespec="milliseconds")
+            close_text = (now + timedelta(seconds=_CLOSE_SECONDS)).isoformat(
+                timespec="milliseconds")
+            at = (now - _EPOCH) // timedelta(microseconds=1)
+            conn.execute("BEGIN IMMEDIATE")
+            history: list[Any] = []
+            pool: list[_Flow] = []
+            for flow in held:
+                result = noop(flow.state)
+                if result is not None and type(result) is not dict:
+                    raise SystemExit("a handler's result must be a dict")
+                closed = conn.execute(close, {
+                    "status": "completed", "closed_at": now_text, "owner": None,
+                    "activity_id": flow.activity, "attempt": 1, "worker_id": _WORKER,
+                    "now": now_text}).fetchone()
+                seq = flow.seq
+                items: list[Any] = [
+                    9, [-7, flow.activity, closed[5], closed[6], closed[7], closed[8], result],
+                    2, [-1, "activity_completed"], 3, [-2, seq + 2, _WORKER, [10_000_000]],
+                    4, [-3, seq + 2, seq + 3]]
+                lines.write(f"{now_text} INFO    activity_completed instance={flow.instance} "
+                            f"run=1 step={closed[5]} attempt=1\n")
+                if flow.step + 1 < len(_STEPS):
+                    flow.step += 1
+                    flow.seq = seq + 6
+                    items += _schedule(conn, insert, flow, f"{prefix}{next(count):08x}",
+                                       now_text, close_text, seq + 4)
+                    conn.execute(texts["next"], (flow.step, 1, flow.run))
+                    pool.append(flow)
+                else:
+                    flow.seq = seq + 5
+                    items += [29, [-8, sorted(flow.state)]]
+                    conn.execute(texts["end"], (len(_STEPS), 0, "completed", now_text,
+                                                "completed", None, None, flow.run))
+                    conn.execute(texts["instance"], ("completed", now_text, now_text, None,
+                                                     flow.instance))
+                history += (flow.key, flow.seq, 1, 0, at, json.dumps(items, separators=(",", ":")))
+            while len(pool) < k:
+                task = conn.execute(take, (now_text,)).fetchone()
+                if task is None:
+                    break
+                run = conn.execute(read_run, (task[1],)).fetchone()
+                flow = _Flow()
+                flow.run, flow.instance, flow.key, flow.step = run[0], run[1], run[24], 0
+                flow.state = json.loads(run[16])
+                seq = run[25]
+                flow.seq = seq + 4
+                items = [3, [-2, task[6], _WORKER, [10_000_000]], 4, [-3, task[6], seq + 1],
+                         *_schedule(conn, insert, flow, f"{prefix}{next(count):08x}", now_text,
+                                    close_text, seq + 2)]
+                conn.execute(texts["started"], (1, flow.run))
+                history += (flow.key, flow.seq, 1, 0, at, json.dumps(items, separators=(",", ":")))
+                pool.append(flow)
+            if history:
+                rows = len(history) // 6
+                sql = inserts.get(rows) or inserts.setdefault(
+                    rows, "INSERT INTO events VALUES " + ", ".join(["(?, ?, ?, ?, ?, ?)"] * rows))
+                conn.execute(sql, history)
+            conn.execute("COMMIT")
+            if not pool and not held:
+                break
+            held = pool
+        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+    conn.close()
+    # Its transactions are not the drain's: its events go in rows of their own.
+    left, outcome = ([row for row in rows if row[0] != "history rows"]
+                     for rows in (_outcome(path), outcome))
+    remove_database(path)
+    path.with_suffix(".log").unlink()
+    if left != outcome:
+        raise SystemExit(f"the least-Python drain left {left}, wfctl's {outcome}")
+    return seconds, cpu
+
+
+def _schedule(conn: sqlite3.Connection, insert: str, flow: _Flow, activity_id: str,
+              now_text: str, close_text: str, seq: int) -> list[Any]:
+    """The flow's next activity inserted, started for this worker; its two events."""
+    step = _STEPS[flow.step]
+    flow.activity = activity_id
+    conn.execute(insert, (activity_id, flow.run, flow.instance, flow.step, 0, step, _HANDLER,
+                          "default", "started", 1, 3, _POLICY_TEXT, now_text, now_text, None,
+                          None, seq + 1, _WORKER, now_text, seq + 2, close_text, None, None))
+    return [6, [-5, activity_id, step, _HANDLER, "default", 1, 3, _POLICY, None, None],
+            7, [-6, activity_id, step, 1, _WORKER, seq + 1, [_CLOSE_SECONDS * 1_000_000], None]]
 
 
 LEAN_SCHEMA = """
@@ -342,16 +505,19 @@ def sqlite_floors(workflows: int, repeat: int) -> None:
           f"{repeat} round(s), best of each")
     budget = 1e6 / TARGET
     with Scratch() as scratch:
-        drains, replays = [], []
+        drains, replays, leasts = [], [], []
         for _ in range(repeat):
-            drained, replayed, statements = replay(workflows, scratch.folder)
+            drained, replayed, statements, least = replay(workflows, scratch.folder)
             drains.append(drained)
             replays.append(replayed)
-        drained = min(drains)
+            leasts.append(least)
+        (drained, drained_cpu) = min(drains)
         replayed_at = {k: min(seconds[k] for seconds in replays) for k in BATCHES}
+        least_at = {k: min(least[k] for least in leasts) for k in BATCHES}
         replayed = replayed_at[1]
         print(f"   wfctl, one slot in process:            {steps / drained:7,.0f} steps/s "
-              f"({drained / steps * 1e6:5.0f} us per step)")
+              f"({drained / steps * 1e6:5.0f} us per step, CPU {drained_cpu / steps * 1e6:.0f} "
+              "us)")
         print(f"   its statements replayed, no Python:    {steps / replayed:7,.0f} steps/s "
               f"({replayed / steps * 1e6:5.0f} us per step; {statements / steps:.1f} "
               "statements per step)")
@@ -359,16 +525,26 @@ def sqlite_floors(workflows: int, repeat: int) -> None:
             print(f"     the same, {k:2d} steps per transaction: "
                   f"{steps / replayed_at[k]:7,.0f} steps/s "
                   f"({replayed_at[k] / steps * 1e6:5.0f} us per step)")
+        print("   the same statements and history by the least Python (a handler call and a "
+              "log line a step):")
+        for k, (seconds, cpu) in least_at.items():
+            print(f"     {k:2d} steps per transaction:           {steps / seconds:7,.0f} "
+                  f"steps/s ({seconds / steps * 1e6:5.0f} us per step, CPU "
+                  f"{cpu / steps * 1e6:.0f} us)")
         leans = {k: max(lean_sqlite(scratch.folder, workflows, k) for _ in range(repeat))
                  for k in BATCHES}
         for k, rate in leans.items():
             print(f"   lean step, {k:2d} per transaction:       {rate:7,.0f} steps/s "
                   f"({1e6 / rate:5.0f} us per step)")
+    least_cpu = least_at[16][1] / steps * 1e6
     print(f"   verdict: {TARGET:,.0f} steps/s leaves {budget:.0f} us a step for the database "
           f"and the engine; wfctl's SQL alone takes {replayed / steps * 1e6:.0f} us "
           f"({replayed_at[4] / steps * 1e6:.0f} us at 4 per transaction), the lean "
           f"step {1e6 / leans[4]:.0f} us at 4 per transaction, "
-          f"{max(0.0, budget - 1e6 / leans[4]):.0f} us left for the engine's Python")
+          f"{max(0.0, budget - 1e6 / leans[4]):.0f} us left for the engine's Python. wfctl's "
+          f"statements and history made by the least Python take {least_cpu:.0f} us of CPU a "
+          f"step at 16 a transaction (wfctl's drain {drained_cpu / steps * 1e6:.0f} us): "
+          f"{max(0.0, budget - least_cpu):.0f} us a step for everything else the engine does")
 
 
 def postgres_floors(server: pglib.Server, workflows: int, repeat: int) -> None:
