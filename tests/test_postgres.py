@@ -10,7 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from wfctl.errors import (
     StoreUnavailable,
     TransientConflict,
 )
-from wfctl.store import open_store, postgres
+from wfctl.store import open_store, postgres, postgres_arrays
 from wfctl.store import postgres_schema as schema
 from wfctl.store.queries import insert_statement
 
@@ -329,22 +329,25 @@ def test_a_claim_reads_the_oldest_ready_activity_not_every_ready_one(tmp_path, p
         client.close()
 
 
-def test_held_back_inserts_of_one_table_go_where_the_last_was_in_statements_of_bounded_size(
-        monkeypatch):
+def test_held_back_inserts_of_one_table_go_where_the_last_was_as_one_statement_of_arrays():
     """Row inserts held back for one round trip become one statement where the last of them
-    was (so each row still follows whatever was held back before it), in as many statements
-    as the parameter limit asks; every other statement keeps its place."""
-    monkeypatch.setattr(postgres, "_MERGED_PARAMETERS", 4)
-    insert = insert_statement("%s", "activities", ("activity_id", "step"))
-    held = [("BEGIN", None), (insert, ["a", "1"]), ("UPDATE runs x", [1]),
-            (insert, ["b", "2"]), ("UPDATE runs y", [2]), (insert, ["c", "3"]),
+    was (so each row still follows whatever was held back before it), a column an array: one
+    text whatever the rows; every other statement keeps its place."""
+    insert = insert_statement("%s", "activities", ("activity_id", "attempt", "started_at"))
+    one, two = datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 2, 3, tzinfo=UTC)
+    held = [("BEGIN", None), (insert, ["a", 1, one]), ("UPDATE runs x", [1]),
+            (insert, ["b", 2, None]), ("UPDATE runs y", [2]), (insert, ["c", 3, two]),
             ("INSERT INTO events y", [3])]
 
     merged = postgres._merged_inserts(held)
 
-    assert merged == [
-        ("BEGIN", None), ("UPDATE runs x", [1]), ("UPDATE runs y", [2]),
-        (f"{insert}, (%s, %s)", ["a", "1", "b", "2"]), (insert, ["c", "3"]),
-        ("INSERT INTO events y", [3]),
-    ]
+    sql = ("INSERT INTO activities (activity_id, attempt, started_at) "
+           "SELECT * FROM unnest(%b::text[], %b::bigint[], %b::timestamptz[])")
+    assert [statement for statement, _ in merged] == \
+        ["BEGIN", "UPDATE runs x", "UPDATE runs y", sql, "INSERT INTO events y"]
+    arrays = merged[3][1]
+    assert [array.data for array in arrays] == [
+        postgres_arrays.pack("text", ["a", "b", "c"]).data,
+        postgres_arrays.pack("bigint", [1, 2, 3]).data,
+        postgres_arrays.pack("timestamptz", [one, None, two]).data]
     assert postgres._merged_inserts(held[:3]) == held[:3]

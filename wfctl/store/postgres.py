@@ -38,7 +38,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args, get_type_hints
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 import psycopg
@@ -146,26 +146,52 @@ _FAMILIES_SEEN = 100_000
 _Ahead = tuple[PlannedClose, tuple["psycopg.Cursor[Any]", str, Any],
                tuple["psycopg.Cursor[Any]", str, Any]]
 # Tables whose inserts (without RETURNING) are held back for the next round trip: nothing reads
-# their result, nor expects their error at once.
-_HELD_BACK_INSERTS = frozenset({"activities"})
+# their result, nor expects their error at once; and the record each table's rows are of.
+_HELD_BACK_INSERTS = {"activities": Activity}
 _HELD_INSERT_PREFIXES = tuple(f"INSERT INTO {table} (" for table in sorted(_HELD_BACK_INSERTS))
-# The most parameters one statement of merged inserts takes (the protocol allows 65,535).
-_MERGED_PARAMETERS = 32_767
 
 
-@functools.lru_cache(maxsize=256)
-def _rows_statement(insert: str, rows: int) -> str:
-    """`insert` (a `queries.insert_statement`) for `rows` rows."""
-    values = insert[insert.index(" VALUES (") + 8:]
-    return insert + f", {values}" * (rows - 1)
+def _array_kind(record: type, name: str) -> str:
+    """The kind of array (`postgres_arrays`) a column of `record` is sent in: as the store
+    writes its values (store/columns.py), which an insert's assignment casts to the column's
+    own type."""
+    kind = columns.DECLARED.get(name)
+    if kind == records.INSTANT:
+        return "timestamptz"
+    if kind in (records.JSON, records.POLICY):
+        return "text"
+    if kind == records.FLAG:
+        return "bigint"
+    hint = get_type_hints(record)[name]
+    types = set(get_args(hint)) - {type(None)} or {hint}
+    if types == {str}:
+        return "text"
+    if types == {int}:
+        return "bigint"
+    raise TypeError(f"{record.__name__}.{name}: no array kind for {hint}")
+
+
+@functools.lru_cache(maxsize=64)
+def _rows_statement(insert: str) -> tuple[str, tuple[str, ...]]:
+    """`insert` (a `queries.insert_statement` of a held-back table) as an insert of any number
+    of rows, each column an array (`unnest`), and the arrays' kinds: one text whatever the
+    rows, which psycopg converts once and the server prepares, where a text of each row count
+    would be parsed in Python at each use (psycopg caches no text of more than 50 parameters;
+    some 90 µs a row) and planned afresh."""
+    head = insert[:insert.index(" VALUES (")]
+    table = head.split()[2]
+    names = head[head.index("(") + 1:-1].split(", ")
+    kinds = tuple(_array_kind(_HELD_BACK_INSERTS[table], name) for name in names)
+    arrays = ", ".join(f"%b::{kind}[]" for kind in kinds)
+    return f"{head} SELECT * FROM unnest({arrays})", kinds
 
 
 def _merged_inserts(held: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
     """The statements held back, the row inserts of one held-back table and column list made
-    one statement (or a few, for many rows), where the last of them was: the server does less
-    for one statement of many rows than for a statement each. An insert only ever goes later, past
-    statements that cannot need its row (reads send what is held back first; an update held
-    back is of a row read before), and never before the statements it may need (its run's)."""
+    one statement, where the last of them was: the server does less for one statement of many
+    rows than for a statement each. An insert only ever goes later, past statements that
+    cannot need its row (reads send what is held back first; an update held back is of a row
+    read before), and never before the statements it may need (its run's)."""
     counts = Counter(statement for statement, _ in held
                      if statement.startswith(_HELD_INSERT_PREFIXES))
     if not counts or max(counts.values()) < 2:
@@ -179,11 +205,8 @@ def _merged_inserts(held: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
         waiting = rows.setdefault(statement, [])
         waiting.append(values)
         if len(waiting) == counts[statement]:
-            per = max(1, _MERGED_PARAMETERS // len(values))
-            for start in range(0, len(waiting), per):
-                chunk = waiting[start:start + per]
-                merged.append((_rows_statement(statement, len(chunk)),
-                               [value for row in chunk for value in row]))
+            sql, kinds = _rows_statement(statement)
+            merged.append((sql, postgres_arrays.columns(waiting, kinds)))
     return merged
 
 

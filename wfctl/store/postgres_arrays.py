@@ -3,14 +3,15 @@
 A transaction's history goes in one statement, a column an array (`unnest`); psycopg's own list
 dumper spends a few microseconds an element in Python (a batch of a few dozen events took longer
 to send than its commit took to run on the server). Here each array is packed at once: its header
-(`array_send`'s: one dimension, no nulls, the element type, the length, lower bound 1), then each
-element's length and bytes, big-endian. Elements are never None.
+(`array_send`'s: one dimension, whether it holds NULLs, the element type, the length, lower bound
+1), then each element's length and bytes, big-endian; a NULL element is its length, -1, alone.
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from psycopg import pq
@@ -44,6 +45,10 @@ class _Texts(Packed):
     __slots__ = ()
 
 
+class _Instants(Packed):
+    __slots__ = ()
+
+
 # By the SQL type a column is cast to: (the array's class, its OID, its element's OID, the
 # element's struct format and size, or None for text).
 _KINDS: dict[str, tuple[type[Packed], int, int, tuple[str, int] | None]] = {
@@ -51,15 +56,26 @@ _KINDS: dict[str, tuple[type[Packed], int, int, tuple[str, int] | None]] = {
     "integer": (_Integers, 1007, 23, ("i", 4)),
     "smallint": (_Smallints, 1005, 21, ("h", 2)),
     "text": (_Texts, 1009, 25, None),
+    "timestamptz": (_Instants, 1185, 1184, ("q", 8)),
 }
 _LENGTH = struct.Struct(">i")
+_NULL = _LENGTH.pack(-1)
+# A timestamptz is sent as integer microseconds since PostgreSQL's epoch.
+_EPOCH = datetime(2000, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
 
 
 def pack(kind: str, values: Sequence[Any]) -> Packed:
-    """`values` (ints, or str for text) as an array of `kind` ("bigint", "integer",
-    "smallint", "text")."""
+    """`values` (ints, str for text, aware datetimes for timestamptz; None for NULL) as an
+    array of `kind` ("bigint", "integer", "smallint", "text", "timestamptz")."""
     cls, _, element, fixed = _KINDS[kind]
     count = len(values)
+    if kind == "timestamptz":
+        values = [None if value is None else (value - _EPOCH) // _MICROSECOND
+                  for value in values]
+    if None in values:
+        return cls(_HEAD.pack(1, 1, element, count, 1)
+                   + b"".join(map(_element_packer(fixed), values)))
     head = _HEAD.pack(1, 0, element, count, 1)
     if fixed is None:
         parts: list[bytes] = [head] * (2 * count + 1)
@@ -71,6 +87,21 @@ def pack(kind: str, values: Sequence[Any]) -> Packed:
     interleaved: list[int] = [size, 0] * count
     interleaved[1::2] = values
     return cls(head + struct.pack(">" + ("i" + fmt) * count, *interleaved))
+
+
+def _element_packer(fixed: tuple[str, int] | None) -> Any:
+    """Packs one element (its length and bytes, or the length -1 of a NULL) of an array of
+    elements `fixed` (struct format and size), or of text (None)."""
+    if fixed is None:
+        def element(value: Any) -> bytes:
+            if value is None:
+                return _NULL
+            data = value.encode()
+            return _LENGTH.pack(len(data)) + data
+        return element
+    sized = struct.Struct(">i" + fixed[0])
+    size = fixed[1]
+    return lambda value: _NULL if value is None else sized.pack(size, value)
 
 
 def columns(rows: Sequence[Sequence[Any]], kinds: Sequence[str]) -> list[Packed]:
