@@ -30,7 +30,7 @@ from wfctl.errors import (
     StoreUnavailable,
     TransientConflict,
 )
-from wfctl.store import open_store, postgres, postgres_arrays
+from wfctl.store import open_store, postgres, postgres_arrays, queries
 from wfctl.store import postgres_schema as schema
 from wfctl.store.queries import insert_statement
 
@@ -339,7 +339,7 @@ def test_held_back_inserts_of_one_table_go_where_the_last_was_as_one_statement_o
             (insert, ["b", 2, None]), ("UPDATE runs y", [2]), (insert, ["c", 3, two]),
             ("INSERT INTO events y", [3])]
 
-    merged = postgres._merged_inserts(held)
+    merged = postgres._merged_writes(held)
 
     sql = ("INSERT INTO activities (activity_id, attempt, started_at) "
            "SELECT * FROM unnest(%b::text[], %b::bigint[], %b::timestamptz[])")
@@ -350,4 +350,32 @@ def test_held_back_inserts_of_one_table_go_where_the_last_was_as_one_statement_o
         postgres_arrays.pack("text", ["a", "b", "c"]).data,
         postgres_arrays.pack("bigint", [1, 2, 3]).data,
         postgres_arrays.pack("timestamptz", [one, None, two]).data]
-    assert postgres._merged_inserts(held[:3]) == held[:3]
+    assert postgres._merged_writes(held[:3]) == held[:3]
+
+
+def test_held_back_updates_of_distinct_runs_go_where_the_last_was_as_one_statement():
+    """Keyed run updates held back for one round trip, of one column list, become one
+    statement where the last was, a column an array; none is merged where a run is written
+    twice in what is held back, or by an update of another shape, since a merged update
+    moves later than the other write."""
+    update = queries._update_statement("%s", "runs", "workflow_run_id",
+                                       ("step_index", "step_started"), "")
+    held = [("BEGIN", None), (update, (1, 1, "r1")), ("INSERT INTO events x", [1]),
+            (update, (2, 0, "r2")), ("COMMIT", None)]
+
+    merged = postgres._merged_writes(held)
+
+    sql = ("UPDATE runs SET step_index = u.step_index, step_started = u.step_started FROM "
+           "unnest(%b::bigint[], %b::bigint[], %b::text[]) AS u(step_index, step_started, "
+           "workflow_run_id) WHERE runs.workflow_run_id = u.workflow_run_id")
+    assert [statement for statement, _ in merged] == \
+        ["BEGIN", "INSERT INTO events x", sql, "COMMIT"]
+    assert [array.data for array in merged[2][1]] == [
+        postgres_arrays.pack("bigint", [1, 2]).data, postgres_arrays.pack("bigint", [1, 0]).data,
+        postgres_arrays.pack("text", ["r1", "r2"]).data]
+    closed = queries._update_statement("%s", "runs", "workflow_run_id", ("status",), "")
+    twice = [*held[:4], (closed, ("completed", "r1")), held[4]]
+    assert postgres._merged_writes(twice) == twice
+    other = ("UPDATE runs SET status = %s WHERE workflow_run_id = %s AND status = %s",
+             ("paused", "r3", "running"))
+    assert postgres._merged_writes([*held[:2], other, *held[2:]]) == [*held[:2], other, *held[2:]]

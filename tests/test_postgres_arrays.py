@@ -42,11 +42,13 @@ def test_columns_of_rows_unnest_to_the_rows(conn):
 
 
 def test_nulls_and_instants_read_back_as_packed(conn):
-    """Held-back row inserts send a column an array: NULLs among the values, and instants."""
+    """Held-back row inserts and updates send a column an array: NULLs among the values,
+    instants, floats."""
     instants = [datetime(2000, 1, 1, tzinfo=UTC), datetime(1969, 7, 20, 20, 17, 40, 5, tzinfo=UTC),
                 datetime(2026, 12, 3, 16, 0, 0, 123456, tzinfo=UTC), None,
                 datetime(2026, 12, 3, 18, 0, tzinfo=timezone(timedelta(hours=2)))]
     for kind, values in [("timestamptz", instants), ("text", [None, "a", None, ""]),
-                         ("bigint", [1, None, -(2**63)]), ("integer", [None])]:
+                         ("bigint", [1, None, -(2**63)]), ("integer", [None]),
+                         ("float8", [1.5, None, -1e300])]:
         assert conn.execute(f"SELECT %b::{kind}[]", [postgres_arrays.pack(kind, values)]) \
             .fetchone() == (values,)

@@ -149,12 +149,15 @@ _Ahead = tuple[PlannedClose, tuple["psycopg.Cursor[Any]", str, Any],
 # their result, nor expects their error at once; and the record each table's rows are of.
 _HELD_BACK_INSERTS = {"activities": Activity}
 _HELD_INSERT_PREFIXES = tuple(f"INSERT INTO {table} (" for table in sorted(_HELD_BACK_INSERTS))
+# Updates held back (`_write`) that may be merged, by key: `queries._update_statement`'s of a
+# table by its key, and the record of the table's rows.
+_MERGED_UPDATES = {("runs", "workflow_run_id"): Run}
 
 
-def _array_kind(record: type, name: str) -> str:
-    """The kind of array (`postgres_arrays`) a column of `record` is sent in: as the store
-    writes its values (store/columns.py), which an insert's assignment casts to the column's
-    own type."""
+def _array_kind(record: type, name: str) -> str | None:
+    """The kind of array (`postgres_arrays`) a column of `record` is sent in, as the store
+    writes its values (store/columns.py), which the statement's assignment casts to the
+    column's own type; None for a column the record does not have."""
     kind = columns.DECLARED.get(name)
     if kind == records.INSTANT:
         return "timestamptz"
@@ -162,52 +165,93 @@ def _array_kind(record: type, name: str) -> str:
         return "text"
     if kind == records.FLAG:
         return "bigint"
-    hint = get_type_hints(record)[name]
+    hint = get_type_hints(record).get(name)
     types = set(get_args(hint)) - {type(None)} or {hint}
-    if types == {str}:
-        return "text"
-    if types == {int}:
-        return "bigint"
-    raise TypeError(f"{record.__name__}.{name}: no array kind for {hint}")
+    return {str: "text", int: "bigint", float: "float8"}.get(types.pop()) \
+        if len(types) == 1 else None
 
 
-@functools.lru_cache(maxsize=64)
-def _rows_statement(insert: str) -> tuple[str, tuple[str, ...]]:
-    """`insert` (a `queries.insert_statement` of a held-back table) as an insert of any number
-    of rows, each column an array (`unnest`), and the arrays' kinds: one text whatever the
-    rows, which psycopg converts once and the server prepares, where a text of each row count
-    would be parsed in Python at each use (psycopg caches no text of more than 50 parameters;
-    some 90 µs a row) and planned afresh."""
-    head = insert[:insert.index(" VALUES (")]
-    table = head.split()[2]
-    names = head[head.index("(") + 1:-1].split(", ")
-    kinds = tuple(_array_kind(_HELD_BACK_INSERTS[table], name) for name in names)
+def _arrays(record: type, names: Sequence[str]) -> tuple[str, tuple[str, ...]] | None:
+    """The `unnest` of one array for each of the columns `names` of `record`, and the arrays'
+    kinds; None when a column has no kind."""
+    kinds = tuple(_array_kind(record, name) for name in names)
+    if None in kinds:
+        return None
     arrays = ", ".join(f"%b::{kind}[]" for kind in kinds)
-    return f"{head} SELECT * FROM unnest({arrays})", kinds
+    return f"unnest({arrays})", kinds  # type: ignore[return-value]
 
 
-def _merged_inserts(held: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
-    """The statements held back, the row inserts of one held-back table and column list made
-    one statement, where the last of them was: the server does less for one statement of many
-    rows than for a statement each. An insert only ever goes later, past statements that
-    cannot need its row (reads send what is held back first; an update held back is of a row
-    read before), and never before the statements it may need (its run's)."""
-    counts = Counter(statement for statement, _ in held
-                     if statement.startswith(_HELD_INSERT_PREFIXES))
-    if not counts or max(counts.values()) < 2:
+@functools.lru_cache(maxsize=128)
+def _rows_statement(statement: str) -> tuple[str, tuple[str, ...]] | None:
+    """A held-back row insert (`queries.insert_statement`) or keyed update
+    (`queries._update_statement`) as a statement of any number of rows, each column an array,
+    and the arrays' kinds; None for a statement not so merged. One text whatever the rows,
+    which psycopg converts once and the server prepares, where a text of each row count would
+    be parsed in Python at each use (psycopg caches no text of more than 50 parameters: some
+    90 µs a row) and planned afresh."""
+    if statement.startswith(_HELD_INSERT_PREFIXES):
+        head = statement[:statement.index(" VALUES (")]
+        table = head.split()[2]
+        names = head[head.index("(") + 1:-1].split(", ")
+        found = _arrays(_HELD_BACK_INSERTS[table], names)
+        return None if found is None else (f"{head} SELECT * FROM {found[0]}", found[1])
+    parts = re.fullmatch(r"UPDATE (\w+) SET ((?:\w+ = %s, )*\w+ = %s) WHERE (\w+) = %s",
+                         statement)
+    record = parts and _MERGED_UPDATES.get((parts[1], parts[3]))
+    if not parts or record is None:
+        return None
+    table, key = parts[1], parts[3]
+    names = [assignment.split(" = ")[0] for assignment in parts[2].split(", ")]
+    found = _arrays(record, [*names, key])
+    if found is None:
+        return None
+    sets = ", ".join(f"{name} = u.{name}" for name in names)
+    return (f"UPDATE {table} SET {sets} FROM {found[0]} AS u({', '.join([*names, key])}) "
+            f"WHERE {table}.{key} = u.{key}", found[1])
+
+
+def _merged_writes(held: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    """The statements held back, the row inserts of one held-back table and column list, and
+    the keyed updates of one table and column list, each made one statement where the last
+    of them was: the server does less for one statement of many rows than for a statement
+    each. A write only ever goes later, past statements that cannot need its row (reads send
+    what is held back first), and never before those it may need: an insert's run goes
+    before it, and updates are merged only where no row of theirs is written twice in what is
+    held back (the later write must stay later)."""
+    if len({statement for statement, _ in held}) == len(held):
+        # No text twice (the most of round trips): nothing to merge.
         return held
+    texts = Counter(statement for statement, _ in held if statement.startswith(_MERGEABLE))
+    mergeable = {statement for statement, count in texts.items()
+                 if count > 1 and _rows_statement(statement) is not None}
+    if not mergeable:
+        return held
+    updates = [(statement, values) for statement, values in held
+               if statement.startswith(_UPDATE_PREFIXES)]
+    if any(_rows_statement(statement) is None for statement, _ in updates):
+        # An update of another shape: which rows it writes is not known here.
+        mergeable.difference_update(statement for statement, _ in updates)
+    else:
+        # A key's last parameter is its row's.
+        keys = Counter(values[-1] for _, values in updates)
+        mergeable.difference_update(statement for statement, values in updates
+                                    if keys[values[-1]] > 1)
     merged: list[tuple[str, Any]] = []
     rows: dict[str, list[Any]] = {}
     for statement, values in held:
-        if counts.get(statement, 0) < 2:
+        if statement not in mergeable:
             merged.append((statement, values))
             continue
         waiting = rows.setdefault(statement, [])
         waiting.append(values)
-        if len(waiting) == counts[statement]:
-            sql, kinds = _rows_statement(statement)
+        if len(waiting) == texts[statement]:
+            sql, kinds = _rows_statement(statement)  # type: ignore[misc]
             merged.append((sql, postgres_arrays.columns(waiting, kinds)))
     return merged
+
+
+_UPDATE_PREFIXES = tuple(f"UPDATE {table} SET " for table, _ in sorted(_MERGED_UPDATES))
+_MERGEABLE = _HELD_INSERT_PREFIXES + _UPDATE_PREFIXES
 
 
 # Tables whose presence without wfctl's migrations table means the database is another's.
@@ -798,7 +842,7 @@ class PostgresTx(SQLTx):
         if self._blind is None:
             self._blind = self.conn.cursor()
         with self.conn.pipeline():
-            for statement, values in _merged_inserts(held):
+            for statement, values in _merged_writes(held):
                 self._blind.execute(statement, values)
             for cursor, statement, values in read:
                 cursor.execute(statement, values)

@@ -49,14 +49,19 @@ class _Instants(Packed):
     __slots__ = ()
 
 
+class _Floats(Packed):
+    __slots__ = ()
+
+
 # By the SQL type a column is cast to: (the array's class, its OID, its element's OID, the
-# element's struct format and size, or None for text).
+# element's struct format (its length's and its own) and size, or None for text).
 _KINDS: dict[str, tuple[type[Packed], int, int, tuple[str, int] | None]] = {
-    "bigint": (_Bigints, 1016, 20, ("q", 8)),
-    "integer": (_Integers, 1007, 23, ("i", 4)),
-    "smallint": (_Smallints, 1005, 21, ("h", 2)),
+    "bigint": (_Bigints, 1016, 20, ("iq", 8)),
+    "integer": (_Integers, 1007, 23, ("ii", 4)),
+    "smallint": (_Smallints, 1005, 21, ("ih", 2)),
     "text": (_Texts, 1009, 25, None),
-    "timestamptz": (_Instants, 1185, 1184, ("q", 8)),
+    "timestamptz": (_Instants, 1185, 1184, ("iq", 8)),
+    "float8": (_Floats, 1022, 701, ("id", 8)),
 }
 _LENGTH = struct.Struct(">i")
 _NULL = _LENGTH.pack(-1)
@@ -66,42 +71,45 @@ _MICROSECOND = timedelta(microseconds=1)
 
 
 def pack(kind: str, values: Sequence[Any]) -> Packed:
-    """`values` (ints, str for text, aware datetimes for timestamptz; None for NULL) as an
-    array of `kind` ("bigint", "integer", "smallint", "text", "timestamptz")."""
+    """`values` (ints, floats for float8, str for text, aware datetimes for timestamptz; None
+    for NULL) as an array of `kind` ("bigint", "integer", "smallint", "float8", "text",
+    "timestamptz")."""
     cls, _, element, fixed = _KINDS[kind]
     count = len(values)
     if kind == "timestamptz":
         values = [None if value is None else (value - _EPOCH) // _MICROSECOND
                   for value in values]
-    if None in values:
-        return cls(_HEAD.pack(1, 1, element, count, 1)
-                   + b"".join(map(_element_packer(fixed), values)))
-    head = _HEAD.pack(1, 0, element, count, 1)
+    nulls = None in values
+    head = _HEAD.pack(1, nulls, element, count, 1)
     if fixed is None:
-        parts: list[bytes] = [head] * (2 * count + 1)
+        if nulls:
+            parts = [head]
+            for value in values:
+                if value is None:
+                    parts.append(_NULL)
+                else:
+                    data = value.encode()
+                    parts += (_LENGTH.pack(len(data)), data)
+            return cls(b"".join(parts))
+        parts = [head] * (2 * count + 1)
         encoded = list(map(str.encode, values))
         parts[1::2] = map(_LENGTH.pack, map(len, encoded))
         parts[2::2] = encoded
         return cls(b"".join(parts))
     fmt, size = fixed
+    if nulls:
+        formats, arguments = [">"], []
+        for value in values:
+            if value is None:
+                formats.append("i")
+                arguments.append(-1)
+            else:
+                formats.append(fmt)
+                arguments += (size, value)
+        return cls(head + struct.pack("".join(formats), *arguments))
     interleaved: list[int] = [size, 0] * count
     interleaved[1::2] = values
-    return cls(head + struct.pack(">" + ("i" + fmt) * count, *interleaved))
-
-
-def _element_packer(fixed: tuple[str, int] | None) -> Any:
-    """Packs one element (its length and bytes, or the length -1 of a NULL) of an array of
-    elements `fixed` (struct format and size), or of text (None)."""
-    if fixed is None:
-        def element(value: Any) -> bytes:
-            if value is None:
-                return _NULL
-            data = value.encode()
-            return _LENGTH.pack(len(data)) + data
-        return element
-    sized = struct.Struct(">i" + fixed[0])
-    size = fixed[1]
-    return lambda value: _NULL if value is None else sized.pack(size, value)
+    return cls(head + struct.pack(">" + fmt * count, *interleaved))
 
 
 def columns(rows: Sequence[Sequence[Any]], kinds: Sequence[str]) -> list[Packed]:
