@@ -379,3 +379,8 @@ def test_held_back_updates_of_distinct_runs_go_where_the_last_was_as_one_stateme
     other = ("UPDATE runs SET status = %s WHERE workflow_run_id = %s AND status = %s",
              ("paused", "r3", "running"))
     assert postgres._merged_writes([*held[:2], other, *held[2:]]) == [*held[:2], other, *held[2:]]
+    # An instance's key may spell a run's: the rows are told apart by their table.
+    status = queries._update_statement("%s", "instances", "workflow_instance_id", ("status",), "")
+    both = [*held[:4], (status, ("completed", "r1")), (status, ("completed", "r2")), held[4]]
+    assert [statement[:24] for statement, _ in postgres._merged_writes(both)] == \
+        ["BEGIN", "INSERT INTO events x", sql[:24], "UPDATE instances SET sta", "COMMIT"]

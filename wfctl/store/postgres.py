@@ -151,7 +151,8 @@ _HELD_BACK_INSERTS = {"activities": Activity}
 _HELD_INSERT_PREFIXES = tuple(f"INSERT INTO {table} (" for table in sorted(_HELD_BACK_INSERTS))
 # Updates held back (`_write`) that may be merged, by key: `queries._update_statement`'s of a
 # table by its key, and the record of the table's rows.
-_MERGED_UPDATES = {("runs", "workflow_run_id"): Run}
+_MERGED_UPDATES = {("runs", "workflow_run_id"): Run,
+                   ("instances", "workflow_instance_id"): Instance}
 
 
 def _array_kind(record: type, name: str) -> str | None:
@@ -232,10 +233,12 @@ def _merged_writes(held: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
         # An update of another shape: which rows it writes is not known here.
         mergeable.difference_update(statement for statement, _ in updates)
     else:
-        # A key's last parameter is its row's.
-        keys = Counter(values[-1] for _, values in updates)
-        mergeable.difference_update(statement for statement, values in updates
-                                    if keys[values[-1]] > 1)
+        # A keyed update's last parameter is its row's key.
+        keys = Counter((statement[7:statement.index(" ", 7)], values[-1])
+                       for statement, values in updates)
+        mergeable.difference_update(
+            statement for statement, values in updates
+            if keys[statement[7:statement.index(" ", 7)], values[-1]] > 1)
     merged: list[tuple[str, Any]] = []
     rows: dict[str, list[Any]] = {}
     for statement, values in held:
