@@ -153,12 +153,14 @@ _HELD_INSERT_PREFIXES = tuple(f"INSERT INTO {table} (" for table in sorted(_HELD
 # table by its key, and the record of the table's rows.
 _MERGED_UPDATES = {("runs", "workflow_run_id"): Run,
                    ("instances", "workflow_instance_id"): Instance}
+_UPDATE_PREFIXES = tuple(f"UPDATE {table} SET " for table, _ in sorted(_MERGED_UPDATES))
+_MERGEABLE = _HELD_INSERT_PREFIXES + _UPDATE_PREFIXES
 
 
 def _array_kind(record: type, name: str) -> str | None:
     """The kind of array (`postgres_arrays`) a column of `record` is sent in, as the store
     writes its values (store/columns.py), which the statement's assignment casts to the
-    column's own type; None for a column the record does not have."""
+    column's own type; None for a column sent no such way (or that the record does not have)."""
     kind = columns.DECLARED.get(name)
     if kind == records.INSTANT:
         return "timestamptz"
@@ -175,11 +177,11 @@ def _array_kind(record: type, name: str) -> str | None:
 def _arrays(record: type, names: Sequence[str]) -> tuple[str, tuple[str, ...]] | None:
     """The `unnest` of one array for each of the columns `names` of `record`, and the arrays'
     kinds; None when a column has no kind."""
-    kinds = tuple(_array_kind(record, name) for name in names)
-    if None in kinds:
+    kinds = [_array_kind(record, name) for name in names]
+    known = tuple(kind for kind in kinds if kind is not None)
+    if len(known) < len(kinds):
         return None
-    arrays = ", ".join(f"%b::{kind}[]" for kind in kinds)
-    return f"unnest({arrays})", kinds  # type: ignore[return-value]
+    return f"unnest({', '.join(f'%b::{kind}[]' for kind in known)})", known
 
 
 @functools.lru_cache(maxsize=128)
@@ -233,12 +235,11 @@ def _merged_writes(held: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
         # An update of another shape: which rows it writes is not known here.
         mergeable.difference_update(statement for statement, _ in updates)
     else:
-        # A keyed update's last parameter is its row's key.
-        keys = Counter((statement[7:statement.index(" ", 7)], values[-1])
-                       for statement, values in updates)
-        mergeable.difference_update(
-            statement for statement, values in updates
-            if keys[statement[7:statement.index(" ", 7)], values[-1]] > 1)
+        # A keyed update's row: its table, and its last parameter, the key.
+        rows_of = [(statement, (statement.split(" ", 2)[1], values[-1]))
+                   for statement, values in updates]
+        written = Counter(row for _, row in rows_of)
+        mergeable.difference_update(statement for statement, row in rows_of if written[row] > 1)
     merged: list[tuple[str, Any]] = []
     rows: dict[str, list[Any]] = {}
     for statement, values in held:
@@ -252,9 +253,6 @@ def _merged_writes(held: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
             merged.append((sql, postgres_arrays.columns(waiting, kinds)))
     return merged
 
-
-_UPDATE_PREFIXES = tuple(f"UPDATE {table} SET " for table, _ in sorted(_MERGED_UPDATES))
-_MERGEABLE = _HELD_INSERT_PREFIXES + _UPDATE_PREFIXES
 
 
 # Tables whose presence without wfctl's migrations table means the database is another's.
