@@ -279,7 +279,7 @@ def test_an_attempt_closes_with_its_run_read_only_when_the_run_takes_it(store):
         run, closed = tx.hold_run_and_close("i1", "i1-r1", refuse, "a1", 1, "w1", later(1),
                                             status="completed", closed_at=later(1), owner=None,
                                             last_heartbeat_details={"n": 1})
-        assert closed is None and typed(run, records.Run) and seen == [run]
+        assert closed is False and typed(run, records.Run) and seen == [run]
         # Refused: the attempt is as it was, for the rest of the transaction too.
         assert (tx.get_activity("a1").status, tx.get_activity("a1").owner) == ("started", "w1")
     with store.read() as tx:
@@ -289,15 +289,15 @@ def test_an_attempt_closes_with_its_run_read_only_when_the_run_takes_it(store):
         run, closed = tx.hold_run_and_close("i1", "i1-r1", lambda run: run is not None, "a1", 1,
                                             "w1", later(2), status="completed",
                                             closed_at=later(2), owner=None)
-        assert typed(closed, records.ClosedAttempt) and closed.activity_id == "a1"
+        assert closed is True
         assert typed(run, records.Run) and run == tx.get_run("i1-r1")
         _, again = tx.hold_run_and_close("i1", "i1-r1", lambda run: True, "a1", 1, "w1",
                                          later(3), status="completed")
         _, not_current = tx.hold_run_and_close("i1", "i1-r1", lambda run: True, "a2", 1, "w2",
                                                later(3), status="completed")
-        assert (again, not_current) == (None, None)
+        assert (again, not_current) == (False, False)
         assert tx.hold_run_and_close("i1", "no-such-run", lambda run: run is not None, "a2", 1,
-                                     "w1", later(3), status="completed") == (None, None)
+                                     "w1", later(3), status="completed") == (None, False)
     with store.read() as tx:
         assert (tx.get_activity("a1").status, tx.get_activity("a1").closed_at) == \
             ("completed", later(2))
@@ -321,9 +321,8 @@ def test_attempts_of_instances_a_transaction_expects_close_as_they_would_without
                                         "w1", later(1), status="completed",
                                         closed_at=later(1), owner=None)
                   for instance_id in ("i1", "i2", "i3", "i1")]
-        assert [(run.workflow_run_id, attempt and attempt.activity_id)
-                for run, attempt in closed] == [
-            ("i1-r1", "a-i1"), ("i2-r1", "a-i2"), ("i3-r1", "a-i3"), ("i1-r1", None)]
+        assert [(run.workflow_run_id, was_closed) for run, was_closed in closed] == [
+            ("i1-r1", True), ("i2-r1", True), ("i3-r1", True), ("i1-r1", False)]
         tx.update_run("i2-r1", step_index=4)
     with store.read() as tx:
         assert [tx.get_activity(f"a-{i}").status for i in ("i1", "i2", "i3")] == \
@@ -335,11 +334,12 @@ def test_attempts_of_instances_a_transaction_expects_close_as_they_would_without
 def test_an_attempt_closes_in_one_statement_only_while_current_and_within_its_deadlines(store):
     with store.write() as tx:
         add_instance(tx, "i1")
-        for activity_id in ("a1", "a2", "a3"):
+        for activity_id in ("a1", "a2", "a3", "a4"):
             add_activity(tx, activity_id, "i1-r1")
         tx.update_activity("a1", status="started", owner="w1", started_event_id=2)
         tx.update_activity("a2", status="started", owner="w1", close_deadline_at=later(30))
         tx.update_activity("a3", status="started", owner="w1", heartbeat_deadline_at=later(5))
+        tx.update_activity("a4", status="started", owner="w1", superseded=True)
     with store.write() as tx:
         other_worker = tx.close_current_attempt("a1", 1, "w2", later(1), status="completed")
         other_attempt = tx.close_current_attempt("a1", 2, "w1", later(1), status="completed")
@@ -348,16 +348,14 @@ def test_an_attempt_closes_in_one_statement_only_while_current_and_within_its_de
         again = tx.close_current_attempt("a1", 1, "w1", later(1), status="completed")
         in_time = tx.close_current_attempt("a2", 1, "w1", later(29), status="completed")
         heartbeat_passed = tx.close_current_attempt("a3", 1, "w1", later(5), status="completed")
-    assert (other_worker, other_attempt, again, heartbeat_passed) == (None, None, None, None)
-    assert typed(closed, records.ClosedAttempt)
-    assert closed == records.ClosedAttempt(
-        activity_id="a1", workflow_run_id="i1-r1", step_index=0, branch_index=0,
-        superseded=False, step="s", attempt=1, scheduled_event_id=1, started_event_id=2)
-    assert typed(in_time, records.ClosedAttempt) and in_time.started_event_id is None
+        superseded = tx.close_current_attempt("a4", 1, "w1", later(1), status="completed")
+    assert (closed, in_time) == (True, True)
+    assert (other_worker, other_attempt, again, heartbeat_passed, superseded) == (False,) * 5
     with store.read() as tx:
         first = tx.get_activity("a1")
         assert (first.status, first.owner, first.closed_at) == ("completed", None, later(1))
-        assert tx.get_activity("a3").status == "started"
+        assert [tx.get_activity(a).status for a in ("a2", "a3", "a4")] == \
+            ["completed", "started", "started"]
 
 
 @covers("take_ready_workflow_task")

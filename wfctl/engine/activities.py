@@ -61,6 +61,7 @@ def _claim(c: Ctx, activity: Activity, run: Run, worker_id: str) -> ActivityTask
                                 expect_status=PENDING_ACTIVITY, **fields):
         return None
     return started(c, run, fields, activity_id=activity.activity_id, step=activity.step,
+                   step_index=activity.step_index, branch_index=activity.branch_index,
                    handler=activity.handler, queue=activity.queue, attempt=activity.attempt,
                    max_attempts=activity.max_attempts, policy=activity.retry_policy,
                    scheduled_event_id=activity.scheduled_event_id,

@@ -33,9 +33,10 @@ def started_fields(c: Ctx, run: Run, worker_id: str, policy: dict[str, Any]) -> 
 
 
 def started(c: Ctx, run: Run, fields: dict[str, Any], *, activity_id: str, step: str,
-            handler: str, queue: str, attempt: int, max_attempts: int, policy: dict[str, Any],
-            scheduled_event_id: int | None, schedule_to_close_deadline_at: datetime | None,
-            last_heartbeat_details: Any, available_at: datetime) -> ActivityTask:
+            step_index: int, branch_index: int, handler: str, queue: str, attempt: int,
+            max_attempts: int, policy: dict[str, Any], scheduled_event_id: int,
+            schedule_to_close_deadline_at: datetime | None, last_heartbeat_details: Any,
+            available_at: datetime) -> ActivityTask:
     """Record that the attempt started with `fields` (written by the caller), and what the
     worker needs to run it."""
     close_deadline, heartbeat_deadline = fields["close_deadline_at"], fields["heartbeat_deadline_at"]
@@ -44,7 +45,10 @@ def started(c: Ctx, run: Run, fields: dict[str, Any], *, activity_id: str, step:
             worker_id=worker_id, scheduled_event_id=scheduled_event_id,
             close_deadline_at=close_deadline, heartbeat_deadline_at=heartbeat_deadline)
     return _task(run, policy, activity_id=activity_id, attempt=attempt,
-                 max_attempts=max_attempts, worker_id=worker_id, step=step, handler=handler,
+                 max_attempts=max_attempts, worker_id=worker_id, step=step,
+                 step_index=step_index, branch_index=branch_index, handler=handler,
+                 scheduled_event_id=scheduled_event_id,
+                 started_event_id=fields["started_event_id"],
                  last_heartbeat_details=last_heartbeat_details,
                  schedule_to_close_deadline_at=schedule_to_close_deadline_at,
                  close_deadline_at=close_deadline, heartbeat_deadline_at=heartbeat_deadline,
@@ -57,7 +61,10 @@ def held_task(run: Run, activity: Activity) -> ActivityTask:
     assert activity.owner is not None and activity.started_at is not None
     return _task(run, activity.retry_policy, activity_id=activity.activity_id,
                  attempt=activity.attempt, max_attempts=activity.max_attempts,
-                 worker_id=activity.owner, step=activity.step, handler=activity.handler,
+                 worker_id=activity.owner, step=activity.step, step_index=activity.step_index,
+                 branch_index=activity.branch_index, handler=activity.handler,
+                 scheduled_event_id=activity.scheduled_event_id,
+                 started_event_id=activity.started_event_id,
                  last_heartbeat_details=activity.last_heartbeat_details,
                  schedule_to_close_deadline_at=activity.schedule_to_close_deadline_at,
                  close_deadline_at=activity.close_deadline_at,
@@ -67,7 +74,8 @@ def held_task(run: Run, activity: Activity) -> ActivityTask:
 
 
 def _task(run: Run, policy: dict[str, Any], *, activity_id: str, attempt: int,
-          max_attempts: int, worker_id: str, step: str, handler: str,
+          max_attempts: int, worker_id: str, step: str, step_index: int, branch_index: int,
+          handler: str, scheduled_event_id: int, started_event_id: int | None,
           last_heartbeat_details: Any, schedule_to_close_deadline_at: datetime | None,
           close_deadline_at: datetime | None, heartbeat_deadline_at: datetime | None,
           queue: str, schedule_to_start_seconds: float) -> ActivityTask:
@@ -77,7 +85,8 @@ def _task(run: Run, policy: dict[str, Any], *, activity_id: str, attempt: int,
                         run.workflow_run_id, step, handler, dict(run.state),
                         last_heartbeat_details, policy["heartbeat_timeout"],
                         schedule_to_close_deadline_at, close_deadline_at, heartbeat_deadline_at,
-                        tuple(policy["non_retryable"]), queue, schedule_to_start_seconds)
+                        tuple(policy["non_retryable"]), step_index, branch_index,
+                        scheduled_event_id, started_event_id, queue, schedule_to_start_seconds)
 
 
 def fail_attempt(c: Ctx, run: Run, activity: Activity, *, retryable: bool, reason: str,

@@ -202,21 +202,26 @@ class Ctx:
     def held_run_and_close(self, task: ActivityTask, accept: Callable[[Run | None], bool],
                            **fields: Any) -> tuple[Run | None, ClosedAttempt | None]:
         """The task's run, read once its family is held, and, if `accept` takes the run, the
-        task's attempt closed with `fields` (`Tx.hold_run_and_close`: one round trip)."""
+        task's attempt closed with `fields` (`Tx.hold_run_and_close`: one round trip): what
+        a completion records of it, or None when it was not closed."""
         instance_id, run_id = task.workflow_instance_id, task.workflow_run_id
         found = self._runs.get(run_id)
         if found is not None:
             self.tx.hold(instance_id)
-            if not accept(found):
-                return found, None
-            return found, self.tx.close_current_attempt(task.activity_id, task.attempt,
-                                                        task.worker_id, self.now, **fields)
-        found, closed = self.tx.hold_run_and_close(instance_id, run_id, accept,
-                                                   task.activity_id, task.attempt,
-                                                   task.worker_id, self.now, **fields)
-        if found is not None:
-            self._runs[run_id] = found
-        return found, closed
+            closed = accept(found) and self.tx.close_current_attempt(
+                task.activity_id, task.attempt, task.worker_id, self.now, **fields)
+        else:
+            found, closed = self.tx.hold_run_and_close(instance_id, run_id, accept,
+                                                       task.activity_id, task.attempt,
+                                                       task.worker_id, self.now, **fields)
+            if found is not None:
+                self._runs[run_id] = found
+        if not closed:
+            return found, None
+        # The attempt was current and not superseded: the task tells the rest.
+        return found, ClosedAttempt(task.activity_id, run_id, task.step_index, task.branch_index,
+                                    False, task.step, task.attempt, task.scheduled_event_id,
+                                    task.started_event_id)
 
     def keep_run(self, run: Run) -> Run:
         """A run read along with another row: the transaction's record of it, if it has one

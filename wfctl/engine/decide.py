@@ -337,7 +337,8 @@ def schedule_activity(c: Ctx, run: Run, step: Step, branch: Step, branch_index: 
     row.update(fields)
     c.tx.insert_activity(row)
     offer.take(started(
-        c, run, fields, activity_id=activity_id, step=branch.name, handler=branch.handler,
+        c, run, fields, activity_id=activity_id, step=branch.name,
+        step_index=run.step_index, branch_index=branch_index, handler=branch.handler,
         queue=options.queue, attempt=1, max_attempts=options.max_attempts, policy=policy,
         scheduled_event_id=seq, schedule_to_close_deadline_at=total_deadline_at,
         last_heartbeat_details=None, available_at=c.now))

@@ -31,6 +31,12 @@ class ActivityTask:
     close_deadline_at: datetime | None
     heartbeat_deadline_at: datetime | None
     non_retryable: tuple[str, ...]
+    # Where the activity is in its run, and the events that scheduled and started this
+    # attempt: what its completion's event records.
+    step_index: int
+    branch_index: int
+    scheduled_event_id: int
+    started_event_id: int | None
     # For the worker's metrics: where the attempt waited, and how long (available to claimed).
     queue: str = ""
     schedule_to_start_seconds: float | None = None

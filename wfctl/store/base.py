@@ -24,7 +24,6 @@ from typing import Any, Protocol
 from wfctl.store.records import (
     Activity,
     Child,
-    ClosedAttempt,
     Event,
     Failure,
     Instance,
@@ -127,13 +126,13 @@ class Tx(Protocol):
     def update_activity(self, activity_id: str, *, expect_attempt: int | None = None,
                         expect_status: Iterable[str] = (), **fields: Any) -> bool: ...
     def close_current_attempt(self, activity_id: str, attempt: int, worker_id: str, now: datetime,
-                              **fields: Any) -> ClosedAttempt | None:
-        """Set `fields` on the attempt if it is still `worker_id`'s, started and within its
-        deadlines at `now`; what a completion records of it, else None."""
+                              **fields: Any) -> bool:
+        """Set `fields` on the attempt if it is still `worker_id`'s, started, not superseded
+        and within its deadlines at `now`; whether it was."""
     def hold_run_and_close(self, instance_id: str, run_id: str,
                            accept: Callable[[Run | None], bool], activity_id: str,
                            attempt: int, worker_id: str, now: datetime,
-                           **fields: Any) -> tuple[Run | None, ClosedAttempt | None]:
+                           **fields: Any) -> tuple[Run | None, bool]:
         """`hold_run`, then, if `accept` takes the run, `close_current_attempt` (where these are
         three statements, in one round trip: a close `accept` refuses is undone)."""
     def step_activities(self, run_id: str, step_index: int) -> list[Activity]: ...

@@ -72,7 +72,6 @@ from wfctl.store.queries import (
 )
 from wfctl.store.records import (
     Activity,
-    ClosedAttempt,
     Instance,
     PlannedClose,
     Run,
@@ -788,7 +787,7 @@ class PostgresTx(SQLTx):
         # the `hold_run_and_close` that asks for it.
         self._outcomes: list[str] = []
         self._planned: Sequence[PlannedClose] = ()
-        self._ahead: dict[str, tuple[PlannedClose, list[Any], list[Any]]] = {}
+        self._ahead: dict[str, tuple[PlannedClose, list[Any], bool]] = {}
         # The family of each instance as the process last saw it (`PostgresStore.families`):
         # which closes may go ahead is planned by it, and checked against the lock's rows.
         self._seen_families = {} if families is None else families
@@ -948,7 +947,7 @@ class PostgresTx(SQLTx):
     def hold_run_and_close(self, instance_id: str, run_id: str,
                            accept: Callable[[Run | None], bool], activity_id: str,
                            attempt: int, worker_id: str, now: datetime,
-                           **fields: Any) -> tuple[Run | None, ClosedAttempt | None]:
+                           **fields: Any) -> tuple[Run | None, bool]:
         """The family's lock, the run's read and the attempt's close in one round trip, in a
         transaction that holds no family yet (where waiting for the lock, and then for the
         attempt's row, can close no cycle), the families it `expect`s locked along with it;
@@ -985,15 +984,15 @@ class PostgresTx(SQLTx):
                                   for item in (run_read, close))])
                 self._locked_all(lock.fetchall())
                 self._keep_ahead(ahead)
-            found, closed = self._tuple_cursor.fetchall(), closing.fetchall()
+            found, closed = self._tuple_cursor.fetchall(), closing.rowcount == 1
         run = keep_run_extras(self._readers[RunRead](found[0]) if found else None, self._keys,
                               self._seq, self._without_task, self._instance_fields)
         if accept(run):
-            return run, self._readers[ClosedAttempt](closed[0]) if closed else None
+            return run, closed
         if closed:
             self._write("UPDATE activities SET status = 'started', closed_at = NULL, "
                         "owner = %s WHERE activity_id = %s", (worker_id, activity_id))
-        return run, None
+        return run, False
 
     def _close_attempt(self, activity_id: str, attempt: int, worker_id: str, now: datetime,
                        fields: Row) -> tuple[str, Row]:
@@ -1033,10 +1032,11 @@ class PostgresTx(SQLTx):
         for close, (run_read, _, _), (closing, _, _) in ahead:
             if operations[families.get(close.workflow_instance_id)] != 1:
                 raise TransientConflict("a workflow family changed since it was seen")
-            self._ahead[close.activity_id] = (close, run_read.fetchall(), closing.fetchall())
+            self._ahead[close.activity_id] = (close, run_read.fetchall(),
+                                              closing.rowcount == 1)
 
     def _taken(self, instance_id: str, run_id: str, activity_id: str, attempt: int,
-               worker_id: str, now: datetime, fields: Row) -> tuple[list[Any], list[Any]]:
+               worker_id: str, now: datetime, fields: Row) -> tuple[list[Any], bool]:
         """The run's read and the close done ahead for this activity, asked for with the
         values they were done with."""
         close, found, closed = self._ahead.pop(activity_id)

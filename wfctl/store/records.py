@@ -172,9 +172,9 @@ class Activity:
 
 @dataclass(slots=True)
 class ClosedAttempt:
-    """What a completion records of the attempt it closed (`close_current_attempt`): the
-    columns its event and the decision that follows read, and none they do not (the step
-    path converts no retry policy, instant or heartbeat it would not look at)."""
+    """What a completion records of the attempt it closed (`Ctx.held_run_and_close`): the
+    columns its event and the decision that follows read, as its task tells them (the close
+    reads nothing back)."""
 
     activity_id: str
     workflow_run_id: str
