@@ -246,6 +246,46 @@ def test_parallel_branches_all_run_and_the_step_waits_for_all(make_env):
     assert env.describe("p1")["state"] == {"ran_a": 1, "ran_b": 1, "ran_after": 1}
 
 
+def test_each_completion_names_the_events_that_scheduled_and_started_its_own_attempt(make_env):
+    """A completion's event is made from the worker's task, not read back from the row: after
+    a retry and on each branch of a parallel step it still names its own attempt's events."""
+    env = make_env("""
+        version: 1
+        workflows:
+          fan:
+            steps:
+              - activity: wfh:fail_until
+                name: flaky
+                max_attempts: 2
+                backoff: [1s]
+              - parallel:
+                  - activity: wfh:mark
+                    name: a
+                  - activity: wfh:mark
+                    name: b
+              - activity: wfh:mark
+                name: after
+    """)
+    env.start("fan", "p1")
+    env.run(0)
+    env.run(1)
+    env.run(2)
+    assert env.describe("p1")["status"] == "completed"
+    history = env.history("p1")
+    scheduled = {e["attributes"]["activity_id"]: e["seq"] for e in history
+                 if e["event_type"] == "ActivityScheduled"}
+    started = {(e["attributes"]["activity_id"], e["attributes"]["attempt"]): e["seq"]
+               for e in history if e["event_type"] == "ActivityStarted"}
+    completed = [e["attributes"] for e in history if e["event_type"] == "ActivityCompleted"]
+    assert [(c["step"], c["attempt"]) for c in completed] == \
+        [("flaky", 2), ("a", 1), ("b", 1), ("after", 1)]
+    for attributes in completed:
+        assert attributes["scheduled_event_id"] == scheduled[attributes["activity_id"]]
+        assert attributes["started_event_id"] == \
+            started[attributes["activity_id"], attributes["attempt"]]
+    assert len(started) == 5
+
+
 def test_a_failed_parallel_branch_fails_the_workflow_and_cancels_the_others(make_env):
     env = make_env("""
         version: 1
