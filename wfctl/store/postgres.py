@@ -968,7 +968,7 @@ class PostgresTx(SQLTx):
                                                   attempt, worker_id, now, **fields)
             if self._tuple_cursor is None:
                 self._tuple_cursor = self.conn.cursor(row_factory=tuple_row)
-            closing = self.conn.cursor(row_factory=tuple_row)
+            closing = self.conn.cursor()
             read = [(self._tuple_cursor, GET_RUN, (run_id,)),
                     (closing, *self._close_attempt(activity_id, attempt, worker_id, now, fields))]
             if held:
@@ -1012,7 +1012,7 @@ class PostgresTx(SQLTx):
         operations = Counter(seen[instance_id] for instance_id in self._outcomes)
         return [(close,
                  (self.conn.cursor(row_factory=tuple_row), GET_RUN, (close.workflow_run_id,)),
-                 (self.conn.cursor(row_factory=tuple_row),
+                 (self.conn.cursor(),
                   *self._close_attempt(close.activity_id, close.attempt, close.worker_id,
                                        close.now, close.fields)))
                 for close in planned
