@@ -225,12 +225,8 @@ def test_delay_is_a_durable_timer_fired_by_the_watchdog(make_env):
     assert "TimerFired" in env.event_types("l1")
 
 
-def test_parallel_branches_all_run_and_the_step_waits_for_all(make_env):
-    env = make_env("""
-        version: 1
-        workflows:
-          fan:
-            steps:
+# A parallel step of two branches, then one more step (the end of a `fan` workflow's steps).
+FAN_TAIL = """
               - parallel:
                   - activity: wfh:mark
                     name: a
@@ -238,7 +234,15 @@ def test_parallel_branches_all_run_and_the_step_waits_for_all(make_env):
                     name: b
               - activity: wfh:mark
                 name: after
-    """)
+"""
+
+
+def test_parallel_branches_all_run_and_the_step_waits_for_all(make_env):
+    env = make_env("""
+        version: 1
+        workflows:
+          fan:
+            steps:""" + FAN_TAIL)
     env.start("fan", "p1")
     env.decide(0)
     assert [a["step"] for a in env.describe("p1")["activities"]] == ["a", "b"]
@@ -257,15 +261,7 @@ def test_each_completion_names_the_events_that_scheduled_and_started_its_own_att
               - activity: wfh:fail_until
                 name: flaky
                 max_attempts: 2
-                backoff: [1s]
-              - parallel:
-                  - activity: wfh:mark
-                    name: a
-                  - activity: wfh:mark
-                    name: b
-              - activity: wfh:mark
-                name: after
-    """)
+                backoff: [1s]""" + FAN_TAIL)
     env.start("fan", "p1")
     env.run(0)
     env.run(1)
