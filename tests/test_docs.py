@@ -75,9 +75,11 @@ def shell(tmp_path: Path) -> dict[str, str]:
     """The environment the blocks run in: `wfctl` on PATH is this checkout's."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "wfctl").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m wfctl "$@"\n')
-    (bin_dir / "wfctl").chmod(0o755)
-    (bin_dir / "python3").symlink_to(sys.executable)
+    # Scripts, not symlinks: a virtual environment's interpreter finds its packages from the
+    # path it is started by (its pyvenv.cfg beside it), which a symlink elsewhere would change.
+    for name, arguments in (("wfctl", ' -m wfctl "$@"'), ("python3", ' "$@"')):
+        (bin_dir / name).write_text(f'#!/bin/sh\nexec "{sys.executable}"{arguments}\n')
+        (bin_dir / name).chmod(0o755)
     env = {key: value for key, value in os.environ.items()
            if key not in ("WFCTL_DB", "WFCTL_WORKFLOWS")}
     env.update(PATH=f"{bin_dir}{os.pathsep}{env['PATH']}", NO_COLOR="1", COLUMNS="100",

@@ -129,9 +129,14 @@ def test_describe_piped_shows_the_same_frames_as_plain_lines(failed):
     assert re.search(r"LookupError: no such order \(at wfh\.py:\d+ in _field\)$", activity)
     start = next(n for n, line in enumerate(lines) if line.startswith("traceback"))
     assert lines[start].split(None, 1)[1] == "… 1 earlier frame (--json has all)"
-    frame_lines = traceback.rstrip("\n").splitlines()[-7:]   # 3 frames of 2 lines, the error
+    # The last 3 frames and the error, as Python printed them (from 3.13 a frame may have a
+    # line of markers under its source line).
+    printed = traceback.rstrip("\n").splitlines()
+    files = [n for n, line in enumerate(printed) if line.startswith('  File "')]
+    frame_lines = printed[files[-3]:]
     indent = len(lines[start]) - len(lines[start].split(None, 1)[1])
-    assert [line[indent:] for line in lines[start + 1:start + 8]] == frame_lines
+    assert [line[indent:] for line in lines[start + 1:start + 1 + len(frame_lines)]] \
+        == frame_lines
 
 
 def test_history_shows_where_each_attempt_failed_on_one_line(failed):
