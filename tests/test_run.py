@@ -282,6 +282,46 @@ def test_each_completion_names_the_events_that_scheduled_and_started_its_own_att
     assert len(started) == 5
 
 
+def test_each_activity_records_its_own_steps_retry_policy(make_env):
+    """Steps of different policies, scheduled one after another in one worker's batches: each
+    activity's row and its ActivityScheduled event hold its own step's policy."""
+    env = make_env("""
+        version: 1
+        workflows:
+          mixed:
+            steps:
+              - activity: wfh:mark
+                name: one
+                max_attempts: 2
+                backoff: [1s]
+              - activity: wfh:mark
+                name: two
+                max_attempts: 5
+                non_retryable: [ValueError]
+              - activity: wfh:mark
+                name: three
+                max_attempts: 2
+                backoff: [1s]
+    """)
+    for n in range(3):
+        env.start("mixed", f"m{n}")
+    env.run(0)
+    wanted = {"one": (2, [1], []), "two": (5, [1, 2, 4, 8], ["ValueError"]),
+              "three": (2, [1], [])}
+    for n in range(3):
+        doc = env.describe(f"m{n}")
+        assert doc["status"] == "completed"
+        for activity in doc["activities"]:
+            policy = activity["retry_policy"]
+            assert (policy["max_attempts"], policy["backoff_seconds"],
+                    policy["non_retryable"]) == wanted[activity["step"]]
+        for event in env.events(f"m{n}", "ActivityScheduled"):
+            attributes = event["attributes"]
+            policy = attributes["retry_policy"]
+            assert (policy["max_attempts"], policy["backoff_seconds"],
+                    policy["non_retryable"]) == wanted[attributes["step"]]
+
+
 def test_a_failed_parallel_branch_fails_the_workflow_and_cancels_the_others(make_env):
     env = make_env("""
         version: 1

@@ -90,9 +90,10 @@ class ActivityOptions:
     queue: str = "default"
 
     def retry_policy(self) -> dict[str, Any]:
-        """The shape `describe --json` shows under `retry_policy` (a dict of its own each time;
-        worked out once, as each activity scheduled records it)."""
-        return dict(self._retry_policy)
+        """The shape `describe --json` shows under `retry_policy`, worked out once: each
+        activity scheduled records this one dict, which no one changes (so that its stored
+        forms are made once too: `codec.encode_policy`)."""
+        return self._retry_policy
 
     @functools.cached_property
     def _retry_policy(self) -> dict[str, Any]:

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from wfctl import clock
 from wfctl.store import codec, columns, records
+from wfctl.store import sqlite as sqlite_store
 from wfctl.vocabulary import EVENT_TYPES
 
 # Fixed examples, no time limits: the suite runs on a busy two-core machine too.
@@ -178,3 +179,18 @@ def test_a_columns_kind_is_what_the_records_declare_and_an_aggregates_follows_it
     # A column no record has (an aggregate's) is an instant by its name alone.
     assert "oldest" not in columns.DECLARED and columns.is_instant("oldest")
     assert not columns.is_instant("count")
+
+
+ZONES = [UTC, timezone(timedelta(hours=2)), timezone(-timedelta(hours=5, minutes=30))]
+
+
+@FIXED
+@given(st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1),
+                    timezones=st.sampled_from(ZONES)), st.sampled_from(ZONES))
+def test_an_instant_has_one_text_in_the_file_whatever_zone_or_object_it_comes_in(moment, zone):
+    utc = moment.astimezone(UTC)
+    digits = "milliseconds" if utc.microsecond % 1000 == 0 else "microseconds"
+    expected = utc.isoformat(timespec=digits)
+    assert sqlite_store.text(moment) == expected
+    # The same instant again, another datetime in another zone: the same text.
+    assert sqlite_store.text(moment.astimezone(zone)) == expected

@@ -289,7 +289,8 @@ def public_state(state: dict[str, Any]) -> dict[str, Any]:
 def check_payload(limits: Limits, value: Any) -> str:
     """A payload as JSON text, refused when it is not strict JSON or is larger than the
     payload_size limit."""
-    text = dumps(value)
+    # A handler that returns nothing (most do) has nothing to encode.
+    text = "null" if value is None else dumps(value)
     size = len(text.encode())
     if limits.payload_size and size > limits.payload_size:
         raise StructuralLimitExceeded("payload_size", size, limits.payload_size)

@@ -315,6 +315,9 @@ def _decode_failure(stored: Any) -> Any:
 
 def encode_policy_value(policy: Any) -> Any:
     """A retry policy with the standard keys in order as the list of its values."""
+    last, stored, _ = _last_policy
+    if policy is last:
+        return stored
     if isinstance(policy, dict) and tuple(policy) == POLICY_KEYS:
         return list(policy.values())
     return policy
@@ -333,7 +336,20 @@ def decode_json(text: str) -> Any:
 
 def encode_policy(policy: dict[str, Any]) -> str:
     """An activity row's retry policy, stored compactly."""
-    return jsonvalue.dumps(encode_policy_value(policy))
+    global _last_policy
+    last, _, text = _last_policy
+    if policy is last:
+        return text
+    stored = encode_policy_value(policy)
+    text = jsonvalue.dumps(stored)
+    _last_policy = (policy, stored, text)
+    return text
+
+
+# The last policy `encode_policy` stored, with its stored value and text: an activity type's
+# policy is one dict that no one changes (`ActivityOptions.retry_policy`), recorded by every
+# activity of the type (its row and its ActivityScheduled event); held here, it stays that dict.
+_last_policy: tuple[Any, Any, str] = (None, None, "")
 
 
 def decode_policy(text: str) -> dict[str, Any]:

@@ -79,23 +79,24 @@ def text(instant: datetime) -> str:
     digits only when it has microseconds within its millisecond (`2026-04-12T12:00:00.123+00:00`,
     `…00.123456+00:00`). One instant has one text, and text order is time order: the digits of
     the longer form sort after the `+` of the shorter. Files of 0.1 hold the first form only."""
-    global _last_texts
-    last, stored, before, stored_before = _last_texts
-    if instant is last:
-        return stored
-    if instant is before:
-        return stored_before
+    found = _texts.get(instant)
+    if found is not None:
+        return found
     moment = instant if instant.tzinfo is UTC else instant.astimezone(UTC)
     text = moment.isoformat(
         timespec="milliseconds" if moment.microsecond % 1000 == 0 else "microseconds")
-    _last_texts = (instant, text, last, stored)
+    if len(_texts) >= _TEXTS_KEPT:
+        _texts.clear()
+    _texts[instant] = text
     return text
 
 
-# The last two instants `text` wrote and their texts: most of a transaction's instants are its
-# `now`, one datetime written again and again between a few others (an activity's deadline),
-# and formatting one takes microseconds.
-_last_texts: tuple[datetime | None, str, datetime | None, str] = (None, "", None, "")
+# The texts of the instants `text` made last, by instant (equal instants have one text): most of
+# a transaction's instants are its `now` and the deadlines it sets, equal again for each step of
+# a batch (each step's next attempt gets a `close_deadline_at`, an equal datetime made anew), and
+# finding one here takes a fraction of what formatting it does.
+_texts: dict[datetime, str] = {}
+_TEXTS_KEPT = 256
 
 
 def instant(stored: str | None) -> datetime | None:
