@@ -256,7 +256,7 @@ def _least_texts(recorded: list[Statement]) -> dict[str, str]:
 class _Flow:
     """A workflow as the least-Python step knows it."""
 
-    __slots__ = ("activity", "instance", "key", "run", "seq", "state", "step")
+    __slots__ = ("activity", "instance", "key", "run", "scheduled", "seq", "state", "step")
 
 
 def _least(snapshot: Path, path: Path, texts: dict[str, str], k: int,
@@ -290,17 +290,19 @@ def _least(snapshot: Path, path: Path, texts: dict[str, str], k: int,
                 result = noop(flow.state)
                 if result is not None and type(result) is not dict:
                     raise SystemExit("a handler's result must be a dict")
-                closed = conn.execute(close, {
-                    "status": "completed", "closed_at": now_text, "owner": None,
-                    "activity_id": flow.activity, "attempt": 1, "worker_id": _WORKER,
-                    "now": now_text}).fetchone()
-                seq = flow.seq
+                # The close returns nothing: the step knows what it closes, as the worker does.
+                if conn.execute(close, {
+                        "status": "completed", "closed_at": now_text, "owner": None,
+                        "activity_id": flow.activity, "attempt": 1, "worker_id": _WORKER,
+                        "now": now_text}).rowcount != 1:
+                    raise SystemExit("the least-Python step's close changed no attempt")
+                seq, step = flow.seq, _STEPS[flow.step]
                 items: list[Any] = [
-                    9, [-7, flow.activity, closed[5], closed[6], closed[7], closed[8], result],
+                    9, [-7, flow.activity, step, 1, flow.scheduled, flow.scheduled + 1, result],
                     2, [-1, "activity_completed"], 3, [-2, seq + 2, _WORKER, [10_000_000]],
                     4, [-3, seq + 2, seq + 3]]
                 lines.write(f"{now_text} INFO    activity_completed instance={flow.instance} "
-                            f"run=1 step={closed[5]} attempt=1\n")
+                            f"run=1 step={step} attempt=1\n")
                 if flow.step + 1 < len(_STEPS):
                     flow.step += 1
                     flow.seq = seq + 6
@@ -357,7 +359,7 @@ def _schedule(conn: sqlite3.Connection, insert: str, flow: _Flow, activity_id: s
               now_text: str, close_text: str, seq: int) -> list[Any]:
     """The flow's next activity inserted, started for this worker; its two events."""
     step = _STEPS[flow.step]
-    flow.activity = activity_id
+    flow.activity, flow.scheduled = activity_id, seq + 1
     conn.execute(insert, (activity_id, flow.run, flow.instance, flow.step, 0, step, _HANDLER,
                           "default", "started", 1, 3, _POLICY_TEXT, now_text, now_text, None,
                           None, seq + 1, _WORKER, now_text, seq + 2, close_text, None, None))
