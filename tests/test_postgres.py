@@ -302,6 +302,15 @@ def _rows_read(plan: dict[str, Any], table: str) -> int:
     return own + sum(_rows_read(child, table) for child in plan.get("Plans", ()))
 
 
+def _deadline_reads(plan: dict[str, Any]) -> list[tuple[str | None, int]]:
+    """The plan's scans of `activities` that compare a deadline: the index each went through
+    (None for a scan of the table) and the rows it returned."""
+    condition = plan.get("Index Cond", "") + plan.get("Filter", "")
+    own = [(plan.get("Index Name"), plan.get("Actual Rows", 0) * plan.get("Actual Loops", 1))] \
+        if plan.get("Relation Name") == "activities" and "deadline_at" in condition else []
+    return own + [read for child in plan.get("Plans", ()) for read in _deadline_reads(child)]
+
+
 def test_a_claim_reads_the_oldest_ready_activity_not_every_ready_one(tmp_path, pg_url,
                                                                       monkeypatch):
     (tmp_path / "workflows.yaml").write_text(textwrap.dedent(ETL))
@@ -325,6 +334,49 @@ def test_a_claim_reads_the_oldest_ready_activity_not_every_ready_one(tmp_path, p
             plan = conn.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", params).fetchone()[0]
         # 300 activities are ready: the claim takes the first in the ready index's order.
         assert _rows_read(plan[0]["Plan"], "activities") == 1
+    finally:
+        client.close()
+
+
+def test_an_expiry_scan_reads_the_started_attempts_not_every_activity(tmp_path, pg_url,
+                                                                      monkeypatch):
+    (tmp_path / "workflows.yaml").write_text(textwrap.dedent(ETL).replace(
+        "workflows:", "defaults:\n  activity:\n    start_to_close: 5m\nworkflows:", 1))
+    clock = Clock()
+    client = Client(pg_url, tmp_path / "workflows.yaml", clock_now=clock)
+    try:
+        for n in range(300):
+            client.start("etl", f"e{n:03d}")
+        process_workflow_tasks(client.engine, "w1", clock())
+        for _ in range(3):
+            assert client.engine.claim_activity("w1", ["default"], clock()) is not None
+        statements: list[tuple[str, Any]] = []
+        tuples = postgres.PostgresTx._tuples
+        monkeypatch.setattr(postgres.PostgresTx, "_tuples", lambda tx, sql, params=None: (
+            statements.append((sql, params)), tuples(tx, sql, params))[1])
+        later = clock() + timedelta(days=1)
+        with client.engine.store.read() as tx:
+            expired = tx.expired_activities(later, 100)
+        monkeypatch.undo()
+        # The three started attempts, past their start-to-close timeout a day later.
+        assert len(expired) == 3
+        sql, params = statements[0]
+        # A fresh database, no statistics yet (as the planner finds a new one).
+        with psycopg.connect(pg_url) as conn:
+            plan = conn.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", params).fetchone()[0]
+        # 297 activities wait, 3 started: the started ones' deadlines are read through the
+        # owner index (each of the two scans reads the 3), the waiting ones' through theirs.
+        # 297 activities wait, 3 started: each deadline is read through an index that holds the
+        # activities it can pass for (the started ones' two through the owner index), never
+        # by a scan of every activity.
+        reads = _deadline_reads(plan[0]["Plan"])
+        assert len(reads) == 4 and all(index for index, _ in reads), plan
+        assert sum(rows for _, rows in reads) == 3, plan
+        with psycopg.connect(pg_url) as conn:
+            indexes = {name for (name,) in conn.execute(
+                "SELECT indexname FROM pg_indexes WHERE tablename = 'activities'")}
+        assert indexes == {"activities_pkey", "activities_ready", "activities_schedule_deadline",
+                           "activities_total_deadline", "activities_owner", "activities_step"}
     finally:
         client.close()
 

@@ -338,6 +338,49 @@ def test_the_watchdog_finds_expired_work_through_the_partial_indexes_alone(tmp_p
     assert activity_reads and all("USING INDEX" in plan for plan in activity_reads), plans
 
 
+def activity_indexes(path) -> set[str]:
+    conn = sqlite3.connect(path)
+    try:
+        return {name for (name,) in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'activities' "
+            "AND sql IS NOT NULL")}
+    finally:
+        conn.close()
+
+
+# A step writes an entry of each index its activity's row is in: started activities, few (one
+# for each slot holding one), are read through the owner index alone.
+ACTIVITY_INDEXES = {"activities_ready", "activities_schedule_deadline",
+                    "activities_total_deadline", "activities_owner", "activities_step"}
+
+
+@pytest.mark.parametrize("source", ["fresh", "v01.db", "v02.db"])
+def test_started_activities_have_one_index_in_a_fresh_and_an_upgraded_file(tmp_path, source):
+    path = tmp_path / "w.db"
+    if source != "fresh":
+        shutil.copyfile(Path(__file__).parent / "data" / source, path)
+
+    Store(path, create=source == "fresh").close()
+
+    assert activity_indexes(path) == ACTIVITY_INDEXES
+
+
+def test_started_attempts_past_a_deadline_are_found_through_the_owner_index(tmp_path):
+    store = Store(tmp_path / "w.db")
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    with store.read() as tx:
+        statements: list[str] = []
+        tx.conn.set_trace_callback(statements.append)
+        tx.expired_activities(now, 10)
+        tx.conn.set_trace_callback(None)
+        plans = [row["detail"] for sql in statements
+                 for row in tx.conn.execute(f"EXPLAIN QUERY PLAN {sql}")]
+    store.close()
+
+    # The start-to-close and heartbeat deadlines, both of started attempts.
+    assert sum("USING INDEX activities_owner" in plan for plan in plans) == 2, plans
+
+
 def counts(path) -> tuple[dict, dict]:
     """The instance counts the triggers keep, and those a scan of `instances` finds."""
     conn = sqlite3.connect(path)
@@ -403,7 +446,8 @@ def test_metrics_read_index_ranges_and_minimums_never_a_table(tmp_path):
 
     reads = [plan for plan in plans if plan.startswith(("SCAN", "SEARCH"))
              and "CONSTANT ROW" not in plan]
-    assert len(reads) == 12 and all("USING" in plan and "INDEX" in plan for plan in reads), plans
+    # Open activities are counted in two parts: the ready ones, and the started ones.
+    assert len(reads) == 13 and all("USING" in plan and "INDEX" in plan for plan in reads), plans
 
 
 def test_the_0_1_database_is_upgraded_with_its_timeout_events_counted(tmp_path):

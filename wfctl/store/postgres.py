@@ -1286,11 +1286,3 @@ class PostgresTx(SQLTx):
             self._claimed[found.activity_id] = (found.attempt, found.status)
         return found
 
-    def open_activity_counts(self) -> list[Row]:
-        # One part per partial index: the ready activities, and the started ones.
-        return self._all(
-            f"SELECT queue, status, count(*) AS count FROM activities WHERE status IN "
-            f"{PENDING_ACTIVITY_SQL} GROUP BY queue, status UNION ALL "
-            "SELECT queue, status, count(*) AS count FROM activities WHERE status = 'started' "
-            "GROUP BY queue, status"
-        )

@@ -1145,6 +1145,16 @@ class SQLTx:
                          "FROM instance_counts GROUP BY workflow_type, status "
                          "ORDER BY workflow_type, status")
 
+    def open_activity_counts(self) -> list[Row]:
+        """Open activities by queue and status: one part per partial index, the ready
+        activities' and the started ones' (`activities_owner`)."""
+        return self._all(
+            f"SELECT queue, status, count(*) AS count FROM activities WHERE status IN "
+            f"{PENDING_ACTIVITY_SQL} GROUP BY queue, status UNION ALL "
+            "SELECT queue, status, count(*) AS count FROM activities WHERE status = 'started' "
+            "GROUP BY queue, status"
+        )
+
     def ready_activity_counts(self, now: datetime) -> list[Row]:
         """Per queue, the activities a worker may claim at `now` and the oldest available_at."""
         return self._all(

@@ -412,6 +412,19 @@ def m009_history_rows_of_several_events(db: Database) -> None:
     such rows from opening the file (it says the database is newer than it)."""
 
 
+@migrations()
+def m010_started_activities_through_one_index(db: Database) -> None:
+    """Started activities are read through one index, `activities_owner`: they are few (one
+    for each handler slot of the workers that hold them, and the attempts a worker pools), so
+    the watchdog's scans of their start-to-close and heartbeat deadlines, and the metrics'
+    counts of them, read every entry of that index. Each of these indexes cost every step an
+    entry written and one deleted; the counts of open activities go through the ready and the
+    owner indexes, as on PostgreSQL."""
+    for index in ("activities_close_deadline", "activities_heartbeat_deadline",
+                  "activities_open"):
+        db.execute(f"DROP INDEX IF EXISTS {index}")
+
+
 def _split(script: str) -> list[str]:
     """Statements of a script; trigger bodies keep their inner semicolons."""
     statements, current = [], []

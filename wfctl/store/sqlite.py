@@ -42,7 +42,6 @@ from wfctl.store.queries import (
 )
 from wfctl.store.records import Activity, Run, WorkflowTask
 from wfctl.store.schema import MIGRATION_SET, MIGRATIONS_TABLE, migrations
-from wfctl.vocabulary import OPEN_ACTIVITY
 
 Row = dict[str, Any]
 _BUSY_TIMEOUT_MS = 30_000
@@ -863,13 +862,6 @@ class SQLiteTx(SQLTx):
                 best = rows[0]
         return best
 
-    def open_activity_counts(self) -> list[Row]:
-        # The index from m004 spells its list as ORs (see schema.py), and so must the query.
-        return self._all(
-            f"SELECT queue, status, count(*) AS count FROM activities WHERE {_ANY_OPEN_ACTIVITY} "
-            "GROUP BY queue, status"
-        )
-
 
 # A ready activity of one queue, the oldest first (through `activities_ready`); and the same
 # with its run, as `GET_RUN` reads one, for a claim.
@@ -886,4 +878,3 @@ _READY_WITH_RUN = (
 )
 _ACTIVITY_FIELDS = len(dataclasses.fields(Activity))
 _AVAILABLE_AT = [f.name for f in dataclasses.fields(Activity)].index("available_at")
-_ANY_OPEN_ACTIVITY = " OR ".join(f"status = '{status}'" for status in OPEN_ACTIVITY)
