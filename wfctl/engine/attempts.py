@@ -44,15 +44,14 @@ def started(c: Ctx, run: Run, fields: dict[str, Any], *, activity_id: str, step:
     c.event(run, "ActivityStarted", activity_id=activity_id, step=step, attempt=attempt,
             worker_id=worker_id, scheduled_event_id=scheduled_event_id,
             close_deadline_at=close_deadline, heartbeat_deadline_at=heartbeat_deadline)
-    return _task(run, policy, activity_id=activity_id, attempt=attempt,
-                 max_attempts=max_attempts, worker_id=worker_id, step=step,
-                 step_index=step_index, branch_index=branch_index, handler=handler,
-                 scheduled_event_id=scheduled_event_id,
-                 started_event_id=fields["started_event_id"],
-                 last_heartbeat_details=last_heartbeat_details,
-                 schedule_to_close_deadline_at=schedule_to_close_deadline_at,
-                 close_deadline_at=close_deadline, heartbeat_deadline_at=heartbeat_deadline,
-                 queue=queue, schedule_to_start_seconds=(c.now - available_at).total_seconds())
+    # A task is made at every step: positionally, in `ActivityTask`'s order.
+    return ActivityTask(activity_id, attempt, max_attempts, worker_id, run.workflow_instance_id,
+                        run.workflow_run_id, step, handler, dict(run.state),
+                        last_heartbeat_details, policy["heartbeat_timeout"],
+                        schedule_to_close_deadline_at, close_deadline, heartbeat_deadline,
+                        tuple(policy["non_retryable"]), step_index, branch_index,
+                        scheduled_event_id, fields["started_event_id"], queue,
+                        (c.now - available_at).total_seconds())
 
 
 def held_task(run: Run, activity: Activity) -> ActivityTask:

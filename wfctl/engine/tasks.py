@@ -12,7 +12,7 @@ from typing import Any
 DEFAULT_HEARTBEAT_EVENT_INTERVAL = 30.0
 
 
-@dataclass
+@dataclass(slots=True)
 class ActivityTask:
     """One claimed attempt: what the worker needs to run the handler and report back."""
 

@@ -257,6 +257,9 @@ class Store(Protocol):
     """A database: transactions for this thread, and what tells a process of others' commits."""
 
     path: str
+    # Whether a write transaction's `Tx.expect` takes what a batch announces (the families its
+    # outcomes change, the closes they ask for): a batch announces nothing to one that does not.
+    takes_announcements: bool
 
     def write(self) -> AbstractContextManager[Tx]:
         """A write transaction that commits when the block ends and rolls back if it raises.

@@ -428,6 +428,9 @@ class PostgresStore:
     until it ends, and a read outside one (`peek`) holds it for one statement.
     """
 
+    # A batch's families are locked together, and its closes sent with the first (`expect`).
+    takes_announcements = True
+
     def __init__(self, url: str, *, create: bool = True, pool_size: int = _POOL_SIZE) -> None:
         """Open the database at `url`, applying pending migrations.
 

@@ -186,6 +186,9 @@ class SQLiteStore:
     are serialized by `BEGIN IMMEDIATE`.
     """
 
+    # A write transaction holds the whole database: nothing announced would change it.
+    takes_announcements = False
+
     def __init__(self, path: str | Path, *, create: bool = True) -> None:
         """Open (and with `create`, make) the database at `path`, migrating it if needed.
 

@@ -457,7 +457,8 @@ class StepPath:
         try:
             # The outcomes' families are locked together, with the first outcome's read, and
             # what their completions close and read goes with it where it can (`Tx.expect`).
-            families, closes = _announced(batch, now) if len(batch) > 1 else ((), ())
+            families, closes = _announced(batch, now) \
+                if len(batch) > 1 and engine.store.takes_announcements else ((), ())
             with shared.outage.writing(), engine.batch(offer, families, closes) as done:
                 adopted = self._adopt(offer, now, check) if self._in_doubt else ()
                 for exchange in batch:
