@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -311,65 +312,73 @@ def _deadline_reads(plan: dict[str, Any]) -> list[tuple[str | None, int]]:
     return own + [read for child in plan.get("Plans", ()) for read in _deadline_reads(child)]
 
 
-def test_a_claim_reads_the_oldest_ready_activity_not_every_ready_one(tmp_path, pg_url,
-                                                                      monkeypatch):
-    (tmp_path / "workflows.yaml").write_text(textwrap.dedent(ETL))
+def etl_started(tmp_path: Path, pg_url: str, definitions: str = ETL) -> tuple[Client, Clock]:
+    """A client of 300 `etl` workflows whose first activities wait to be claimed."""
+    (tmp_path / "workflows.yaml").write_text(textwrap.dedent(definitions))
     clock = Clock()
     client = Client(pg_url, tmp_path / "workflows.yaml", clock_now=clock)
-    try:
-        for n in range(300):
-            client.start("etl", f"e{n:03d}")
-        process_workflow_tasks(client.engine, "w1", clock())
-        statements: list[tuple[str, Any]] = []
-        tuples = postgres.PostgresTx._tuples
-        monkeypatch.setattr(postgres.PostgresTx, "_tuples", lambda tx, sql, params=None: (
+    for n in range(300):
+        client.start("etl", f"e{n:03d}")
+    process_workflow_tasks(client.engine, "w1", clock())
+    return client, clock
+
+
+def plan_of_query(monkeypatch, pg_url: str, read: Callable[[], Any],
+                  marked: str = "") -> dict[str, Any]:
+    """The executed plan (EXPLAIN ANALYZE) of the first query `read()` runs (containing
+    `marked`), run again on a connection of its own."""
+    statements: list[tuple[str, Any]] = []
+    tuples = postgres.PostgresTx._tuples
+    with monkeypatch.context() as patch:
+        patch.setattr(postgres.PostgresTx, "_tuples", lambda tx, sql, params=None: (
             statements.append((sql, params)), tuples(tx, sql, params))[1])
-        with client.engine.store.write() as tx:
-            first = tx.next_ready_activity(["default"], iso(clock()))
-        monkeypatch.undo()
-        assert first is not None and first.workflow_instance_id == "e000"
-        sql, params = next((s, p) for s, p in statements if "FOR UPDATE SKIP LOCKED" in s)
+        read()
+    sql, params = next((s, p) for s, p in statements if marked in s)
+    with psycopg.connect(pg_url) as conn:
+        return conn.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", params).fetchone()[0][0]
+
+
+def test_a_claim_reads_the_oldest_ready_activity_not_every_ready_one(tmp_path, pg_url,
+                                                                      monkeypatch):
+    client, clock = etl_started(tmp_path, pg_url)
+    try:
+        found = []
+
+        def claim() -> None:
+            with client.engine.store.write() as tx:
+                found.append(tx.next_ready_activity(["default"], iso(clock())))
+
         # A fresh database, no statistics yet (as the planner finds a new one).
-        with psycopg.connect(pg_url) as conn:
-            plan = conn.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", params).fetchone()[0]
+        plan = plan_of_query(monkeypatch, pg_url, claim, "FOR UPDATE SKIP LOCKED")
+        assert found[0] is not None and found[0].workflow_instance_id == "e000"
         # 300 activities are ready: the claim takes the first in the ready index's order.
-        assert _rows_read(plan[0]["Plan"], "activities") == 1
+        assert _rows_read(plan["Plan"], "activities") == 1
     finally:
         client.close()
 
 
 def test_an_expiry_scan_reads_the_started_attempts_not_every_activity(tmp_path, pg_url,
                                                                       monkeypatch):
-    (tmp_path / "workflows.yaml").write_text(textwrap.dedent(ETL).replace(
+    client, clock = etl_started(tmp_path, pg_url, ETL.replace(
         "workflows:", "defaults:\n  activity:\n    start_to_close: 5m\nworkflows:", 1))
-    clock = Clock()
-    client = Client(pg_url, tmp_path / "workflows.yaml", clock_now=clock)
     try:
-        for n in range(300):
-            client.start("etl", f"e{n:03d}")
-        process_workflow_tasks(client.engine, "w1", clock())
         for _ in range(3):
             assert client.engine.claim_activity("w1", ["default"], clock()) is not None
-        statements: list[tuple[str, Any]] = []
-        tuples = postgres.PostgresTx._tuples
-        monkeypatch.setattr(postgres.PostgresTx, "_tuples", lambda tx, sql, params=None: (
-            statements.append((sql, params)), tuples(tx, sql, params))[1])
         later = clock() + timedelta(days=1)
-        with client.engine.store.read() as tx:
-            expired = tx.expired_activities(later, 100)
-        monkeypatch.undo()
+        expired = []
+
+        def expiry() -> None:
+            with client.engine.store.read() as tx:
+                expired.extend(tx.expired_activities(later, 100))
+
+        # A fresh database, no statistics yet.
+        plan = plan_of_query(monkeypatch, pg_url, expiry)
         # The three started attempts, past their start-to-close timeout a day later.
         assert len(expired) == 3
-        sql, params = statements[0]
-        # A fresh database, no statistics yet (as the planner finds a new one).
-        with psycopg.connect(pg_url) as conn:
-            plan = conn.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", params).fetchone()[0]
-        # 297 activities wait, 3 started: the started ones' deadlines are read through the
-        # owner index (each of the two scans reads the 3), the waiting ones' through theirs.
         # 297 activities wait, 3 started: each deadline is read through an index that holds the
         # activities it can pass for (the started ones' two through the owner index), never
         # by a scan of every activity.
-        reads = _deadline_reads(plan[0]["Plan"])
+        reads = _deadline_reads(plan["Plan"])
         assert len(reads) == 4 and all(index for index, _ in reads), plan
         assert sum(rows for _, rows in reads) == 3, plan
         with psycopg.connect(pg_url) as conn:

@@ -321,18 +321,26 @@ def test_the_0_1_database_is_upgraded_and_stamped_with_its_version(tmp_path):
     assert applied == migrations.names
 
 
+def query_plans(path, reads) -> list[str]:
+    """The query plan of each statement `reads(tx)` runs in a read transaction of a fresh
+    database at `path`."""
+    store = Store(path)
+    try:
+        with store.read() as tx:
+            statements: list[str] = []
+            tx.conn.set_trace_callback(statements.append)
+            reads(tx)
+            tx.conn.set_trace_callback(None)
+            return [row["detail"] for sql in statements
+                    for row in tx.conn.execute(f"EXPLAIN QUERY PLAN {sql}")]
+    finally:
+        store.close()
+
+
 def test_the_watchdog_finds_expired_work_through_the_partial_indexes_alone(tmp_path):
-    store = Store(tmp_path / "w.db")
-    with store.read() as tx:
-        statements: list[str] = []
-        tx.conn.set_trace_callback(statements.append)
-        tx.expired_activities(datetime(2026, 1, 1, tzinfo=UTC), 10)
-        tx.next_due(datetime(2026, 1, 1, tzinfo=UTC))
-        tx.conn.set_trace_callback(None)
-        plans = []
-        for sql in statements:
-            plans += [row["detail"] for row in tx.conn.execute(f"EXPLAIN QUERY PLAN {sql}")]
-    store.close()
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    plans = query_plans(tmp_path / "w.db",
+                        lambda tx: (tx.expired_activities(now, 10), tx.next_due(now)))
 
     activity_reads = [plan for plan in plans if " activities" in plan]
     assert activity_reads and all("USING INDEX" in plan for plan in activity_reads), plans
@@ -366,16 +374,8 @@ def test_started_activities_have_one_index_in_a_fresh_and_an_upgraded_file(tmp_p
 
 
 def test_started_attempts_past_a_deadline_are_found_through_the_owner_index(tmp_path):
-    store = Store(tmp_path / "w.db")
     now = datetime(2026, 1, 1, tzinfo=UTC)
-    with store.read() as tx:
-        statements: list[str] = []
-        tx.conn.set_trace_callback(statements.append)
-        tx.expired_activities(now, 10)
-        tx.conn.set_trace_callback(None)
-        plans = [row["detail"] for sql in statements
-                 for row in tx.conn.execute(f"EXPLAIN QUERY PLAN {sql}")]
-    store.close()
+    plans = query_plans(tmp_path / "w.db", lambda tx: tx.expired_activities(now, 10))
 
     # The start-to-close and heartbeat deadlines, both of started attempts.
     assert sum("USING INDEX activities_owner" in plan for plan in plans) == 2, plans
@@ -429,20 +429,10 @@ def test_the_0_1_database_is_upgraded_with_its_instances_counted(tmp_path):
 
 
 def test_metrics_read_index_ranges_and_minimums_never_a_table(tmp_path):
-    store = Store(tmp_path / "w.db")
     now = datetime(2026, 1, 1, tzinfo=UTC)
-    with store.read() as tx:
-        statements: list[str] = []
-        tx.conn.set_trace_callback(statements.append)
-        tx.open_activity_counts()
-        tx.ready_activity_counts(now)
-        tx.ready_workflow_task_count(now)
-        tx.next_deadlines()
-        tx.conn.set_trace_callback(None)
-        plans = []
-        for sql in statements:
-            plans += [row["detail"] for row in tx.conn.execute(f"EXPLAIN QUERY PLAN {sql}")]
-    store.close()
+    plans = query_plans(tmp_path / "w.db", lambda tx: (
+        tx.open_activity_counts(), tx.ready_activity_counts(now),
+        tx.ready_workflow_task_count(now), tx.next_deadlines()))
 
     reads = [plan for plan in plans if plan.startswith(("SCAN", "SEARCH"))
              and "CONSTANT ROW" not in plan]
