@@ -44,42 +44,34 @@ def started(c: Ctx, run: Run, fields: dict[str, Any], *, activity_id: str, step:
     c.event(run, "ActivityStarted", activity_id=activity_id, step=step, attempt=attempt,
             worker_id=worker_id, scheduled_event_id=scheduled_event_id,
             close_deadline_at=close_deadline, heartbeat_deadline_at=heartbeat_deadline)
-    # A task is made at every step: positionally, in `ActivityTask`'s order.
-    return ActivityTask(activity_id, attempt, max_attempts, worker_id, run.workflow_instance_id,
-                        run.workflow_run_id, step, handler, dict(run.state),
-                        last_heartbeat_details, policy["heartbeat_timeout"],
-                        schedule_to_close_deadline_at, close_deadline, heartbeat_deadline,
-                        tuple(policy["non_retryable"]), step_index, branch_index,
-                        scheduled_event_id, fields["started_event_id"], queue,
-                        (c.now - available_at).total_seconds())
+    return _task(run, policy, activity_id, attempt, max_attempts, worker_id, step, handler,
+                 last_heartbeat_details, schedule_to_close_deadline_at, close_deadline,
+                 heartbeat_deadline, step_index, branch_index, scheduled_event_id,
+                 fields["started_event_id"], queue, (c.now - available_at).total_seconds())
 
 
 def held_task(run: Run, activity: Activity) -> ActivityTask:
     """What a worker needs to run an attempt the database already records as started by it
     (the transaction that started it committed, but the worker was told it had failed)."""
     assert activity.owner is not None and activity.started_at is not None
-    return _task(run, activity.retry_policy, activity_id=activity.activity_id,
-                 attempt=activity.attempt, max_attempts=activity.max_attempts,
-                 worker_id=activity.owner, step=activity.step, step_index=activity.step_index,
-                 branch_index=activity.branch_index, handler=activity.handler,
-                 scheduled_event_id=activity.scheduled_event_id,
-                 started_event_id=activity.started_event_id,
-                 last_heartbeat_details=activity.last_heartbeat_details,
-                 schedule_to_close_deadline_at=activity.schedule_to_close_deadline_at,
-                 close_deadline_at=activity.close_deadline_at,
-                 heartbeat_deadline_at=activity.heartbeat_deadline_at, queue=activity.queue,
-                 schedule_to_start_seconds=(activity.started_at
-                                            - activity.available_at).total_seconds())
+    return _task(run, activity.retry_policy, activity.activity_id, activity.attempt,
+                 activity.max_attempts, activity.owner, activity.step, activity.handler,
+                 activity.last_heartbeat_details, activity.schedule_to_close_deadline_at,
+                 activity.close_deadline_at, activity.heartbeat_deadline_at,
+                 activity.step_index, activity.branch_index, activity.scheduled_event_id,
+                 activity.started_event_id, activity.queue,
+                 (activity.started_at - activity.available_at).total_seconds())
 
 
-def _task(run: Run, policy: dict[str, Any], *, activity_id: str, attempt: int,
-          max_attempts: int, worker_id: str, step: str, step_index: int, branch_index: int,
-          handler: str, scheduled_event_id: int, started_event_id: int | None,
+def _task(run: Run, policy: dict[str, Any], activity_id: str, attempt: int,
+          max_attempts: int, worker_id: str, step: str, handler: str,
           last_heartbeat_details: Any, schedule_to_close_deadline_at: datetime | None,
           close_deadline_at: datetime | None, heartbeat_deadline_at: datetime | None,
-          queue: str, schedule_to_start_seconds: float) -> ActivityTask:
+          step_index: int, branch_index: int, scheduled_event_id: int,
+          started_event_id: int | None, queue: str,
+          schedule_to_start_seconds: float) -> ActivityTask:
     """An attempt as the worker gets it: its own fields, and what its run and its retry policy
-    give."""
+    give. Called with its arguments in order (a task is made at every step)."""
     return ActivityTask(activity_id, attempt, max_attempts, worker_id, run.workflow_instance_id,
                         run.workflow_run_id, step, handler, dict(run.state),
                         last_heartbeat_details, policy["heartbeat_timeout"],
