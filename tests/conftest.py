@@ -63,8 +63,8 @@ def kept_runs_are_what_the_file_holds(monkeypatch):
             assert read.read_open_task is None, run_id
         key = rows[0][kept.INSTANCE]
         appended = [row[1] for row in tx._closed_rows if row[0] == read.read_instance_key]
-        if read.read_instance_key in tx._open_rows:
-            appended.append(tx._open_rows[read.read_instance_key][0])
+        if key in tx._open_rows:
+            appended.append(tx._open_rows[key][0])
         assert tx._seq[key] == max([read.read_last_seq, *appended]), run_id
         return run
 

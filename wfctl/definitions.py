@@ -173,6 +173,7 @@ class WorkflowType:
         return tuple(sorted({part.signal for step in self.steps for part in (step, *step.branches)
                              if part.kind == "wait_for_signal" and part.signal is not None}))
 
+    @functools.cached_property
     def sets_timers(self) -> bool:
         """Whether a run of it can have a timer: a delay, a signal wait with a timeout, or the
         wait of its retry policy."""
@@ -180,6 +181,7 @@ class WorkflowType:
             part.kind == "delay" or (part.kind == "wait_for_signal" and part.timeout is not None)
             for step in self.steps for part in (step, *step.branches))
 
+    @functools.cached_property
     def starts_children(self) -> bool:
         """Whether any of its steps (or their branches) starts a child workflow."""
         return any(part.kind == "workflow" for step in self.steps

@@ -70,6 +70,15 @@ def _takes_context(function: Callable[..., Any]) -> bool:
     return len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in parameters)
 
 
+def takes_context(spec: str) -> bool:
+    """Whether the handler takes `(state, ctx)`; True for one that cannot be imported (its
+    call says why)."""
+    try:
+        return _resolve(spec)[1]
+    except Exception:
+        return True
+
+
 def call(spec: str, state: dict[str, Any], ctx: Any = None) -> Any:
     """Call a handler with `(state, ctx)`, or `(state)` when it takes one argument."""
     function, with_context = _resolve(spec)

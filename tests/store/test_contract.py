@@ -60,8 +60,9 @@ def store(opener):
 
 def typed(value: object, record: type) -> bool:
     """Whether `value` is a `record` whose fields hold what their annotations declare: instants
-    as aware UTC datetimes, flags as bools, JSON as its value, plain columns as their type."""
-    assert type(value) is record, f"{type(value).__name__} is not a {record.__name__}"
+    as aware UTC datetimes, flags as bools, JSON as its value, plain columns as their type. (A
+    run read with what came along is a `RunRead`, a `Run` with those fields besides.)"""
+    assert isinstance(value, record), f"{type(value).__name__} is not a {record.__name__}"
     hints = typing.get_type_hints(record, include_extras=True)
     for field in dataclasses.fields(record):
         hint, held = hints[field.name], getattr(value, field.name)

@@ -185,7 +185,7 @@ def _complete(c: Ctx, task: ActivityTask, result: Any, heartbeat_details: Any) -
                      extra=_heartbeat_fields(heartbeat_details))
         return None
     try:
-        check_payload(c.limits(c.fixed(run)), result)
+        check_payload(c.fixed(run).limits, result)
         if result:
             merge_state(c, run, result)
     except StructuralLimitExceeded as exc:
@@ -217,7 +217,7 @@ def _complete_current(c: Ctx, task: ActivityTask, result: Any, heartbeat_details
                 or expired_workflow_timeout(run, c.now) is not None \
                 or (run.status == "running" and deadline_passed(c, run)):
             return False
-        limits = c.limits(c.fixed(run))
+        limits = c.fixed(run).limits
         try:
             check_payload(limits, result)
             state = {**run.state, **result} if result else None

@@ -68,7 +68,7 @@ def fail_run(c: Ctx, run: Run, *, category: str, message: str, keep_task: int | 
 def apply_child_policy(c: Ctx, run: Run) -> None:
     """Apply the parent's child_policy to each of its children still open (SWF ParentClosePolicy)."""
     fixed = c.fixed(run)
-    if not c.workflow_type(fixed).starts_children():
+    if not fixed.wf.starts_children:
         return
     policy = fixed.child_policy
     for child in c.tx.run_children(run.workflow_run_id):

@@ -35,14 +35,18 @@ CLAIM_TRIES = 8
 
 @dataclass(slots=True, frozen=True)
 class Fixed:
-    """Instance fields that never change for a run once it exists: read once per process and
-    run (`Ctx.fixed`), not once per transaction. A run id is never reused, so an entry never
-    goes stale."""
+    """Instance fields that never change for a run once it exists, with the definitions they
+    name (`wf`: the run's type in them, `limits`: theirs): read once per process and run
+    (`Ctx.fixed`), not once per transaction. A run id is never reused, and stored definitions
+    never change, so an entry never goes stale."""
 
     definitions_digest: str
     workflow_type: str
     child_depth: int
     child_policy: str
+    definitions: Definitions
+    wf: WorkflowType
+    limits: Limits
 
 # Runs whose fixed fields a process keeps at most (the cache starts over beyond it).
 FIXED_KEPT = 10_000
@@ -181,12 +185,14 @@ class Ctx:
         found = kept.get(run.workflow_run_id)
         if found is None:
             known = self.tx.run_instance_fields(run.workflow_run_id)
-            if known is not None:
-                found = Fixed(*known)
-            else:
+            if known is None:
                 instance = self.instance(run.workflow_instance_id)
-                found = Fixed(instance.definitions_digest, instance.workflow_type,
-                              instance.child_depth, instance.child_policy)
+                known = (instance.definitions_digest, instance.workflow_type,
+                         instance.child_depth, instance.child_policy)
+            digest, type_name = known[0], known[1]
+            definitions = self.engine._definitions.get(digest) or \
+                self.engine.definitions_by_digest(self.tx, digest)
+            found = Fixed(*known, definitions, definitions.types[type_name], definitions.limits)
             if len(kept) >= FIXED_KEPT:
                 kept.clear()
             kept[run.workflow_run_id] = found
@@ -274,7 +280,7 @@ class Ctx:
     def _retain_until(self, run: Run, closed_at: datetime | None) -> datetime | None:
         if closed_at is None:
             return None
-        retention = self.workflow_type(self.fixed(run)).retention
+        retention = self.fixed(run).wf.retention
         return clock.after(closed_at, retention)
 
     def update_instance(self, instance_id: str, **fields: Any) -> None:
@@ -301,7 +307,7 @@ def merge_state(c: Ctx, run: Run, values: dict[str, Any]) -> None:
     """Merge a result into the run's state; a state over the payload limit is refused."""
     state = dict(run.state)
     state.update(values)
-    check_payload(c.limits(c.fixed(run)), state)
+    check_payload(c.fixed(run).limits, state)
     c.set_run(run, state=state)
 
 
@@ -362,7 +368,7 @@ def cancel_open_work(c: Ctx, run: Run, reason: str, keep_task: int | None = None
                 step=activity.step, attempt=activity.attempt, reason=reason,
                 scheduled_event_id=activity.scheduled_event_id,
                 started_event_id=activity.started_event_id)
-    if not c.workflow_type(c.fixed(run)).sets_timers():
+    if not c.fixed(run).wf.sets_timers:
         return
     for timer in c.tx.open_timers(run_id):
         c.tx.update_timer(timer.timer_id, status="cancelled", closed_at=c.now)

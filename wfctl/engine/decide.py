@@ -175,7 +175,7 @@ def decide(c: Ctx, run: Run, task_id: int | None, worker_id: str, *, first: bool
         hand_over_deadline(c, run, worker_id)
         return
     fixed = c.fixed(run)
-    limits = c.limits(fixed)
+    limits = fixed.limits
     events = c.tx.history_count(run)
     if limits.history_size and events > limits.history_size:
         fail_run(c, run, category="structural_limit", keep_task=task_id,
@@ -192,7 +192,7 @@ def decide(c: Ctx, run: Run, task_id: int | None, worker_id: str, *, first: bool
     if run.status == "paused" or run.wait_kind == RETRY_WAIT:
         # Paused, or waiting out a retry policy's backoff: no step runs until it ends.
         return
-    wf = c.workflow_type(fixed)
+    wf = fixed.wf
     # Whether nothing of the step at step_index exists yet: it was reached in this loop, or
     # this is the run's first decision.
     fresh = first
@@ -248,11 +248,17 @@ def _begin_step(c: Ctx, run: Run, fixed: Fixed, wf: WorkflowType, step: Step,
     child yet and no activity is open."""
     if step.kind in ("activity", "workflow", "parallel"):
         branches = step.branches or (step,)
-        activities, children = ([], []) if fresh else _step_items(c, run, step)
-        existing = {a.branch_index for a in activities} | {ch.branch_index for ch in children}
-        missing = [(b, branch) for b, branch in enumerate(branches) if b not in existing]
-        limits = c.limits(fixed)
-        wanted = sum(1 for _, branch in missing if branch.kind == "activity")
+        if fresh:
+            existing: set[int] = set()
+            missing = list(enumerate(branches))
+        else:
+            activities, children = _step_items(c, run, step)
+            existing = {a.branch_index for a in activities} | \
+                {ch.branch_index for ch in children}
+            missing = [(b, branch) for b, branch in enumerate(branches) if b not in existing]
+        limits = fixed.limits
+        wanted = len(missing) if step.kind == "activity" else \
+            sum(1 for _, branch in missing if branch.kind == "activity")
         pending = wanted if fresh else \
             c.tx.count_open_activities(run.workflow_run_id) + wanted
         if limits.pending_activity_count and pending > limits.pending_activity_count:
@@ -366,7 +372,7 @@ def start_child(c: Ctx, run: Run, fixed: Fixed, step: Step, branch: Step,
                 branch_index: int) -> None:
     from wfctl.engine.start import create_instance
 
-    definitions = c.definitions(fixed)
+    definitions = fixed.definitions
     child_type = definitions.types[branch.workflow_type]
     child_id = f"{run.workflow_instance_id}.{branch.name}.{os.urandom(4).hex()}"
     child_run = create_instance(c, definitions, child_type, child_id,

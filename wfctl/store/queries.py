@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import operator
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
@@ -74,6 +73,10 @@ PENDING_ACTIVITY_SQL = sql_list(PENDING_ACTIVITY)
 _OPEN_ACTIVITY = status_is(OPEN_ACTIVITY)
 _UNSUCCESSFUL_RUN = sql_list(UNSUCCESSFUL_RUN)
 _TIMEOUT_EVENTS = frozenset(TIMEOUT_EVENTS)
+# The codes of the event types that have one and that metrics do not count: most of those a
+# step appends (`SQLTx.append_event`).
+_PLAIN_CODES = {name: code for name, code in codec.TYPE_CODES.items()
+                if name not in _TIMEOUT_EVENTS}
 # A closed instance may be deleted unless it is the child of an instance still open: the parent
 # may yet read it (its retry supersedes a failed child, its describe lists it).
 _PRUNABLE = (
@@ -128,8 +131,6 @@ GET_RUN = (
     "LEFT JOIN instances i ON i.workflow_instance_id = r.workflow_instance_id "
     "WHERE r.workflow_run_id = %s"
 )
-# A run's own fields, of a `RunRead`.
-_RUN_FIELDS = operator.attrgetter(*(f.name for f in dataclasses.fields(Run)))
 # The columns of each record (store/records.py), as the queries that make them select them
 # (the backends' own claims select a workflow task's and an activity's too).
 TASK_COLUMNS = records.select(WorkflowTask)
@@ -207,11 +208,13 @@ STARTED_DEADLINES_HOLD = " ".join(
 def keep_run_extras(read: RunRead | None, keys: dict[str, int], seqs: dict[str, int],
                     without_task: set[str] | None,
                     fields: dict[str, tuple[str, str, int, str]]) -> Run | None:
-    """The run read with `GET_RUN`, less what came with it: its instance's history key and
+    """The run read with `GET_RUN`, what came with it kept: its instance's history key and
     last seq go into a transaction's caches (`keys`, `seqs`: what it knew already stays), its
     instance's unchanging fields into `fields` (`run_instance_fields`), and, in a write
     transaction (`without_task` given), that the run has no open workflow task, so that
-    `open_workflow_task` need not ask (inserting one for the run forgets it)."""
+    `open_workflow_task` need not ask (inserting one for the run forgets it). The read is the
+    run from then on (a `RunRead` is a `Run`): its own fields change with the run's, the
+    others are read here only."""
     if read is None:
         return None
     if read.read_instance_key is not None:
@@ -221,7 +224,7 @@ def keep_run_extras(read: RunRead | None, keys: dict[str, int], seqs: dict[str, 
                                         read.read_child_depth, read.read_child_policy)
     if without_task is not None and read.read_open_task is None:
         without_task.add(read.workflow_run_id)
-    return Run(*_RUN_FIELDS(read))
+    return read
 
 
 @functools.lru_cache(maxsize=64)
@@ -247,9 +250,9 @@ def _update_statement(mark: str, table: str, key: str, names: tuple[str, ...], w
     return f"UPDATE {table} SET {sets} WHERE {key} = {mark}{where}"
 
 
-def _history_row(key: int, row: list[Any]) -> tuple[Any, ...]:
+def _history_row(row: list[Any]) -> tuple[Any, ...]:
     """A history row to write (`SQLTx._open_rows`): an event alone keeps its own type."""
-    seq, run_number, at, items = row
+    seq, run_number, at, items, key = row
     if len(items) == 2:
         return key, seq, run_number, items[0], at, jsonvalue.dumps(items[1])
     return key, seq, run_number, codec.PACKED, at, jsonvalue.dumps(items)
@@ -283,12 +286,13 @@ class SQLTx:
         # The history rows of the events appended in this transaction (see codec.py), written
         # in one statement before any read of the history and at commit: each instance's row
         # still open to the events that follow its last (`[seq, run_number, at, [type,
-        # attributes, …]]`, by instance key), and rows closed before them.
-        self._open_rows: dict[int, list[Any]] = {}
+        # attributes, …], instance key]`, by instance id), and rows closed before them.
+        self._open_rows: dict[str, list[Any]] = {}
         self._closed_rows: list[tuple[Any, ...]] = []
         # The instant the events were last appended at, and it in microseconds: a
         # transaction appends most of its events at its `now`.
-        self._event_at: tuple[datetime | None, int] = (None, 0)
+        self._event_at: datetime | None = None
+        self._event_micros = 0
         # Timeout and deadline events appended, by (type, timeout kind, failure category), for
         # the counts metrics read (written with the events).
         self._timeout_counts: dict[tuple[str, str, str], int] = {}
@@ -545,34 +549,41 @@ class SQLTx:
         one transaction appends to one run at one instant, their seqs one after another, share
         a row keyed by the last seq (see codec.py)."""
         instance_id = run.workflow_instance_id
+        if at is not self._event_at:
+            self._event_at = at
+            self._event_micros = codec.micros(at)
+        stored_at = self._event_micros
+        code = _PLAIN_CODES.get(event_type)
+        if code is None:
+            code = self._uncommon_event(event_type, attributes)
+        # The instance's open row holds its last seq (`_seq` says the same).
+        row = self._open_rows.get(instance_id)
+        if row is not None and row[2] == stored_at and row[1] == run.run_number:
+            seq = self._seq[instance_id] = row[0] = row[0] + 1
+            row[3] += (code, codec.stored_attributes(attributes, stored_at))
+            return seq
         seq = self._seq.get(instance_id)
         seq = self._seq[instance_id] = (self.last_seq(instance_id) if seq is None else seq) + 1
-        last_at, stored_at = self._event_at
-        if at is not last_at:
-            stored_at = codec.micros(at)
-            self._event_at = (at, stored_at)
-        key = self._keys[instance_id]
-        code = codec.TYPE_CODES.get(event_type, event_type)
-        stored = codec.stored_attributes(attributes, stored_at)
-        row = self._open_rows.get(key)
-        if row is not None and row[0] == seq - 1 and row[1] == run.run_number \
-                and row[2] == stored_at:
-            row[0] = seq
-            row[3] += (code, stored)
-        else:
-            if row is not None:
-                self._closed_rows.append(_history_row(key, row))
-            self._open_rows[key] = [seq, run.run_number, stored_at, [code, stored]]
+        if row is not None:
+            self._closed_rows.append(_history_row(row))
+        self._open_rows[instance_id] = [seq, run.run_number, stored_at,
+                                        [code, codec.stored_attributes(attributes, stored_at)],
+                                        self._keys[instance_id]]
+        return seq
+
+    def _uncommon_event(self, event_type: str, attributes: Row) -> int | str:
+        """The stored type of an event that has no code, or one that metrics count (a timeout
+        or a deadline's expiry: counted here, written with the events)."""
         if event_type in _TIMEOUT_EVENTS:
             key = (event_type, attributes.get("timeout_kind") or "",
                    attributes.get("failure_category") or "")
             self._timeout_counts[key] = self._timeout_counts.get(key, 0) + 1
-        return seq
+        return codec.TYPE_CODES.get(event_type, event_type)
 
     def _history_rows(self) -> list[tuple[Any, ...]]:
         """The history rows of the events appended since the last call, to be written."""
         rows, self._closed_rows = self._closed_rows, []
-        rows.extend(_history_row(key, row) for key, row in self._open_rows.items())
+        rows.extend(map(_history_row, self._open_rows.values()))
         self._open_rows = {}
         return rows
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import operator
 import os
 import re
@@ -809,7 +810,7 @@ class SQLiteTx(SQLTx):
             for start in range(0, len(events), _EVENTS_PER_INSERT):
                 chunk = events[start:start + _EVENTS_PER_INSERT]
                 # The instances' last seqs are this transaction's own (`keep`).
-                insert(_events_insert(len(chunk)), [value for event in chunk for value in event])
+                insert(_events_insert(len(chunk)), list(itertools.chain.from_iterable(chunk)))
         if self._timeout_counts:
             counts, self._timeout_counts = self._timeout_counts, {}
             self.conn.executemany(

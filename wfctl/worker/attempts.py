@@ -35,6 +35,8 @@ class Attempt:
 
     def __init__(self, task: ActivityTask, shared: Shared, *, check_deadlines: bool) -> None:
         self.task = task
+        # How the worker's registry knows it: its activity and attempt number.
+        self.key = (task.activity_id, task.attempt)
         self._shared = shared
         self.check_deadlines = check_deadlines
         self.abandon = Flag()
@@ -47,10 +49,6 @@ class Attempt:
         self.given_up_at: datetime | None = None
         self.reason: str | None = None
         self.abandoned = False
-
-    @property
-    def key(self) -> tuple[str, int]:
-        return self.task.activity_id, self.task.attempt
 
     def call(self) -> HandlerCall:
         task = self.task

@@ -33,7 +33,9 @@ class ThreadExecutor:
 
     def run(self, call: HandlerCall, heartbeats: HeartbeatBuffer,
             abandon: Flag) -> Outcome:
-        ctx = ActivityContext(**call.context, heartbeats=heartbeats)
+        # A handler that takes the state alone (most do) needs no context made.
+        ctx = ActivityContext(**call.context, heartbeats=heartbeats) \
+            if handlers.takes_context(call.spec) else None
         return handlers.run(call.spec, call.step, call.state, ctx)
 
     def close(self, timeout: float) -> None:

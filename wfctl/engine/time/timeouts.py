@@ -6,6 +6,7 @@ in late, or by a decision that finds its run past a workflow timeout.
 
 from __future__ import annotations
 
+import operator
 from datetime import datetime
 
 from wfctl import clock
@@ -45,10 +46,17 @@ def time_out_workflow_task(c: Ctx, task: WorkflowTask) -> None:
     schedule_workflow_task(c, run, "workflow_task_timed_out")
 
 
+_WORKFLOW_DEADLINES = operator.attrgetter(*(timeout.column for timeout in WORKFLOW_TIMEOUTS))
+_NO_DEADLINES = (None,) * len(WORKFLOW_TIMEOUTS)
+
+
 def expired_workflow_timeout(run: Run, at: datetime) -> tuple[str, datetime] | None:
     """(timeout_kind, deadline) when a workflow timeout expired; execution wins over run."""
-    for timeout in WORKFLOW_TIMEOUTS:
-        deadline = getattr(run, timeout.column)
+    deadlines = _WORKFLOW_DEADLINES(run)
+    if deadlines == _NO_DEADLINES:
+        # No workflow timeout set (most types): asked at each result and decision.
+        return None
+    for timeout, deadline in zip(WORKFLOW_TIMEOUTS, deadlines, strict=True):
         if deadline is not None and deadline <= at:
             return timeout.kind, deadline
     return None
