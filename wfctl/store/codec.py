@@ -129,6 +129,7 @@ _SHAPE_NUMBER = {shape: number for number, shape in enumerate(SHAPES, 1)}
 TYPE_CODES = {name: code for code, name in enumerate(EVENT_CODES, 1)}
 _NAME_CODE = {name: code for code, name in enumerate(ATTRIBUTE_CODES, 1)}
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
 _ISO_LENGTH = len("2026-01-01T00:00:00.000+00:00")
 
 
@@ -147,8 +148,7 @@ def type_name(stored: int | str) -> str:
 
 def micros(instant: datetime) -> int:
     """An aware instant as integer microseconds since the epoch (exact)."""
-    delta = instant - _EPOCH
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    return (instant - _EPOCH) // _MICROSECOND
 
 
 def instant(stored: int) -> datetime:

@@ -79,23 +79,27 @@ def text(instant: datetime) -> str:
     digits only when it has microseconds within its millisecond (`2026-04-12T12:00:00.123+00:00`,
     `…00.123456+00:00`). One instant has one text, and text order is time order: the digits of
     the longer form sort after the `+` of the shorter. Files of 0.1 hold the first form only."""
-    found = _texts.get(instant)
-    if found is not None:
-        return found
-    moment = instant if instant.tzinfo is UTC else instant.astimezone(UTC)
-    text = moment.isoformat(
-        timespec="milliseconds" if moment.microsecond % 1000 == 0 else "microseconds")
-    if len(_texts) >= _TEXTS_KEPT:
-        _texts.clear()
-    _texts[instant] = text
-    return text
+    return _texts[instant]
 
 
-# The texts of the instants `text` made last, by instant (equal instants have one text): most of
-# a transaction's instants are its `now` and the deadlines it sets, equal again for each step of
-# a batch (each step's next attempt gets a `close_deadline_at`, an equal datetime made anew), and
-# finding one here takes a fraction of what formatting it does.
-_texts: dict[datetime, str] = {}
+class _Texts(dict[datetime, str]):
+    """The texts of the instants `text` made last, by instant (equal instants have one text):
+    most of a transaction's instants are its `now` and the deadlines it sets, equal again for
+    each step of a batch (each step's next attempt gets a `close_deadline_at`, an equal datetime
+    made anew), and finding one here is a lookup (`_texts[instant]`, no Python call), where
+    formatting it takes several times as long."""
+
+    def __missing__(self, instant: datetime) -> str:
+        moment = instant if instant.tzinfo is UTC else instant.astimezone(UTC)
+        made = moment.isoformat(
+            timespec="milliseconds" if moment.microsecond % 1000 == 0 else "microseconds")
+        if len(self) >= _TEXTS_KEPT:
+            self.clear()
+        self[instant] = made
+        return made
+
+
+_texts = _Texts()
 _TEXTS_KEPT = 256
 
 
@@ -661,8 +665,9 @@ class SQLiteTx(SQLTx):
     _at = staticmethod(text)
     _instant = staticmethod(instant)
     # A row's values as the file stores them, and records made from them.
-    _stored = columns.Writer(text).values
-    _readers = records.Readers(instant)
+    _stored = columns.Writer(_texts.__getitem__).values
+    # Readers convert only what is not NULL: the parse itself, with no call around it.
+    _readers = records.Readers(datetime.fromisoformat)
 
     def __init__(self, conn: sqlite3.Connection | _Translating, *, writing: bool = False,
                  runs: kept.Kept | None = None) -> None:
