@@ -21,6 +21,7 @@ import sys
 from types import CodeType, FrameType
 from typing import Any
 
+import pglib
 from benchlib import Scratch
 
 from wfctl import clock
@@ -30,10 +31,11 @@ STEPS_PER_WORKFLOW = 3
 PACKAGE = "wfctl/"
 
 
-def counted(workflows: int) -> tuple[collections.Counter[CodeType],
+def counted(workflows: int, db: str | None = None) -> tuple[collections.Counter[CodeType],
                                      collections.Counter[tuple[CodeType, int]],
                                      collections.Counter[CodeType]]:
-    """Bytecodes by function and by (function, line), and calls by function, of the drain."""
+    """Bytecodes by function and by (function, line), and calls by function, of the drain (on
+    the PostgreSQL database `db`, else a file)."""
     ops: collections.Counter[CodeType] = collections.Counter()
     lines: collections.Counter[tuple[CodeType, int]] = collections.Counter()
     calls: collections.Counter[CodeType] = collections.Counter()
@@ -51,7 +53,7 @@ def counted(workflows: int) -> tuple[collections.Counter[CodeType],
 
     # Traced, a no-op handler's call is not quick: held quick, as it is natively.
     slots.QUICK_HANDLER = 1.0
-    with Scratch() as scratch:
+    with Scratch(db=db) as scratch:
         client = scratch.client()
         for n in range(workflows):
             client.start("three_noops", f"i-{n:06d}")
@@ -78,8 +80,19 @@ def main() -> None:
     parser.add_argument("-n", "--workflows", type=int, default=300)
     parser.add_argument("--top", type=int, default=40, help="functions shown (default 40)")
     parser.add_argument("--lines", type=int, default=40, help="lines shown (default 40)")
+    parser.add_argument("--postgres", action="store_true",
+                        help="drain on a throwaway PostgreSQL cluster (fsync on)")
     args = parser.parse_args()
-    ops, lines, calls = counted(args.workflows)
+    if args.postgres:
+        cluster = pglib.Cluster()
+        server = pglib.Server(cluster.url, cluster)
+        try:
+            with server.database() as url:
+                ops, lines, calls = counted(args.workflows, url)
+        finally:
+            server.close()
+    else:
+        ops, lines, calls = counted(args.workflows)
     steps = STEPS_PER_WORKFLOW * args.workflows
     print(f"{sum(ops.values()) / steps:,.0f} bytecodes and "
           f"{sum(calls.values()) / steps:,.0f} Python calls a step "

@@ -415,6 +415,27 @@ def test_a_deadline_claim_is_won_once(store):
         assert tx.claim_deadline("i1-r1", "w2", T0, "w1") is True
 
 
+@covers("append_event", "events")
+def test_an_event_type_without_a_code_is_kept_by_name_in_a_file_and_refused_by_postgresql(store):
+    with store.write() as tx:
+        add_instance(tx, "i1")
+    with store.write() as tx:
+        run = tx.get_run("i1-r1")
+        tx.append_event(run, "WorkflowTaskScheduled", T0, {"reason": "r"})
+        if type(store).__name__ == "PostgresStore":
+            # Its column holds codes only.
+            with pytest.raises(ValueError, match="'Brandnew' has no code"):
+                tx.append_event(run, "Brandnew", T0, {"n": 1})
+        else:
+            tx.append_event(run, "Brandnew", T0, {"n": 1})
+        tx.append_event(run, "TimerFired", T0, {"timer_id": "t"})
+    with store.read() as tx:
+        events = [(e.seq, e.event_type, e.attributes) for e in tx.events("i1")]
+    named = [] if type(store).__name__ == "PostgresStore" else [(2, "Brandnew", {"n": 1})]
+    assert events == [(1, "WorkflowTaskScheduled", {"reason": "r"}), *named,
+                      (len(named) + 2, "TimerFired", {"timer_id": "t"})]
+
+
 def test_event_instants_and_attributes_round_trip(store):
     at = datetime(2026, 4, 12, 12, 0, 1, 234000, tzinfo=UTC)
     attributes = {"activity_id": "a", "result": {"ünïcode": "✓", "n": [1, 2.5, None, True]},

@@ -1187,11 +1187,11 @@ class PostgresTx(SQLTx):
             # A new family: no other transaction can see it before this one commits.
             self._created.add(family)
 
-    def append_event(self, run: Run, event_type: str, at: datetime, attributes: Row) -> int:
+    def _uncommon_event(self, event_type: str, attributes: Row) -> int | str:
         if not isinstance(codec.type_code(event_type), int):
             # The column holds codes only: a new event type gets its code in codec.EVENT_CODES.
             raise ValueError(f"event type {event_type!r} has no code in codec.EVENT_CODES")
-        return super().append_event(run, event_type, at, attributes)
+        return super()._uncommon_event(event_type, attributes)
 
     def flush(self) -> None:
         """Write the events appended so far (one statement for all of them)."""
