@@ -71,11 +71,11 @@ def _takes_context(function: Callable[..., Any]) -> bool:
 
 
 def takes_context(spec: str) -> bool:
-    """Whether the handler takes `(state, ctx)`; True for one that cannot be imported (its
-    call says why)."""
+    """Whether the handler takes `(state, ctx)`; True for one that cannot be imported, even by
+    exiting (its call, `run`, says why)."""
     try:
         return _resolve(spec)[1]
-    except Exception:
+    except BaseException:
         return True
 
 

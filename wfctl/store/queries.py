@@ -559,8 +559,9 @@ class SQLTx:
         # The instance's open row holds its last seq (`_seq` says the same).
         row = self._open_rows.get(instance_id)
         if row is not None and row[2] == stored_at and row[1] == run.run_number:
-            seq = self._seq[instance_id] = row[0] = row[0] + 1
+            # The event first: attributes that cannot be stored leave the row as it was.
             row[3] += (code, codec.stored_attributes(attributes, stored_at))
+            seq = self._seq[instance_id] = row[0] = row[0] + 1
             return seq
         seq = self._seq.get(instance_id)
         seq = self._seq[instance_id] = (self.last_seq(instance_id) if seq is None else seq) + 1
