@@ -189,10 +189,8 @@ class Ctx:
                 instance = self.instance(run.workflow_instance_id)
                 known = (instance.definitions_digest, instance.workflow_type,
                          instance.child_depth, instance.child_policy)
-            digest, type_name = known[0], known[1]
-            definitions = self.engine._definitions.get(digest) or \
-                self.engine.definitions_by_digest(self.tx, digest)
-            found = Fixed(*known, definitions, definitions.types[type_name], definitions.limits)
+            definitions = self.engine.definitions_by_digest(self.tx, known[0])
+            found = Fixed(*known, definitions, definitions.types[known[1]], definitions.limits)
             if len(kept) >= FIXED_KEPT:
                 kept.clear()
             kept[run.workflow_run_id] = found
