@@ -70,19 +70,16 @@ def _takes_context(function: Callable[..., Any]) -> bool:
     return len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in parameters)
 
 
-def takes_context(spec: str) -> bool:
-    """Whether the handler takes `(state, ctx)`; True for one that cannot be imported, even by
-    exiting (its call, `run`, says why)."""
-    try:
-        return _resolve(spec)[1]
-    except BaseException:
-        return True
-
-
-def call(spec: str, state: dict[str, Any], ctx: Any = None) -> Any:
-    """Call a handler with `(state, ctx)`, or `(state)` when it takes one argument."""
+def call(spec: str, state: dict[str, Any], ctx: Any = None,
+         make_context: Callable[[], Any] | None = None) -> Any:
+    """Call a handler with `(state, ctx)`, or `(state)` when it takes one argument; without
+    `ctx`, `make_context()` makes it, for a handler that takes one only."""
     function, with_context = _resolve(spec)
-    return function(state, ctx) if with_context else function(state)
+    if not with_context:
+        return function(state)
+    if ctx is None and make_context is not None:
+        ctx = make_context()
+    return function(state, ctx)
 
 
 def check(spec: str) -> str | None:
@@ -171,14 +168,16 @@ def check_result(step: str, result: Any) -> dict[str, Any] | None:
     return result
 
 
-def run(spec: str, step: str, state: dict[str, Any], ctx: Any = None) -> Outcome:
-    """Call a handler and say how it ended; nothing it raises or returns escapes.
+def run(spec: str, step: str, state: dict[str, Any], ctx: Any = None, *,
+        make_context: Callable[[], Any] | None = None) -> Outcome:
+    """Call a handler and say how it ended (`call`); nothing it raises or returns escapes, nor
+    anything its module does as it is imported.
 
     SystemExit and KeyboardInterrupt raised by a handler fail its attempt like any exception:
     they never stop the worker.
     """
     try:
-        returned = call(spec, state, ctx)
+        returned = call(spec, state, ctx, make_context)
     except ActivityCancelled:
         return Outcome(cancelled=True)
     except BaseException as exc:

@@ -33,10 +33,9 @@ class ThreadExecutor:
 
     def run(self, call: HandlerCall, heartbeats: HeartbeatBuffer,
             abandon: Flag) -> Outcome:
-        # A handler that takes the state alone (most do) needs no context made.
-        ctx = ActivityContext(**call.context, heartbeats=heartbeats) \
-            if handlers.takes_context(call.spec) else None
-        return handlers.run(call.spec, call.step, call.state, ctx)
+        # A handler that takes the state alone (most do) gets no context made.
+        return handlers.run(call.spec, call.step, call.state, make_context=lambda: ActivityContext(
+            **call.context, heartbeats=heartbeats))
 
     def close(self, timeout: float) -> None:
         """Nothing to release: the slot threads are the worker's."""
