@@ -357,6 +357,44 @@ def test_a_batch_of_completions_reads_and_closes_them_all_in_its_first_round_tri
     assert "ActivityCompleted" in env.event_types("x")
 
 
+def test_a_batchs_runs_are_read_and_its_attempts_closed_by_one_statement_each(env):
+    """The closes done ahead go with the first as arrays: one statement reads every run and one
+    closes every attempt, whatever the batch's size. An attempt in it that is no longer its
+    worker's (taken over since, say) is left as it is, its outcome refused; the others
+    complete."""
+    import psycopg
+
+    [x, y, z] = solos_claimed(env, ("x", "y", "z"), 1)
+    with env.engine.store.write() as tx:
+        tx._execute("UPDATE activities SET owner = 'another-worker' "
+                    "WHERE workflow_instance_id = 'y'")
+    statements: list[str] = []
+    execute = psycopg.Cursor.execute
+
+    def counted(cursor: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        statements.append(" ".join(str(query).split()[:2]))
+        return execute(cursor, query, *args, **kwargs)
+
+    tasks = [x, y, z]
+    closes = [completion_close(task, {"by": task.workflow_instance_id}, at(2))
+              for task in tasks]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(psycopg.Cursor, "execute", counted)
+        with env.engine.batch(families=["x", "y", "z"], closes=closes):
+            outcomes = [env.engine.complete_activity(task, {"by": task.workflow_instance_id},
+                                                     at(2), decide=True) for task in tasks]
+
+    assert statements.count("UPDATE activities") == 1
+    assert sum(text.startswith("SELECT r.workflow_run_id") for text in statements) == 1
+    assert outcomes[0] is None and outcomes[2] is None
+    assert "no longer current" in outcomes[1]
+    assert [env.describe(name)["status"] for name in ("x", "y", "z")] == \
+        ["completed", "running", "completed"]
+    assert env.engine.store.peek()._one(
+        "SELECT status, owner FROM activities WHERE workflow_instance_id = 'y'") == \
+        {"status": "started", "owner": "another-worker"}
+
+
 def test_the_attempts_a_batch_schedules_are_inserted_by_one_statement(env):
     """Each completion of a batch schedules its workflow's next attempt; the inserts, held
     back for the commit, go as one statement of all their rows, and every attempt is there

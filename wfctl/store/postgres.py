@@ -63,10 +63,12 @@ from wfctl.store import postgres_schema as schema
 from wfctl.store.queries import (
     GET_RUN,
     PENDING_ACTIVITY_SQL,
+    READ_RUNS,
     TASK_COLUMNS,
     WAITING_DEADLINES_HOLD,
     RunRead,
     SQLTx,
+    current_attempt,
     insert_statement,
     keep_run_extras,
 )
@@ -140,10 +142,8 @@ _LOCK_FAMILIES = ("SELECT workflow_instance_id, family_key, "
                   "WHERE workflow_instance_id = ANY(%(ids)s) ORDER BY family_key) AS f")
 # How many instances' families a process remembers (`PostgresStore.families`).
 _FAMILIES_SEEN = 100_000
-# A close `expect` announced, done ahead: with the statements (cursor, SQL, parameters) that
-# read its run and close its attempt.
-_Ahead = tuple[PlannedClose, tuple["psycopg.Cursor[Any]", str, Any],
-               tuple["psycopg.Cursor[Any]", str, Any]]
+# The runs of a batch's first close and of the closes done ahead with it, in one statement.
+_GET_RUNS = f"{READ_RUNS}WHERE r.workflow_run_id = ANY(%s)"
 # Tables whose inserts (without RETURNING) are held back for the next round trip: nothing reads
 # their result, nor expects their error at once; and the record each table's rows are of.
 _HELD_BACK_INSERTS = {"activities": Activity}
@@ -210,6 +210,22 @@ def _rows_statement(statement: str) -> tuple[str, tuple[str, ...]] | None:
     sets = ", ".join(f"{name} = u.{name}" for name in names)
     return (f"UPDATE {table} SET {sets} FROM {found[0]} AS u({', '.join([*names, key])}) "
             f"WHERE {table}.{key} = u.{key}", found[1])
+
+
+@functools.lru_cache(maxsize=16)
+def _closes_statement(names: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+    """Closes of attempts, each setting `names`, as one statement (`PostgresTx._closes`): the
+    attempts' ids, numbers and owners, then each of `names`, a column an array, and the
+    arrays' kinds; it returns the id of each attempt it closed."""
+    kinds = ("text", "bigint", "text", *map(functools.partial(_array_kind, Activity), names))
+    if None in kinds:
+        raise TypeError(f"no array kind for a column of {names}")
+    arrays = ", ".join(f"%(c{n})b::{kind}[]" for n, kind in enumerate(kinds))
+    sets = ", ".join(f"{name} = u.{name}" for name in names)
+    return (f"UPDATE activities SET {sets} FROM unnest({arrays}) AS "
+            f"u(closing_id, closing_attempt, closing_owner, {', '.join(names)}) WHERE "
+            + current_attempt("u.closing_id", "u.closing_attempt", "u.closing_owner")
+            + " RETURNING activities.activity_id", kinds)
 
 
 def _merged_writes(held: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
@@ -790,7 +806,7 @@ class PostgresTx(SQLTx):
         # the `hold_run_and_close` that asks for it.
         self._outcomes: list[str] = []
         self._planned: Sequence[PlannedClose] = ()
-        self._ahead: dict[str, tuple[PlannedClose, list[Any], bool]] = {}
+        self._ahead: dict[str, tuple[PlannedClose, Sequence[Any] | None, bool]] = {}
         # The family of each instance as the process last saw it (`PostgresStore.families`):
         # which closes may go ahead is planned by it, and checked against the lock's rows.
         self._seen_families = {} if families is None else families
@@ -969,27 +985,12 @@ class PostgresTx(SQLTx):
             if not held and (self._held or self._created):
                 return super().hold_run_and_close(instance_id, run_id, accept, activity_id,
                                                   attempt, worker_id, now, **fields)
-            if self._tuple_cursor is None:
-                self._tuple_cursor = self.conn.cursor(row_factory=tuple_row)
-            closing = self.conn.cursor()
-            read = [(self._tuple_cursor, GET_RUN, (run_id,)),
-                    (closing, *self._close_attempt(activity_id, attempt, worker_id, now, fields))]
-            if held:
-                # Its family held already: the reads wait for no lock.
-                self._pipeline(read)
-            else:
-                # The families expected along with this one, all waited for in key order.
-                lock = self.conn.cursor()
-                ids = sorted({instance_id, *self._outcomes})
-                ahead = self._closes_ahead(activity_id)
-                self._pipeline([(lock, _LOCK_FAMILIES, {"top": 0, "ids": ids}), *read,
-                                *(item for _, run_read, close in ahead
-                                  for item in (run_read, close))])
-                self._locked_all(lock.fetchall())
-                self._keep_ahead(ahead)
-            found, closed = self._tuple_cursor.fetchall(), closing.rowcount == 1
-        run = keep_run_extras(self._readers[RunRead](found[0]) if found else None, self._keys,
-                              self._seq, self._without_task, self._instance_fields)
+            close = PlannedClose(instance_id, run_id, activity_id, attempt, worker_id, now,
+                                 fields)
+            found, closed = self._read_and_close(close) if held else \
+                self._lock_read_and_close(close)
+        run = keep_run_extras(None if found is None else self._readers[RunRead](found),
+                              self._keys, self._seq, self._without_task, self._instance_fields)
         if accept(run):
             return run, closed
         if closed:
@@ -997,15 +998,69 @@ class PostgresTx(SQLTx):
                         "owner = %s WHERE activity_id = %s", (worker_id, activity_id))
         return run, False
 
+    def _read_and_close(self, close: PlannedClose) -> tuple[Sequence[Any] | None, bool]:
+        """The run's read and the attempt's close in one round trip, its family held already
+        (the reads wait for no lock): the run's row, if any, and whether it closed."""
+        if self._tuple_cursor is None:
+            self._tuple_cursor = self.conn.cursor(row_factory=tuple_row)
+        closing = self.conn.cursor()
+        self._pipeline([(self._tuple_cursor, GET_RUN, (close.workflow_run_id,)),
+                        (closing, *self._close_attempt(close.activity_id, close.attempt,
+                                                       close.worker_id, close.now,
+                                                       close.fields))])
+        found = self._tuple_cursor.fetchall()
+        return (found[0] if found else None), closing.rowcount == 1
+
+    def _lock_read_and_close(self, first: PlannedClose) -> tuple[Sequence[Any] | None, bool]:
+        """The family locks of `first`'s instance and of those `expect`ed along with it, all
+        waited for in key order, then the runs of `first` and of the closes that may go ahead
+        with it (`_closes_ahead`) read, and the attempts closed: a statement for the locks, one
+        for the runs and one for the closes (one for each set of fields), in one round trip,
+        however many outcomes the batch records. `first`'s run's row, and whether it closed."""
+        lock = self.conn.cursor()
+        if self._tuple_cursor is None:
+            self._tuple_cursor = self.conn.cursor(row_factory=tuple_row)
+        closes = [first, *self._closes_ahead(first.activity_id)]
+        groups: dict[tuple[Any, ...], list[PlannedClose]] = {}
+        for close in closes:
+            groups.setdefault((*close.fields, close.now), []).append(close)
+        closing = [(self.conn.cursor(row_factory=tuple_row), *self._closes(group))
+                   for group in groups.values()]
+        self._pipeline([
+            (lock, _LOCK_FAMILIES,
+             {"top": 0, "ids": sorted({first.workflow_instance_id, *self._outcomes})}),
+            (self._tuple_cursor, _GET_RUNS, ([close.workflow_run_id for close in closes],)),
+            *closing,
+        ])
+        self._locked_all(lock.fetchall())
+        runs = {row[0]: row for row in self._tuple_cursor.fetchall()}
+        closed = {row[0] for cursor, _, _ in closing for row in cursor.fetchall()}
+        self._keep_ahead(closes[1:], runs, closed)
+        return runs.get(first.workflow_run_id), first.activity_id in closed
+
+    def _closes(self, group: list[PlannedClose]) -> tuple[str, Row]:
+        """The statement that closes the attempts of `group` (whose fields have the same names
+        and whose instant is the same), and its parameters."""
+        names = tuple(group[0].fields)
+        sql, kinds = _closes_statement(names)
+        stored = self._stored
+        rows = []
+        for close in group:
+            self._claimed.pop(close.activity_id, None)
+            rows.append((close.activity_id, close.attempt, close.worker_id,
+                         *stored(close.fields)))
+        arrays = postgres_arrays.columns(rows, kinds)
+        return sql, {"now": group[0].now, **{f"c{n}": array for n, array in enumerate(arrays)}}
+
     def _close_attempt(self, activity_id: str, attempt: int, worker_id: str, now: datetime,
                        fields: Row) -> tuple[str, Row]:
         self._claimed.pop(activity_id, None)
         return super()._close_attempt(activity_id, attempt, worker_id, now, fields)
 
-    def _closes_ahead(self, first: str) -> list[_Ahead]:
+    def _closes_ahead(self, first: str) -> list[PlannedClose]:
         """Of the closes `expect` announced, those that may go with the first outcome's round
         trip (`first`, its activity): each of a family none of the other operations changes,
-        as the families were last seen; with the statements that read its run and close it."""
+        as the families were last seen."""
         planned, self._planned = self._planned, ()
         # Read once: other threads' transactions add to it meanwhile.
         seen = {instance_id: self._seen_families.get(instance_id)
@@ -1013,33 +1068,29 @@ class PostgresTx(SQLTx):
         if not planned or None in seen.values():
             return []
         operations = Counter(seen[instance_id] for instance_id in self._outcomes)
-        return [(close,
-                 (self.conn.cursor(row_factory=tuple_row), GET_RUN, (close.workflow_run_id,)),
-                 (self.conn.cursor(),
-                  *self._close_attempt(close.activity_id, close.attempt, close.worker_id,
-                                       close.now, close.fields)))
-                for close in planned
+        return [close for close in planned
                 if close.activity_id != first
                 and operations[seen.get(close.workflow_instance_id)] == 1]
 
-    def _keep_ahead(self, ahead: list[_Ahead]) -> None:
-        """Keep what the closes done ahead returned, once the lock's rows (read before them)
-        confirm that no other operation of the batch is of their families; where one is (an
-        instance started again in another family since it was seen), the transaction cannot
-        go on."""
+    def _keep_ahead(self, ahead: list[PlannedClose], runs: dict[str, Sequence[Any]],
+                    closed: set[str]) -> None:
+        """Keep what the closes done ahead found (their runs' rows, by run id, and the
+        attempts closed), once the lock's rows (read before them) confirm that no other
+        operation of the batch is of their families; where one is (an instance started again
+        in another family since it was seen), the transaction cannot go on."""
         outcomes, self._outcomes = self._outcomes, []
         if not ahead:
             return
         families = self._family
         operations = Counter(families.get(instance_id) for instance_id in outcomes)
-        for close, (run_read, _, _), (closing, _, _) in ahead:
+        for close in ahead:
             if operations[families.get(close.workflow_instance_id)] != 1:
                 raise TransientConflict("a workflow family changed since it was seen")
-            self._ahead[close.activity_id] = (close, run_read.fetchall(),
-                                              closing.rowcount == 1)
+            self._ahead[close.activity_id] = (close, runs.get(close.workflow_run_id),
+                                              close.activity_id in closed)
 
     def _taken(self, instance_id: str, run_id: str, activity_id: str, attempt: int,
-               worker_id: str, now: datetime, fields: Row) -> tuple[list[Any], bool]:
+               worker_id: str, now: datetime, fields: Row) -> tuple[Sequence[Any] | None, bool]:
         """The run's read and the close done ahead for this activity, asked for with the
         values they were done with."""
         close, found, closed = self._ahead.pop(activity_id)

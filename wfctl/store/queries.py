@@ -126,11 +126,13 @@ class RunRead(Run):
     read_child_policy: str | None = dataclasses.field(metadata={"column": "i.child_policy"})
 
 
-GET_RUN = (
+# A run as `RunRead` reads it: of one run (`GET_RUN`), or of several (PostgreSQL's
+# `GET_RUNS`, its first column the run's id).
+READ_RUNS = (
     f"SELECT {records.select(RunRead, 'r')} FROM runs r "
     "LEFT JOIN instances i ON i.workflow_instance_id = r.workflow_instance_id "
-    "WHERE r.workflow_run_id = %s"
 )
+GET_RUN = f"{READ_RUNS}WHERE r.workflow_run_id = %s"
 # The columns of each record (store/records.py), as the queries that make them select them
 # (the backends' own claims select a workflow task's and an activity's too).
 TASK_COLUMNS = records.select(WorkflowTask)
@@ -199,10 +201,17 @@ def prefix_upper_bound(prefix: str) -> str | None:
 
 # How many ready workflow tasks `take_ready_workflow_task` looks at before it gives up.
 _TAKE_TRIES = 8
-# A started attempt is still current while each deadline that counts as it runs still holds.
-STARTED_DEADLINES_HOLD = " ".join(
-    f"AND ({t.column} IS NULL OR {t.column} > %(now)s)" for t in ACTIVITY_TIMEOUTS
-    if "started" in t.counts_while)
+
+
+def current_attempt(activity_id: str, attempt: str, owner: str) -> str:
+    """The condition of an `UPDATE activities` that the attempt (`activity_id`, `attempt`: SQL
+    expressions) is still current and `owner`'s: started, not superseded, and within each
+    deadline that counts while it runs (at `%(now)s`)."""
+    return (f"activities.activity_id = {activity_id} AND activities.status = 'started' "
+            f"AND activities.attempt = {attempt} AND activities.owner = {owner} "
+            "AND activities.superseded = 0 "
+            + " ".join(f"AND (activities.{t.column} IS NULL OR activities.{t.column} > %(now)s)"
+                       for t in ACTIVITY_TIMEOUTS if "started" in t.counts_while))
 
 
 def keep_run_extras(read: RunRead | None, keys: dict[str, int], seqs: dict[str, int],
@@ -233,9 +242,8 @@ def _close_attempt_statement(names: tuple[str, ...]) -> str:
     returns no columns: the worker knows what it closed (`ClosedAttempt`), and on SQLite a
     RETURNING clause costs half as much again as the update itself."""
     sets = ", ".join(f"{name} = %({name})s" for name in names)
-    return (f"UPDATE activities SET {sets} WHERE activity_id = %(activity_id)s "
-            "AND status = 'started' AND attempt = %(attempt)s AND owner = %(worker_id)s "
-            f"AND superseded = 0 {STARTED_DEADLINES_HOLD}")
+    return (f"UPDATE activities SET {sets} WHERE "
+            + current_attempt("%(activity_id)s", "%(attempt)s", "%(worker_id)s"))
 
 
 @functools.lru_cache(maxsize=256)
