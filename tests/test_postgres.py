@@ -390,6 +390,64 @@ def test_an_expiry_scan_reads_the_started_attempts_not_every_activity(tmp_path, 
         client.close()
 
 
+def _generic_plan(conn: psycopg.Connection, sql: str, params: dict[str, str]) -> dict[str, Any]:
+    """The executed generic plan (as write transactions run their statements) of `sql`, its
+    named parameters given as SQL literals."""
+    names: list[str] = []
+
+    def numbered(match: re.Match[str]) -> str:
+        if match.group(1) not in names:
+            names.append(match.group(1))
+        return f"${names.index(match.group(1)) + 1}"
+
+    prepared = re.sub(r"%\((\w+)\)[sb]", numbered, sql)
+    conn.execute(f"PREPARE planned AS {prepared}")
+    try:
+        return conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE planned("
+                            + ", ".join(params[name] for name in names)
+                            + ")").fetchone()[0][0]["Plan"]
+    finally:
+        conn.execute("DEALLOCATE planned")
+
+
+def _scans(plan: dict[str, Any], tables: set[str]) -> list[tuple[str, str, str | None]]:
+    """The plan's scans of `tables`: each one's table, node type and index."""
+    own = [(plan["Relation Name"], plan["Node Type"], plan.get("Index Name"))] \
+        if plan.get("Relation Name") in tables and "Scan" in plan["Node Type"] else []
+    return own + [scan for child in plan.get("Plans", ()) for scan in _scans(child, tables)]
+
+
+def test_a_batchs_locks_and_run_reads_look_each_row_up_by_its_key(tmp_path, pg_url):
+    """The family locks and the runs' read of a batch's first round trip name their rows by
+    arrays of keys; under the generic plans of write transactions, on a database whose tables
+    are small (where a plan of `= ANY(array)` reads every row), each row is still found by
+    its primary key."""
+    client, clock = etl_started(tmp_path, pg_url)
+    try:
+        started = [client.engine.claim_activity("w1", ["default"], clock()) for _ in range(3)]
+
+        def keys(values: list[str]) -> str:
+            return "'{" + ",".join(values) + "}'::text[]"
+
+        statements = {
+            "instances": (postgres._LOCK_FAMILIES, {
+                "top": "0", "ids": keys([task.workflow_instance_id for task in started])}),
+            "runs": (postgres._GET_RUNS.replace("%s", "%(ids)s"),
+                     {"ids": keys([task.workflow_run_id for task in started])}),
+        }
+        with psycopg.connect(pg_url) as conn:
+            conn.execute("SET plan_cache_mode = force_generic_plan")
+            for table, (sql, params) in statements.items():
+                plan = _generic_plan(conn, sql, params)
+                scans = _scans(plan, {"instances", "runs"})
+                assert scans and all((kind, index) == ("Index Scan", f"{name}_pkey")
+                                     for name, kind, index in scans), (table, scans)
+                assert plan["Actual Rows"] == 3, (table, plan)
+            conn.rollback()
+    finally:
+        client.close()
+
+
 def test_held_back_inserts_of_one_table_go_where_the_last_was_as_one_statement_of_arrays():
     """Row inserts held back for one round trip become one statement where the last of them
     was (so each row still follows whatever was held back before it), a column an array: one

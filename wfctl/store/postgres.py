@@ -68,7 +68,6 @@ from wfctl.store.queries import (
     WAITING_DEADLINES_HOLD,
     RunRead,
     SQLTx,
-    current_attempt,
     insert_statement,
     keep_run_extras,
 )
@@ -133,17 +132,31 @@ _NOTIFY = f"NOTIFY {READY_CHANNEL}"
 # Takes the family lock of the instance `id` (see the module's text).
 _LOCK_FAMILY = ("SELECT family_key, wfctl_lock_family(family_key, %(wait)s AND family_key > "
                 "%(top)s) AS locked FROM instances WHERE workflow_instance_id = %(id)s")
+
+
+def _each(ids: str, select: str) -> str:
+    """The row `select` finds by `k.id`, for each id of the text array `ids`, each found by a
+    lookup of its own (`LIMIT 1` keeps the subquery apart). A generic plan of `key =
+    ANY(array)`, or of a join with the array's `unnest`, does not know the array is short: made
+    while the table is small, it reads every row (a hash join), and write transactions keep it
+    as the table grows."""
+    return (f"SELECT x.* FROM unnest({ids}::text[]) AS k(id) "
+            f"CROSS JOIN LATERAL ({select} LIMIT 1) AS x")
+
+
 # Takes the family locks of the instances `ids`, waiting only for those above `top`: the
 # subquery yields the instances in key order, and each family is locked as its first instance
 # comes (again, at no cost, for the others).
-_LOCK_FAMILIES = ("SELECT workflow_instance_id, family_key, "
-                  "wfctl_lock_family(family_key, family_key > %(top)s) AS locked FROM ("
-                  "SELECT workflow_instance_id, family_key FROM instances "
-                  "WHERE workflow_instance_id = ANY(%(ids)s) ORDER BY family_key) AS f")
+_LOCK_FAMILIES = (
+    "SELECT workflow_instance_id, family_key, "
+    "wfctl_lock_family(family_key, family_key > %(top)s) AS locked FROM ("
+    + _each("%(ids)s", "SELECT workflow_instance_id, family_key FROM instances "
+                       "WHERE workflow_instance_id = k.id")
+    + " ORDER BY family_key) AS f")
 # How many instances' families a process remembers (`PostgresStore.families`).
 _FAMILIES_SEEN = 100_000
 # The runs of a batch's first close and of the closes done ahead with it, in one statement.
-_GET_RUNS = f"{READ_RUNS}WHERE r.workflow_run_id = ANY(%s)"
+_GET_RUNS = _each("%s", f"{READ_RUNS}WHERE r.workflow_run_id = k.id")
 # Tables whose inserts (without RETURNING) are held back for the next round trip: nothing reads
 # their result, nor expects their error at once; and the record each table's rows are of.
 _HELD_BACK_INSERTS = {"activities": Activity}
@@ -210,22 +223,6 @@ def _rows_statement(statement: str) -> tuple[str, tuple[str, ...]] | None:
     sets = ", ".join(f"{name} = u.{name}" for name in names)
     return (f"UPDATE {table} SET {sets} FROM {found[0]} AS u({', '.join([*names, key])}) "
             f"WHERE {table}.{key} = u.{key}", found[1])
-
-
-@functools.lru_cache(maxsize=16)
-def _closes_statement(names: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
-    """Closes of attempts, each setting `names`, as one statement (`PostgresTx._closes`): the
-    attempts' ids, numbers and owners, then each of `names`, a column an array, and the
-    arrays' kinds; it returns the id of each attempt it closed."""
-    kinds = ("text", "bigint", "text", *map(functools.partial(_array_kind, Activity), names))
-    if None in kinds:
-        raise TypeError(f"no array kind for a column of {names}")
-    arrays = ", ".join(f"%(c{n})b::{kind}[]" for n, kind in enumerate(kinds))
-    sets = ", ".join(f"{name} = u.{name}" for name in names)
-    return (f"UPDATE activities SET {sets} FROM unnest({arrays}) AS "
-            f"u(closing_id, closing_attempt, closing_owner, {', '.join(names)}) WHERE "
-            + current_attempt("u.closing_id", "u.closing_attempt", "u.closing_owner")
-            + " RETURNING activities.activity_id", kinds)
 
 
 def _merged_writes(held: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
@@ -1014,18 +1011,16 @@ class PostgresTx(SQLTx):
     def _lock_read_and_close(self, first: PlannedClose) -> tuple[Sequence[Any] | None, bool]:
         """The family locks of `first`'s instance and of those `expect`ed along with it, all
         waited for in key order, then the runs of `first` and of the closes that may go ahead
-        with it (`_closes_ahead`) read, and the attempts closed: a statement for the locks, one
-        for the runs and one for the closes (one for each set of fields), in one round trip,
-        however many outcomes the batch records. `first`'s run's row, and whether it closed."""
+        with it (`_closes_ahead`) read by one statement, and each attempt closed, in one round
+        trip. `first`'s run's row, and whether it closed."""
         lock = self.conn.cursor()
         if self._tuple_cursor is None:
             self._tuple_cursor = self.conn.cursor(row_factory=tuple_row)
         closes = [first, *self._closes_ahead(first.activity_id)]
-        groups: dict[tuple[Any, ...], list[PlannedClose]] = {}
-        for close in closes:
-            groups.setdefault((*close.fields, close.now), []).append(close)
-        closing = [(self.conn.cursor(row_factory=tuple_row), *self._closes(group))
-                   for group in groups.values()]
+        closing = [(self.conn.cursor(),
+                    *self._close_attempt(close.activity_id, close.attempt, close.worker_id,
+                                         close.now, close.fields))
+                   for close in closes]
         self._pipeline([
             (lock, _LOCK_FAMILIES,
              {"top": 0, "ids": sorted({first.workflow_instance_id, *self._outcomes})}),
@@ -1034,23 +1029,10 @@ class PostgresTx(SQLTx):
         ])
         self._locked_all(lock.fetchall())
         runs = {row[0]: row for row in self._tuple_cursor.fetchall()}
-        closed = {row[0] for cursor, _, _ in closing for row in cursor.fetchall()}
+        closed = {close.activity_id for close, (cursor, _, _) in zip(closes, closing, strict=True)
+                  if cursor.rowcount == 1}
         self._keep_ahead(closes[1:], runs, closed)
         return runs.get(first.workflow_run_id), first.activity_id in closed
-
-    def _closes(self, group: list[PlannedClose]) -> tuple[str, Row]:
-        """The statement that closes the attempts of `group` (whose fields have the same names
-        and whose instant is the same), and its parameters."""
-        names = tuple(group[0].fields)
-        sql, kinds = _closes_statement(names)
-        stored = self._stored
-        rows = []
-        for close in group:
-            self._claimed.pop(close.activity_id, None)
-            rows.append((close.activity_id, close.attempt, close.worker_id,
-                         *stored(close.fields)))
-        arrays = postgres_arrays.columns(rows, kinds)
-        return sql, {"now": group[0].now, **{f"c{n}": array for n, array in enumerate(arrays)}}
 
     def _close_attempt(self, activity_id: str, attempt: int, worker_id: str, now: datetime,
                        fields: Row) -> tuple[str, Row]:

@@ -201,17 +201,10 @@ def prefix_upper_bound(prefix: str) -> str | None:
 
 # How many ready workflow tasks `take_ready_workflow_task` looks at before it gives up.
 _TAKE_TRIES = 8
-
-
-def current_attempt(activity_id: str, attempt: str, owner: str) -> str:
-    """The condition of an `UPDATE activities` that the attempt (`activity_id`, `attempt`: SQL
-    expressions) is still current and `owner`'s: started, not superseded, and within each
-    deadline that counts while it runs (at `%(now)s`)."""
-    return (f"activities.activity_id = {activity_id} AND activities.status = 'started' "
-            f"AND activities.attempt = {attempt} AND activities.owner = {owner} "
-            "AND activities.superseded = 0 "
-            + " ".join(f"AND (activities.{t.column} IS NULL OR activities.{t.column} > %(now)s)"
-                       for t in ACTIVITY_TIMEOUTS if "started" in t.counts_while))
+# A started attempt is still current while each deadline that counts as it runs still holds.
+STARTED_DEADLINES_HOLD = " ".join(
+    f"AND ({t.column} IS NULL OR {t.column} > %(now)s)" for t in ACTIVITY_TIMEOUTS
+    if "started" in t.counts_while)
 
 
 def keep_run_extras(read: RunRead | None, keys: dict[str, int], seqs: dict[str, int],
@@ -242,8 +235,9 @@ def _close_attempt_statement(names: tuple[str, ...]) -> str:
     returns no columns: the worker knows what it closed (`ClosedAttempt`), and on SQLite a
     RETURNING clause costs half as much again as the update itself."""
     sets = ", ".join(f"{name} = %({name})s" for name in names)
-    return (f"UPDATE activities SET {sets} WHERE "
-            + current_attempt("%(activity_id)s", "%(attempt)s", "%(worker_id)s"))
+    return (f"UPDATE activities SET {sets} WHERE activity_id = %(activity_id)s "
+            "AND status = 'started' AND attempt = %(attempt)s AND owner = %(worker_id)s "
+            f"AND superseded = 0 {STARTED_DEADLINES_HOLD}")
 
 
 @functools.lru_cache(maxsize=256)
