@@ -18,6 +18,7 @@ from typing import Any
 import psycopg
 import pytest
 from conftest import T0, Clock, Env
+from psycopg.rows import tuple_row
 from typer.testing import CliRunner
 
 from wfctl import Client
@@ -403,9 +404,9 @@ def _generic_plan(conn: psycopg.Connection, sql: str, params: dict[str, str]) ->
     prepared = re.sub(r"%\((\w+)\)[sb]", numbered, sql)
     conn.execute(f"PREPARE planned AS {prepared}")
     try:
-        return conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE planned("
-                            + ", ".join(params[name] for name in names)
-                            + ")").fetchone()[0][0]["Plan"]
+        return conn.cursor(row_factory=tuple_row).execute(
+            "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE planned("
+            + ", ".join(params[name] for name in names) + ")").fetchone()[0][0]["Plan"]
     finally:
         conn.execute("DEALLOCATE planned")
 
@@ -444,6 +445,36 @@ def test_a_batchs_locks_and_run_reads_look_each_row_up_by_its_key(tmp_path, pg_u
                                      for name, kind, index in scans), (table, scans)
                 assert plan["Actual Rows"] == 3, (table, plan)
             conn.rollback()
+    finally:
+        client.close()
+
+
+def test_a_batchs_merged_updates_find_each_row_by_its_key_in_a_table_of_a_few_thousand(
+        tmp_path, pg_url):
+    """Runs' updates merged into one statement (a column an array) join the array with the
+    table: under the generic plans of write transactions, on wfctl's connections, a table of
+    a few thousand rows is read by key, not all of it (the default cost of a random page,
+    meant for spinning disks, reads all of it up to some ten thousand rows)."""
+    client, _ = etl_started(tmp_path, pg_url)
+    try:
+        with client.engine.store.write() as tx:
+            # 300 runs made 2,400, with the statistics of a table that size.
+            tx._execute(
+                "INSERT INTO runs SELECT (jsonb_populate_record(NULL::runs, to_jsonb(r) "
+                "|| jsonb_build_object('workflow_run_id', r.workflow_run_id || '-' || g, "
+                "'run_number', r.run_number + g))).* "
+                "FROM runs r, generate_series(1, 7) g")
+        with client.engine.store.write() as tx:
+            tx._execute("ANALYZE runs")
+            ids = [row["workflow_run_id"] for row in tx._all(
+                "SELECT workflow_run_id FROM runs ORDER BY workflow_run_id LIMIT 3")]
+            sql, _ = postgres._rows_statement(
+                "UPDATE runs SET step_index = %s WHERE workflow_run_id = %s")
+            named = sql.replace("%b", "%(a0)b", 1).replace("%b", "%(a1)b", 1)
+            plan = _generic_plan(tx.conn, named, {"a0": "'{1,1,1}'::bigint[]",
+                                                  "a1": "'{" + ",".join(ids) + "}'::text[]"})
+            assert _scans(plan, {"runs"}) == [("runs", "Index Scan", "runs_pkey")], plan
+            assert tx._one("SHOW random_page_cost")["random_page_cost"] == "1.1"
     finally:
         client.close()
 

@@ -104,8 +104,16 @@ _CLAIMED_ACTIVITY = records.select(Activity, "a")
 _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT 1"
 # How long a writer waits for another's locks before it gives up (StoreUnavailable "busy"), as
 # SQLite's busy timeout; a transaction left idle this long belongs to a stuck process.
+# A random page is costed at 1.1 sequential ones at most (PostgreSQL's default, 4.0, is for
+# spinning disks; its documentation suggests lower values where data is cached or on SSDs):
+# wfctl's statements find rows by key in tables whose recent rows stay in memory, and under the
+# default a generic plan made while a table holds a few thousand rows reads all of it (a hash
+# join instead of key lookups), a plan write transactions keep as the table grows. A server
+# configured lower keeps its own value.
 _SESSION = ("SET TIME ZONE 'UTC'; SET DateStyle = 'ISO'; SET lock_timeout = '30s'; "
-            "SET idle_in_transaction_session_timeout = '60s'")
+            "SET idle_in_transaction_session_timeout = '60s'; "
+            "SELECT set_config('random_page_cost', "
+            "least(current_setting('random_page_cost')::float8, 1.1)::text, false)")
 _CONNECT_TIMEOUT_S = 10
 # How long a thread waits for a connection of the pool before the server counts as unreachable.
 _POOL_TIMEOUT_S = 15.0
