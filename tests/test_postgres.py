@@ -479,6 +479,24 @@ def test_a_batchs_merged_updates_find_each_row_by_its_key_in_a_table_of_a_few_th
         client.close()
 
 
+def test_a_random_page_is_costed_at_most_as_the_server_says_or_at_1_1(pg_url):
+    """wfctl's sessions lower the cost of a random page to 1.1, never raise it: a database (or
+    server) set lower keeps its own value."""
+    def cost() -> str:
+        store = open_store(pg_url)
+        try:
+            with store.read() as tx:
+                return tx._one("SHOW random_page_cost")["random_page_cost"]
+        finally:
+            store.close()
+
+    assert cost() == "1.1"
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        name = conn.info.dbname
+        conn.execute(f'ALTER DATABASE "{name}" SET random_page_cost = 0.9')
+    assert cost() == "0.9"
+
+
 def test_held_back_inserts_of_one_table_go_where_the_last_was_as_one_statement_of_arrays():
     """Row inserts held back for one round trip become one statement where the last of them
     was (so each row still follows whatever was held back before it), a column an array: one
