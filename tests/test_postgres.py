@@ -433,7 +433,7 @@ def test_a_batchs_locks_and_run_reads_look_each_row_up_by_its_key(tmp_path, pg_u
         statements = {
             "instances": (postgres._LOCK_FAMILIES, {
                 "top": "0", "ids": keys([task.workflow_instance_id for task in started])}),
-            "runs": (postgres._GET_RUNS.replace("%s", "%(ids)s"),
+            "runs": (postgres._GET_RUNS.replace("%b", "%(ids)b"),
                      {"ids": keys([task.workflow_run_id for task in started])}),
         }
         with psycopg.connect(pg_url) as conn:

@@ -143,8 +143,9 @@ _LOCK_FAMILY = ("SELECT family_key, wfctl_lock_family(family_key, %(wait)s AND f
 
 
 def _each(ids: str, select: str) -> str:
-    """The row `select` finds by `k.id`, for each id of the text array `ids`, each found by a
-    lookup of its own (`LIMIT 1` keeps the subquery apart). A generic plan of `key =
+    """The row `select` finds by `k.id`, for each id of the text array `ids` (a placeholder of
+    a packed array, `postgres_arrays`), each found by a lookup of its own (`LIMIT 1` keeps the
+    subquery apart). A generic plan of `key =
     ANY(array)`, or of a join with the array's `unnest`, does not know the array is short: made
     while the table is small, it reads every row (a hash join), and write transactions keep it
     as the table grows."""
@@ -158,13 +159,13 @@ def _each(ids: str, select: str) -> str:
 _LOCK_FAMILIES = (
     "SELECT workflow_instance_id, family_key, "
     "wfctl_lock_family(family_key, family_key > %(top)s) AS locked FROM ("
-    + _each("%(ids)s", "SELECT workflow_instance_id, family_key FROM instances "
+    + _each("%(ids)b", "SELECT workflow_instance_id, family_key FROM instances "
                        "WHERE workflow_instance_id = k.id")
     + " ORDER BY family_key) AS f")
 # How many instances' families a process remembers (`PostgresStore.families`).
 _FAMILIES_SEEN = 100_000
 # The runs of a batch's first close and of the closes done ahead with it, in one statement.
-_GET_RUNS = _each("%s", f"{READ_RUNS}WHERE r.workflow_run_id = k.id")
+_GET_RUNS = _each("%b", f"{READ_RUNS}WHERE r.workflow_run_id = k.id")
 # Tables whose inserts (without RETURNING) are held back for the next round trip: nothing reads
 # their result, nor expects their error at once; and the record each table's rows are of.
 _HELD_BACK_INSERTS = {"activities": Activity}
@@ -1031,8 +1032,10 @@ class PostgresTx(SQLTx):
                    for close in closes]
         self._pipeline([
             (lock, _LOCK_FAMILIES,
-             {"top": 0, "ids": sorted({first.workflow_instance_id, *self._outcomes})}),
-            (self._tuple_cursor, _GET_RUNS, ([close.workflow_run_id for close in closes],)),
+             {"top": 0, "ids": postgres_arrays.pack(
+                 "text", sorted({first.workflow_instance_id, *self._outcomes}))}),
+            (self._tuple_cursor, _GET_RUNS,
+             (postgres_arrays.pack("text", [close.workflow_run_id for close in closes]),)),
             *closing,
         ])
         self._locked_all(lock.fetchall())
@@ -1193,7 +1196,8 @@ class PostgresTx(SQLTx):
         # One statement: the subquery yields the instances in key order, and each family is
         # locked as its first instance comes (again, at no cost, for the others).
         return self._locked_all(self._all(
-            _LOCK_FAMILIES, {"top": max(self._held, default=0), "ids": unknown}))
+            _LOCK_FAMILIES, {"top": max(self._held, default=0),
+                             "ids": postgres_arrays.pack("text", unknown)}))
 
     def _locked_all(self, rows: list[Row]) -> bool:
         """What `_lock_families` returns, from its statement's rows."""
