@@ -418,35 +418,66 @@ def _scans(plan: dict[str, Any], tables: set[str]) -> list[tuple[str, str, str |
     return own + [scan for child in plan.get("Plans", ()) for scan in _scans(child, tables)]
 
 
-def test_a_batchs_locks_and_run_reads_look_each_row_up_by_its_key(tmp_path, pg_url):
-    """The family locks and the runs' read of a batch's first round trip name their rows by
-    arrays of keys; under the generic plans of write transactions, on a database whose tables
-    are small (where a plan of `= ANY(array)` reads every row), each row is still found by
-    its primary key."""
+def test_a_batchs_locks_run_reads_and_closes_look_each_row_up_by_its_key(tmp_path, pg_url):
+    """The statements of a batch's first round trip name their rows by arrays of keys. Under
+    the generic plans of write transactions, on a database whose tables are small and not
+    analyzed yet (where a plan of `= ANY(array)`, or of a join with the array, reads every row)
+    and whose index of started attempts holds entries of attempts closed since: the family
+    locks, the runs' read and the closes (a batch's, and a close alone) find each row by its
+    primary key."""
     client, clock = etl_started(tmp_path, pg_url)
     try:
+        for _ in range(100):
+            task = client.engine.claim_activity("w1", ["default"], clock())
+            assert client.engine.complete_activity(task, None, clock()) is None
         started = [client.engine.claim_activity("w1", ["default"], clock()) for _ in range(3)]
 
-        def keys(values: list[str]) -> str:
-            return "'{" + ",".join(values) + "}'::text[]"
+        def literal(values: list[Any], kind: str) -> str:
+            return "'{" + ",".join(str(value) for value in values) + "}'::" + kind + "[]"
 
+        closes, kinds = postgres._closes_statement(("status", "closed_at", "owner"), 3)
+        columns = [[task.activity_id for task in started], [task.attempt for task in started],
+                   ["w1"] * 3, ["completed"] * 3, [iso(clock())] * 3, ["NULL"] * 3]
         statements = {
             "instances": (postgres._LOCK_FAMILIES, {
-                "top": "0", "ids": keys([task.workflow_instance_id for task in started])}),
+                "top": "0",
+                "ids": literal([task.workflow_instance_id for task in started], "text")}),
             "runs": (postgres._GET_RUNS.replace("%b", "%(ids)b"),
-                     {"ids": keys([task.workflow_run_id for task in started])}),
+                     {"ids": literal([task.workflow_run_id for task in started], "text")}),
+            "activities": (closes, {
+                "now": f"'{iso(clock())}'::timestamptz", "started": "'started'",
+                **{f"c{n}": literal(column, kind)
+                   for n, (column, kind) in enumerate(zip(columns, kinds, strict=True))}}),
         }
-        with psycopg.connect(pg_url) as conn:
-            conn.execute("SET plan_cache_mode = force_generic_plan")
+        # A close alone, as when its family is held already.
+        statements["activity"] = (queries._close_attempt_statement(("status", "closed_at", "owner")), {
+            "status": "'completed'", "closed_at": "now()", "owner": "NULL", "started": "'started'",
+            "activity_id": f"'{started[0].activity_id}'", "attempt": "1", "worker_id": "'w1'",
+            "now": "now()"})
+        with client.engine.store.write() as tx:
+            tx._execute("SELECT 1")
             for table, (sql, params) in statements.items():
-                plan = _generic_plan(conn, sql, params)
-                scans = _scans(plan, {"instances", "runs"})
+                plan = _generic_plan(tx.conn, sql, params)
+                scans = _scans(plan, {"instances", "runs", "activities"})
                 assert scans and all((kind, index) == ("Index Scan", f"{name}_pkey")
                                      for name, kind, index in scans), (table, scans)
-                assert plan["Actual Rows"] == 3, (table, plan)
-            conn.rollback()
+                # (A close alone returns no rows.)
+                assert plan["Actual Rows"] == (0 if table == "activity" else 3), (table, plan)
+            tx.conn.rollback()
     finally:
         client.close()
+
+
+def test_a_statement_of_closes_is_converted_once_by_psycopg():
+    """psycopg keeps its conversion of a statement's text only for texts up to a length and a
+    number of parameters; a statement of the most closes it makes, with the most fields a
+    close sets, is within both."""
+    from psycopg import _queries
+
+    sql, _ = postgres._closes_statement(
+        ("status", "closed_at", "owner", "last_heartbeat_details"), postgres._CLOSES_AT_ONCE)
+    assert len(sql) <= _queries.MAX_CACHED_STATEMENT_LENGTH
+    assert len(set(re.findall(r"%\((\w+)\)", sql))) <= _queries.MAX_CACHED_STATEMENT_PARAMS
 
 
 def test_a_batchs_merged_updates_find_each_row_by_its_key_in_a_table_of_a_few_thousand(

@@ -357,9 +357,9 @@ def test_a_batch_of_completions_reads_and_closes_them_all_in_its_first_round_tri
     assert "ActivityCompleted" in env.event_types("x")
 
 
-def test_a_batchs_runs_are_read_by_one_statement_with_its_closes(env):
-    """The closes done ahead go with the first: one statement reads every run, whatever the
-    batch's size, and each attempt is closed. An attempt in it that is no longer its worker's
+def test_a_batchs_runs_are_read_and_its_attempts_closed_by_one_statement_each(env):
+    """The closes done ahead go with the first: one statement reads every run and one closes
+    every attempt, whatever the batch's size. An attempt in it that is no longer its worker's
     (taken over since, say) is left as it is, its outcome refused; the others complete."""
     import psycopg
 
@@ -383,7 +383,7 @@ def test_a_batchs_runs_are_read_by_one_statement_with_its_closes(env):
             outcomes = [env.engine.complete_activity(task, {"by": task.workflow_instance_id},
                                                      at(2), decide=True) for task in tasks]
 
-    assert sum(text.startswith("UPDATE activities") for text in statements) == 3
+    assert sum("UPDATE activities" in text for text in statements) == 1
     assert sum(" FROM runs r " in text for text in statements) == 1
     assert outcomes[0] is None and outcomes[2] is None
     assert "no longer current" in outcomes[1]

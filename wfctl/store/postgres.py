@@ -68,6 +68,7 @@ from wfctl.store.queries import (
     WAITING_DEADLINES_HOLD,
     RunRead,
     SQLTx,
+    current_attempt,
     insert_statement,
     keep_run_extras,
 )
@@ -164,6 +165,11 @@ _LOCK_FAMILIES = (
     + " ORDER BY family_key) AS f")
 # How many instances' families a process remembers (`PostgresStore.families`).
 _FAMILIES_SEEN = 100_000
+# Closes one statement makes at most (`_closes_statement`): psycopg converts a statement's
+# text (its named placeholders into PostgreSQL's) once only if it is at most 4,096 characters
+# long, and parses a longer one again at each use, some 17,000 bytecodes for 16 closes; six
+# closes are 3,700 characters at most.
+_CLOSES_AT_ONCE = 6
 # The runs of a batch's first close and of the closes done ahead with it, in one statement.
 _GET_RUNS = _each("%b", f"{READ_RUNS}WHERE r.workflow_run_id = k.id")
 # Tables whose inserts (without RETURNING) are held back for the next round trip: nothing reads
@@ -232,6 +238,35 @@ def _rows_statement(statement: str) -> tuple[str, tuple[str, ...]] | None:
     sets = ", ".join(f"{name} = u.{name}" for name in names)
     return (f"UPDATE {table} SET {sets} FROM {found[0]} AS u({', '.join([*names, key])}) "
             f"WHERE {table}.{key} = u.{key}", found[1])
+
+
+@functools.lru_cache(maxsize=64)
+def _closes_statement(names: tuple[str, ...], count: int) -> tuple[str, tuple[str, ...]]:
+    """`count` attempts' closes, each setting `names`, as one statement (`PostgresTx._closes`):
+    an `UPDATE` of each by its primary key, as a close alone is, each a data-modifying `WITH`
+    item, which returns the attempt's id if it closed it. The parameters are arrays (`c0`,
+    `c1`, …: the attempts' ids, numbers and owners, then each of `names`), each `UPDATE`
+    taking its element of them; their kinds. (One `UPDATE … FROM unnest(…)` of them all is
+    planned by the table's size, and made while the table is small or not analyzed yet, reads
+    all of it.)"""
+    kinds = ("text", "bigint", "text", *map(functools.partial(_array_kind, Activity), names))
+    if None in kinds:
+        raise TypeError(f"no array kind for a column of {names}")
+
+    def element(array: int, index: int) -> str:
+        return f"(%(c{array})b::{kinds[array]}[])[{index}]"
+
+    closes = []
+    for index in range(1, count + 1):
+        sets = ", ".join(f"{name} = {element(place, index)}"
+                         for place, name in enumerate(names, 3))
+        closes.append(f"closed{index} AS (UPDATE activities SET {sets} WHERE "
+                      + current_attempt(element(0, index), element(1, index),
+                                        element(2, index))
+                      + " RETURNING activity_id)")
+    return (f"WITH {', '.join(closes)} "
+            + " UNION ALL ".join(f"SELECT activity_id FROM closed{index}"
+                                 for index in range(1, count + 1)), kinds)
 
 
 def _merged_writes(held: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
@@ -1020,16 +1055,20 @@ class PostgresTx(SQLTx):
     def _lock_read_and_close(self, first: PlannedClose) -> tuple[Sequence[Any] | None, bool]:
         """The family locks of `first`'s instance and of those `expect`ed along with it, all
         waited for in key order, then the runs of `first` and of the closes that may go ahead
-        with it (`_closes_ahead`) read by one statement, and each attempt closed, in one round
-        trip. `first`'s run's row, and whether it closed."""
+        with it (`_closes_ahead`) read, and the attempts closed: a statement for the locks, one
+        for the runs and one for every `_CLOSES_AT_ONCE` closes (of one set of fields), in one
+        round trip. `first`'s run's row, and whether it closed."""
         lock = self.conn.cursor()
         if self._tuple_cursor is None:
             self._tuple_cursor = self.conn.cursor(row_factory=tuple_row)
         closes = [first, *self._closes_ahead(first.activity_id)]
-        closing = [(self.conn.cursor(),
-                    *self._close_attempt(close.activity_id, close.attempt, close.worker_id,
-                                         close.now, close.fields))
-                   for close in closes]
+        groups: dict[tuple[Any, ...], list[PlannedClose]] = {}
+        for close in closes:
+            groups.setdefault((*close.fields, close.now), []).append(close)
+        closing = [(self.conn.cursor(row_factory=tuple_row),
+                    *self._closes(group[start:start + _CLOSES_AT_ONCE]))
+                   for group in groups.values()
+                   for start in range(0, len(group), _CLOSES_AT_ONCE)]
         self._pipeline([
             (lock, _LOCK_FAMILIES,
              {"top": 0, "ids": postgres_arrays.pack(
@@ -1040,10 +1079,22 @@ class PostgresTx(SQLTx):
         ])
         self._locked_all(lock.fetchall())
         runs = {row[0]: row for row in self._tuple_cursor.fetchall()}
-        closed = {close.activity_id for close, (cursor, _, _) in zip(closes, closing, strict=True)
-                  if cursor.rowcount == 1}
+        closed = {row[0] for cursor, _, _ in closing for row in cursor.fetchall()}
         self._keep_ahead(closes[1:], runs, closed)
         return runs.get(first.workflow_run_id), first.activity_id in closed
+
+    def _closes(self, group: list[PlannedClose]) -> tuple[str, Row]:
+        """The statement that closes the attempts of `group` (whose fields have the same names
+        and whose instant is the same), and its parameters."""
+        sql, kinds = _closes_statement(tuple(group[0].fields), len(group))
+        stored, rows = self._stored, []
+        for close in group:
+            self._claimed.pop(close.activity_id, None)
+            rows.append((close.activity_id, close.attempt, close.worker_id,
+                         *stored(close.fields)))
+        arrays = postgres_arrays.columns(rows, kinds)
+        return sql, {"now": group[0].now, "started": "started",
+                     **{f"c{n}": array for n, array in enumerate(arrays)}}
 
     def _close_attempt(self, activity_id: str, attempt: int, worker_id: str, now: datetime,
                        fields: Row) -> tuple[str, Row]:

@@ -201,10 +201,19 @@ def prefix_upper_bound(prefix: str) -> str | None:
 
 # How many ready workflow tasks `take_ready_workflow_task` looks at before it gives up.
 _TAKE_TRIES = 8
-# A started attempt is still current while each deadline that counts as it runs still holds.
-STARTED_DEADLINES_HOLD = " ".join(
-    f"AND ({t.column} IS NULL OR {t.column} > %(now)s)" for t in ACTIVITY_TIMEOUTS
-    if "started" in t.counts_while)
+
+
+def current_attempt(activity_id: str, attempt: str, owner: str) -> str:
+    """The condition of an `UPDATE activities` that the attempt (`activity_id`, `attempt`: SQL
+    expressions) is still current and `owner`'s: started (`%(started)s`, the status), not
+    superseded, and within each deadline that counts while it runs (at `%(now)s`). The status
+    is a parameter, which no partial index's predicate matches: with the literal, PostgreSQL's
+    generic plan reads the index of started attempts by owner, which holds an entry of each
+    attempt closed since the table's last vacuum, where the primary key finds the row."""
+    return (f"activity_id = {activity_id} AND status = %(started)s AND attempt = {attempt} "
+            f"AND owner = {owner} AND superseded = 0 "
+            + " ".join(f"AND ({t.column} IS NULL OR {t.column} > %(now)s)"
+                       for t in ACTIVITY_TIMEOUTS if "started" in t.counts_while))
 
 
 def keep_run_extras(read: RunRead | None, keys: dict[str, int], seqs: dict[str, int],
@@ -235,9 +244,8 @@ def _close_attempt_statement(names: tuple[str, ...]) -> str:
     returns no columns: the worker knows what it closed (`ClosedAttempt`), and on SQLite a
     RETURNING clause costs half as much again as the update itself."""
     sets = ", ".join(f"{name} = %({name})s" for name in names)
-    return (f"UPDATE activities SET {sets} WHERE activity_id = %(activity_id)s "
-            "AND status = 'started' AND attempt = %(attempt)s AND owner = %(worker_id)s "
-            f"AND superseded = 0 {STARTED_DEADLINES_HOLD}")
+    return (f"UPDATE activities SET {sets} WHERE "
+            + current_attempt("%(activity_id)s", "%(attempt)s", "%(worker_id)s"))
 
 
 @functools.lru_cache(maxsize=256)
@@ -748,7 +756,8 @@ class SQLTx:
         return (
             _close_attempt_statement(tuple(fields)),
             {**dict(zip(fields, self._stored(fields), strict=True)), "activity_id": activity_id,
-             "attempt": attempt, "worker_id": worker_id, "now": self._at(now)},
+             "attempt": attempt, "worker_id": worker_id, "now": self._at(now),
+             "started": "started"},
         )
 
     def hold_run_and_close(self, instance_id: str, run_id: str,
