@@ -103,14 +103,14 @@ _CLAIMED_ACTIVITY = records.select(Activity, "a")
 # A read transaction's snapshot is taken by its first statement: `SELECT 1` takes it at once, so
 # that it holds from the moment `read()` begins, as a caller expects.
 _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SELECT 1"
-# How long a writer waits for another's locks before it gives up (StoreUnavailable "busy"), as
-# SQLite's busy timeout; a transaction left idle this long belongs to a stuck process.
-# A random page is costed at 1.1 sequential ones at most (PostgreSQL's default, 4.0, is for
-# spinning disks; its documentation suggests lower values where data is cached or on SSDs):
-# wfctl's statements find rows by key in tables whose recent rows stay in memory, and under the
-# default a generic plan made while a table holds a few thousand rows reads all of it (a hash
-# join instead of key lookups), a plan write transactions keep as the table grows. A server
-# configured lower keeps its own value.
+# Each session's settings. How long a writer waits for another's locks before it gives up
+# (StoreUnavailable "busy"), as SQLite's busy timeout; a transaction left idle this long belongs
+# to a stuck process. A random page is costed at 1.1 sequential ones at most (PostgreSQL's
+# default, 4.0, is for spinning disks; its documentation suggests lower values where data is
+# cached or on SSDs): wfctl's statements find rows by key in tables whose recent rows stay in
+# memory, and under the default a generic plan made while a table holds a few thousand rows
+# reads all of it (a hash join instead of key lookups), a plan write transactions keep as the
+# table grows. A server configured lower keeps its own value.
 _SESSION = ("SET TIME ZONE 'UTC'; SET DateStyle = 'ISO'; SET lock_timeout = '30s'; "
             "SET idle_in_transaction_session_timeout = '60s'; "
             "SELECT set_config('random_page_cost', "
@@ -146,10 +146,9 @@ _LOCK_FAMILY = ("SELECT family_key, wfctl_lock_family(family_key, %(wait)s AND f
 def _each(ids: str, select: str) -> str:
     """The row `select` finds by `k.id`, for each id of the text array `ids` (a placeholder of
     a packed array, `postgres_arrays`), each found by a lookup of its own (`LIMIT 1` keeps the
-    subquery apart). A generic plan of `key =
-    ANY(array)`, or of a join with the array's `unnest`, does not know the array is short: made
-    while the table is small, it reads every row (a hash join), and write transactions keep it
-    as the table grows."""
+    subquery apart). A generic plan of `key = ANY(array)`, or of a join with the array's
+    `unnest`, does not know the array is short: made while the table is small, it reads every
+    row (a hash join), and write transactions keep it as the table grows."""
     return (f"SELECT x.* FROM unnest({ids}::text[]) AS k(id) "
             f"CROSS JOIN LATERAL ({select} LIMIT 1) AS x")
 
@@ -246,9 +245,9 @@ def _closes_statement(names: tuple[str, ...], count: int) -> tuple[str, tuple[st
     an `UPDATE` of each by its primary key, as a close alone is, each a data-modifying `WITH`
     item, which returns the attempt's id if it closed it. The parameters are arrays (`c0`,
     `c1`, …: the attempts' ids, numbers and owners, then each of `names`), each `UPDATE`
-    taking its element of them; their kinds. (One `UPDATE … FROM unnest(…)` of them all is
-    planned by the table's size, and made while the table is small or not analyzed yet, reads
-    all of it.)"""
+    taking its element of them; their kinds. (One `UPDATE … FROM unnest(…)` of them all would
+    be planned by the table's size: made while the table is small or not analyzed yet, its
+    plan reads all of it.)"""
     kinds = ("text", "bigint", "text", *map(functools.partial(_array_kind, Activity), names))
     if None in kinds:
         raise TypeError(f"no array kind for a column of {names}")
