@@ -450,7 +450,8 @@ def test_a_batchs_locks_run_reads_and_closes_look_each_row_up_by_its_key(tmp_pat
                    for n, (column, kind) in enumerate(zip(columns, kinds, strict=True))}}),
         }
         # A close alone, as when its family is held already.
-        statements["activity"] = (queries._close_attempt_statement(("status", "closed_at", "owner")), {
+        statements["activity"] = (queries._close_attempt_statement(
+            ("status", "closed_at", "owner"), postgres.PostgresTx._STARTED), {
             "status": "'completed'", "closed_at": "now()", "owner": "NULL", "started": "'started'",
             "activity_id": f"'{started[0].activity_id}'", "attempt": "1", "worker_id": "'w1'",
             "now": "now()"})

@@ -38,7 +38,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
-from typing import Any, TypeVar, get_args, get_type_hints
+from typing import Any, ClassVar, TypeVar, get_args, get_type_hints
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 import psycopg
@@ -169,6 +169,11 @@ _FAMILIES_SEEN = 100_000
 # long, and parses a longer one again at each use, some 17,000 bytecodes for 16 closes; six
 # closes are 3,700 characters at most.
 _CLOSES_AT_ONCE = 6
+# An attempt's close says the status it requires as a parameter (`SQLTx._STARTED`), which no
+# partial index's predicate matches: with the literal, a generic plan reads the index of started
+# attempts by owner, which holds an entry of each attempt closed since the table's last vacuum,
+# where the primary key finds the row.
+_STARTED = "%(started)s"
 # The runs of a batch's first close and of the closes done ahead with it, in one statement.
 _GET_RUNS = _each("%b", f"{READ_RUNS}WHERE r.workflow_run_id = k.id")
 # Tables whose inserts (without RETURNING) are held back for the next round trip: nothing reads
@@ -261,7 +266,7 @@ def _closes_statement(names: tuple[str, ...], count: int) -> tuple[str, tuple[st
                          for place, name in enumerate(names, 3))
         closes.append(f"closed{index} AS (UPDATE activities SET {sets} WHERE "
                       + current_attempt(element(0, index), element(1, index),
-                                        element(2, index))
+                                        element(2, index), _STARTED)
                       + " RETURNING activity_id)")
     return (f"WITH {', '.join(closes)} "
             + " UNION ALL ".join(f"SELECT activity_id FROM closed{index}"
@@ -819,6 +824,8 @@ class PostgresTx(SQLTx):
     # instants stay datetimes, which psycopg sends as `timestamptz`.
     _stored = columns.Writer(None).values
     _readers = records.Readers(None)
+    _STARTED = _STARTED
+    _STARTED_PARAMETER: ClassVar[dict[str, str]] = {"started": "started"}
 
     def __init__(self, conn: psycopg.Connection | _PerStatement, *, locking: bool,
                  begin: Sequence[str] = (), families: dict[str, int] | None = None) -> None:
@@ -1092,7 +1099,7 @@ class PostgresTx(SQLTx):
             rows.append((close.activity_id, close.attempt, close.worker_id,
                          *stored(close.fields)))
         arrays = postgres_arrays.columns(rows, kinds)
-        return sql, {"now": group[0].now, "started": "started",
+        return sql, {"now": group[0].now, **self._STARTED_PARAMETER,
                      **{f"c{n}": array for n, array in enumerate(arrays)}}
 
     def _close_attempt(self, activity_id: str, attempt: int, worker_id: str, now: datetime,

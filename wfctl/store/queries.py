@@ -17,7 +17,7 @@ import dataclasses
 import functools
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from wfctl import jsonvalue
 from wfctl.store import codec, records
@@ -203,14 +203,12 @@ def prefix_upper_bound(prefix: str) -> str | None:
 _TAKE_TRIES = 8
 
 
-def current_attempt(activity_id: str, attempt: str, owner: str) -> str:
+def current_attempt(activity_id: str, attempt: str, owner: str, started: str) -> str:
     """The condition of an `UPDATE activities` that the attempt (`activity_id`, `attempt`: SQL
-    expressions) is still current and `owner`'s: started (`%(started)s`, the status), not
-    superseded, and within each deadline that counts while it runs (at `%(now)s`). The status
-    is a parameter, which no partial index's predicate matches: with the literal, PostgreSQL's
-    generic plan reads the index of started attempts by owner, which holds an entry of each
-    attempt closed since the table's last vacuum, where the primary key finds the row."""
-    return (f"activity_id = {activity_id} AND status = %(started)s AND attempt = {attempt} "
+    expressions) is still current and `owner`'s: started (`started`: the status, or the
+    parameter that holds it: `SQLTx._STARTED`), not superseded, and within each deadline that
+    counts while it runs (at `%(now)s`)."""
+    return (f"activity_id = {activity_id} AND status = {started} AND attempt = {attempt} "
             f"AND owner = {owner} AND superseded = 0 "
             + " ".join(f"AND ({t.column} IS NULL OR {t.column} > %(now)s)"
                        for t in ACTIVITY_TIMEOUTS if "started" in t.counts_while))
@@ -239,13 +237,13 @@ def keep_run_extras(read: RunRead | None, keys: dict[str, int], seqs: dict[str, 
 
 
 @functools.lru_cache(maxsize=64)
-def _close_attempt_statement(names: tuple[str, ...]) -> str:
+def _close_attempt_statement(names: tuple[str, ...], started: str) -> str:
     """`SQLTx._close_attempt`'s statement, setting `names` (made once per set of them). It
     returns no columns: the worker knows what it closed (`ClosedAttempt`), and on SQLite a
     RETURNING clause costs half as much again as the update itself."""
     sets = ", ".join(f"{name} = %({name})s" for name in names)
     return (f"UPDATE activities SET {sets} WHERE "
-            + current_attempt("%(activity_id)s", "%(attempt)s", "%(worker_id)s"))
+            + current_attempt("%(activity_id)s", "%(attempt)s", "%(worker_id)s", started))
 
 
 @functools.lru_cache(maxsize=256)
@@ -285,6 +283,10 @@ class SQLTx:
     # How a run's open activities and timers come: in the order they were inserted (SQLite
     # gives them in its index's order, without a sort).
     _IN_ORDER = " ORDER BY rowid"
+    # How an attempt's close says it must be started (`current_attempt`), and the parameter
+    # that holds the status, if it is one.
+    _STARTED = "'started'"
+    _STARTED_PARAMETER: ClassVar[dict[str, str]] = {}
 
     def __init__(self, *, writing: bool) -> None:
         self._seq: dict[str, int] = {}
@@ -754,10 +756,10 @@ class SQLTx:
                        fields: Row) -> tuple[str, Row]:
         """`close_current_attempt`'s statement and its parameters."""
         return (
-            _close_attempt_statement(tuple(fields)),
+            _close_attempt_statement(tuple(fields), self._STARTED),
             {**dict(zip(fields, self._stored(fields), strict=True)), "activity_id": activity_id,
              "attempt": attempt, "worker_id": worker_id, "now": self._at(now),
-             "started": "started"},
+             **self._STARTED_PARAMETER},
         )
 
     def hold_run_and_close(self, instance_id: str, run_id: str,
