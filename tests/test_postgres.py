@@ -469,6 +469,40 @@ def test_a_batchs_locks_run_reads_and_closes_look_each_row_up_by_its_key(tmp_pat
         client.close()
 
 
+def _indexes(plan: dict[str, Any]) -> list[tuple[str, str | None]]:
+    """Every scan node of the plan: its type and index (a bitmap's index scan names no
+    table)."""
+    own = [(plan["Node Type"], plan.get("Index Name"))] if "Scan" in plan["Node Type"] else []
+    return own + [scan for child in plan.get("Plans", ()) for scan in _indexes(child)]
+
+
+def test_a_batchs_workflow_tasks_are_claimed_through_the_ready_index_and_deleted_by_key(
+        tmp_path, pg_url):
+    """A batch's claim of ready workflow tasks reads them in the ready index's order, up to its
+    limit, and their delete finds each by its key, under the generic plans of write
+    transactions on a database not analyzed yet (300 tasks decided and deleted before)."""
+    client, _ = etl_started(tmp_path, pg_url)
+    try:
+        for n in range(5):
+            client.start("etl", f"n{n}")
+        with client.engine.store.write() as tx:
+            tx._execute("SELECT 1")
+            ids = [row["task_id"] for row in tx._all("SELECT task_id FROM workflow_tasks")]
+            claim = _generic_plan(tx.conn, postgres._CLAIM_TASKS, {
+                "now": "now() + interval '1 day'", "passed": "'{}'::bigint[]", "limit": "3"})
+            delete = _generic_plan(tx.conn, postgres._TASKS_DELETE.replace("%b", "%(ids)b"), {
+                "ids": "'{" + ",".join(map(str, ids[:3])) + "}'::bigint[]"})
+            tx.conn.rollback()
+    finally:
+        client.close()
+    assert len(ids) == 5 and claim["Actual Rows"] == 3
+    assert _scans(claim, {"workflow_tasks", "instances"}) == [
+        ("workflow_tasks", "Index Scan", "workflow_tasks_ready"),
+        ("instances", "Index Scan", "instances_pkey")]
+    assert "Seq Scan" not in {kind for kind, _ in _indexes(delete)}
+    assert {index for _, index in _indexes(delete)} - {None} == {"workflow_tasks_pkey"}
+
+
 def test_a_statement_of_closes_is_converted_once_by_psycopg():
     """psycopg keeps its conversion of a statement's text only for texts up to a length and a
     number of parameters; a statement of the most closes it makes, with the most fields a

@@ -428,6 +428,68 @@ def test_the_attempts_a_batch_schedules_are_inserted_by_one_statement(env):
         [("p", "second"), ("q", "second"), ("r", "second")]
 
 
+def decided_in_one_batch(env: Env, limit: int, now: float) -> int:
+    """Decide up to `limit` ready workflow tasks in one batch, as a worker's batch does."""
+    decided = 0
+    with env.engine.batch():
+        while decided < limit and env.engine.decide_ready_task(
+                env.worker.worker_id, at(now), ahead=limit - decided):
+            decided += 1
+    return decided
+
+
+def test_a_batchs_workflow_tasks_are_claimed_and_their_runs_read_by_one_statement_each(env):
+    """A batch deciding four new workflows claims their tasks with one statement and reads
+    their runs with one more: two round trips before the commit, which deletes the tasks by
+    one statement. Each workflow's history is the one a workflow decided alone has."""
+    import psycopg
+
+    env.start("solo", "alone", now=0)
+    assert decided_in_one_batch(env, 1, 1) == 1
+    names = ("w", "x", "y", "z")
+    for name in names:
+        env.start("solo", name, now=0)
+    statements: list[str] = []
+    execute = psycopg.Cursor.execute
+
+    def counted(cursor: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        statements.append(" ".join(str(query).split()))
+        return execute(cursor, query, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(psycopg.Cursor, "execute", counted)
+        with round_trips() as taken:
+            assert decided_in_one_batch(env, 4, 1) == 4
+
+    assert taken[:2] == ["SELECT c.*,", "SELECT x.*"] and len(taken) == 3
+    assert sum(text.startswith("DELETE FROM workflow_tasks") for text in statements) == 1
+    assert sum(" FROM runs r " in text for text in statements) == 1
+
+    def story(name: str) -> list[tuple[str, dict[str, Any]]]:
+        return [(event["event_type"], {key: value for key, value in event["attributes"].items()
+                                       if key not in ("activity_id", "workflow_run_id")})
+                for event in env.history(name)]
+
+    assert all(story(name) == story("alone") for name in names)
+    assert sorted(env.claim(2).workflow_instance_id for _ in range(5)) == ["alone", *names]
+
+
+def test_a_batch_passes_over_a_workflow_task_of_a_busy_family_and_decides_the_others(env):
+    """A family busy elsewhere: its task, claimed with the others, is left ready, and the
+    others are decided at once; once the family is free, its task is decided too."""
+    for name in ("w", "x", "y"):
+        env.start("solo", name, now=0)
+    with holding(env, lambda tx: tx.get_instance("x")):
+        began = time.perf_counter()
+        decided = decided_in_one_batch(env, 3, 1)
+        elapsed = time.perf_counter() - began
+    assert decided == 2 and elapsed < 1.0
+    assert [env.describe(name)["status"] for name in ("w", "x", "y")] == ["running"] * 3
+    assert env.event_types("x")[-1] == "WorkflowTaskScheduled"
+    assert decided_in_one_batch(env, 3, 2) == 1
+    assert sorted(env.claim(3).workflow_instance_id for _ in range(3)) == ["w", "x", "y"]
+
+
 def test_closes_of_one_family_are_not_done_ahead(env):
     """Two outcomes of one family: the first one's may change the other's run (a child's
     completion decides its parent), so only the outcome of a family of its own goes ahead."""

@@ -381,6 +381,35 @@ def test_the_oldest_ready_workflow_task_is_taken_once_and_never_once_started(sto
         assert tx.get_workflow_task(future).status == "scheduled"
 
 
+@covers("take_ready_workflow_task", "get_run")
+def test_workflow_tasks_taken_ahead_come_oldest_first_and_their_runs_read_as_they_are_now(store):
+    """A transaction that says it will take several ready tasks gets them one a call, oldest
+    first, as one taking them one by one would; each run it reads then is the run as it is
+    now (its task gone, a change written meanwhile kept), and a task it did not take stays
+    ready for the next."""
+    with store.write() as tx:
+        for n, name in enumerate(("i1", "i2", "i3", "i4")):
+            add_instance(tx, name)
+            add_task(tx, f"{name}-r1", available_at=later(n))
+    with store.write() as tx:
+        first = tx.take_ready_workflow_task(later(9), ahead=3)
+        tx.update_run("i2-r1", state={"changed": True})
+        second = tx.take_ready_workflow_task(later(9), ahead=2)
+        third = tx.take_ready_workflow_task(later(9), ahead=1)
+        tx.insert_workflow_task({"workflow_run_id": "i3-r1", "workflow_instance_id": "i3",
+                                 "status": "started", "reason": "r", "available_at": T0,
+                                 "scheduled_event_id": 2})
+        runs = [tx.get_run(f"i{n}-r1") for n in (1, 2, 3)]
+        opened = [tx.open_workflow_task(f"i{n}-r1") for n in (1, 3)]
+    assert [task.workflow_run_id for task in (first, second, third)] == \
+        ["i1-r1", "i2-r1", "i3-r1"]
+    assert [run.state for run in runs] == [{"k": "v"}, {"changed": True}, {"k": "v"}]
+    assert opened[0] is None and opened[1].status == "started"
+    with store.write() as tx:
+        left = [tx.take_ready_workflow_task(later(9)) for _ in range(2)]
+    assert [task and task.workflow_run_id for task in left] == ["i4-r1", None]
+
+
 @covers("insert_workflow_task", "open_workflow_task")
 def test_a_run_read_in_a_write_transaction_still_sees_a_workflow_task_added_after(store):
     with store.write() as tx:

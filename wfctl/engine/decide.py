@@ -57,12 +57,13 @@ def claim_workflow_task(engine: EngineCore, worker_id: str, now: datetime) -> \
 
 @operation
 def decide_ready_task(engine: EngineCore, worker_id: str, now: datetime, *,
-                      check_deadlines: bool = False) -> bool:
+                      check_deadlines: bool = False, ahead: int = 1) -> bool:
     """Claim the oldest ready workflow task and complete it in the same transaction; False
     when none was ready. The history is that of a claim and a completion; the task's row goes
-    at once, since no other writer can see it started."""
+    at once, since no other writer can see it started. `ahead`: how many this batch's
+    transaction will decide at most, one after another (`Tx.take_ready_workflow_task`)."""
     with engine.transaction(now, check_deadlines=check_deadlines) as c:
-        task = c.tx.take_ready_workflow_task(c.now)
+        task = c.tx.take_ready_workflow_task(c.now, ahead)
         if task is None:
             return False
         run = c.run(task.workflow_run_id)

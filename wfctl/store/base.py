@@ -111,8 +111,11 @@ class Tx(Protocol):
     def update_workflow_task(self, task_id: int, *, expect_status: str | None = None,
                              **fields: Any) -> bool: ...
     def next_ready_workflow_task(self, now: datetime) -> WorkflowTask | None: ...
-    def take_ready_workflow_task(self, now: datetime) -> WorkflowTask | None:
-        """Remove the oldest ready task, to be decided in this transaction (None if none is)."""
+    def take_ready_workflow_task(self, now: datetime, ahead: int = 1) -> WorkflowTask | None:
+        """Remove the oldest ready task, to be decided in this transaction (None if none is).
+        `ahead`: how many this transaction will take at most, one after another: a store may
+        claim that many at once and hand the others out at its next calls (those it never
+        hands out stay ready)."""
     def close_workflow_task(self, task_id: int) -> None:
         """A workflow task ended: its row goes, its story stays in history."""
     def close_workflow_tasks(self, run_id: str, keep: int | None) -> None:

@@ -176,6 +176,24 @@ _CLOSES_AT_ONCE = 6
 _STARTED = "%(started)s"
 # The runs of a batch's first close and of the closes done ahead with it, in one statement.
 _GET_RUNS = _each("%b", f"{READ_RUNS}WHERE r.workflow_run_id = k.id")
+# The oldest ready workflow tasks, up to `limit`, passing over those of `%(passed)s`.
+_READY_TASKS = (f"SELECT {TASK_COLUMNS} FROM workflow_tasks WHERE status = 'scheduled' "
+                "AND available_at <= %(now)s AND task_id <> ALL(%(passed)s::bigint[]) "
+                "ORDER BY available_at, task_id LIMIT {limit}{lock}")
+
+
+def _family_tried(sql: str) -> str:
+    """A claim's query (`sql`, selecting its record's columns), each row's family lock tried
+    in the same statement, for the rows found: a row the claim locks is read as it is now, and
+    the family's other rows are read after."""
+    return (f"SELECT c.*, i.family_key, pg_try_advisory_xact_lock(i.family_key) "
+            f"FROM ({sql}) c JOIN instances i "
+            "ON i.workflow_instance_id = c.workflow_instance_id")
+
+
+# Up to `limit` of them claimed (`PostgresTx._claim_tasks`), the oldest first.
+_CLAIM_TASKS = _family_tried(_READY_TASKS.format(
+    limit="%(limit)s", lock=" FOR UPDATE SKIP LOCKED")) + " ORDER BY c.available_at, c.task_id"
 # Tables whose inserts (without RETURNING) are held back for the next round trip: nothing reads
 # their result, nor expects their error at once; and the record each table's rows are of.
 _HELD_BACK_INSERTS = {"activities": Activity}
@@ -185,7 +203,10 @@ _HELD_INSERT_PREFIXES = tuple(f"INSERT INTO {table} (" for table in sorted(_HELD
 _MERGED_UPDATES = {("runs", "workflow_run_id"): Run,
                    ("instances", "workflow_instance_id"): Instance}
 _UPDATE_PREFIXES = tuple(f"UPDATE {table} SET " for table, _ in sorted(_MERGED_UPDATES))
-_MERGEABLE = _HELD_INSERT_PREFIXES + _UPDATE_PREFIXES
+# A taken workflow task's delete (held back: its row is locked by the claim), and its merged form.
+_TASK_DELETE = "DELETE FROM workflow_tasks WHERE task_id = %s"
+_TASKS_DELETE = "DELETE FROM workflow_tasks WHERE task_id = ANY(%b::bigint[])"
+_MERGEABLE = (*_HELD_INSERT_PREFIXES, *_UPDATE_PREFIXES, _TASK_DELETE)
 
 
 def _array_kind(record: type, name: str) -> str | None:
@@ -223,6 +244,8 @@ def _rows_statement(statement: str) -> tuple[str, tuple[str, ...]] | None:
     which psycopg converts once and the server prepares, where a text of each row count would
     be parsed in Python at each use (psycopg caches no text of more than 50 parameters: some
     90 µs a row) and planned afresh."""
+    if statement == _TASK_DELETE:
+        return _TASKS_DELETE, ("bigint",)
     if statement.startswith(_HELD_INSERT_PREFIXES):
         head = statement[:statement.index(" VALUES (")]
         table = head.split()[2]
@@ -867,6 +890,11 @@ class PostgresTx(SQLTx):
         # The attempt and status of each activity a claim returned, its row locked by this
         # transaction and unchanged since: the update that starts it cannot miss.
         self._claimed: dict[str, tuple[int, str]] = {}
+        # Ready workflow tasks claimed together (`take_ready_workflow_task`'s `ahead`), the next
+        # last, each handed out by a later call; and their runs, read together after the
+        # families' locks, each until `get_run` asks for it or a write of the run forgets it.
+        self._tasks_ahead: list[WorkflowTask] = []
+        self._runs_ahead: dict[str, RunRead] = {}
 
     @property
     def families_seen(self) -> dict[str, int]:
@@ -1208,24 +1236,27 @@ class PostgresTx(SQLTx):
         take at once."""
         if not self._locking:
             return self._record(record, sql, {**params, "passed": []})
-        # The family lock is tried in the same statement, for the one row found: a row the
-        # claim locks is read as it is now, and the family's other rows are read after.
-        sql = (f"SELECT c.*, i.family_key, pg_try_advisory_xact_lock(i.family_key) "
-               f"FROM ({sql}) c JOIN instances i "
-               "ON i.workflow_instance_id = c.workflow_instance_id")
-        read = self._readers[record]
+        sql = _family_tried(sql)
         for _ in range(_CLAIM_SKIPS):
             passed = self._passed_over.setdefault(key, [])
             found = self._tuples(sql, {**params, "passed": passed})
             if not found:
                 return None
-            *values, family, locked = found[0]
-            row = read(values)
-            self._family[row.workflow_instance_id] = family
-            if locked or family in self._created:
-                self._held.add(family)
+            row = self._claimed_row(found[0], key, record)
+            if row is not None:
                 return row
-            passed.append(getattr(row, key))
+        return None
+
+    def _claimed_row(self, found: Sequence[Any], key: str, record: type[R]) -> R | None:
+        """A claim's row (`_family_tried`) as a record, if its family is this transaction's
+        now; else None, the row passed over by the next claims."""
+        *values, family, locked = found
+        row = self._readers[record](values)
+        self._family[row.workflow_instance_id] = family  # type: ignore[attr-defined]
+        if locked or family in self._created:
+            self._held.add(family)
+            return row
+        self._passed_over[key].append(getattr(row, key))
         return None
 
     def _scan(self, sql: str, params: Row, key: str, column: str | None = None,
@@ -1307,6 +1338,7 @@ class PostgresTx(SQLTx):
             self._write(_COUNTS_UPSERT, postgres_arrays.columns(rows, _COUNT_KINDS))
 
     def insert_workflow_task(self, row: Row) -> int:
+        self._runs_ahead.pop(row["workflow_run_id"], None)
         task_id = super().insert_workflow_task(row)
         if row.get("status") == "scheduled":
             self._readied.add(("workflow_task", task_id))
@@ -1328,27 +1360,68 @@ class PostgresTx(SQLTx):
     def next_ready_workflow_task(self, now: datetime) -> WorkflowTask | None:
         """The oldest ready workflow task; in a write transaction it is locked for the claim that
         follows, and one another writer has locked, or of a busy family, is passed over."""
-        return self._claimable(
-            f"SELECT {TASK_COLUMNS} FROM workflow_tasks WHERE status = 'scheduled' "
-            "AND available_at <= %(now)s AND task_id <> ALL(%(passed)s::bigint[]) "
-            f"ORDER BY available_at, task_id LIMIT 1{self._lock}", {"now": now}, "task_id",
-            WorkflowTask,
-        )
+        return self._claimable(_READY_TASKS.format(limit="1", lock=self._lock), {"now": now},
+                               "task_id", WorkflowTask)
 
     def close_workflow_task(self, task_id: int) -> None:
         super().close_workflow_task(task_id)
         self._readied.discard(("workflow_task", task_id))
 
-    def take_ready_workflow_task(self, now: datetime) -> WorkflowTask | None:
+    def take_ready_workflow_task(self, now: datetime, ahead: int = 1) -> WorkflowTask | None:
         if not self._locking:
             return super().take_ready_workflow_task(now)
-        task = self.next_ready_workflow_task(now)
+        if not self._tasks_ahead and ahead > 1 and not self._claim_tasks(now, ahead):
+            return None
+        task = self._tasks_ahead.pop() if self._tasks_ahead else \
+            self.next_ready_workflow_task(now)
         if task is not None:
+            run = self._runs_ahead.get(task.workflow_run_id)
+            if run is not None and run.read_open_task == task.task_id:
+                # Its run was read before the task's delete, which goes with the next round trip.
+                run.read_open_task = None
             # Its row is locked by the claim that found it, still scheduled: the delete cannot
             # miss, and goes with the next round trip.
-            self._write("DELETE FROM workflow_tasks WHERE task_id = %s", (task.task_id,))
+            self._write(_TASK_DELETE, (task.task_id,))
             self._readied.discard(("workflow_task", task.task_id))
         return task
+
+    def _claim_tasks(self, now: datetime, limit: int) -> bool:
+        """Claim up to `limit` of the oldest ready workflow tasks by one statement, which tries
+        each one's family lock, to be handed out one a call (`_tasks_ahead`); then read the
+        runs of them all by one more (`_runs_ahead`), after those locks, as `get_run` would
+        read each: two round trips for a batch's decisions, where each took two. False when
+        no task was ready (where none was of a free family, the claims go on one by one)."""
+        passed = self._passed_over.setdefault("task_id", [])
+        found = self._tuples(_CLAIM_TASKS, {"now": now, "passed": passed, "limit": limit})
+        tasks = [task for task in (self._claimed_row(row, "task_id", WorkflowTask)
+                                   for row in found) if task is not None]
+        if tasks:
+            runs = self._tuples(_GET_RUNS, (postgres_arrays.pack(
+                "text", [task.workflow_run_id for task in tasks]),))
+            read = self._readers[RunRead]
+            self._runs_ahead.update((row[0], read(row)) for row in runs)
+            self._tasks_ahead = tasks[::-1]
+        return bool(found)
+
+    def get_run(self, run_id: str) -> Run | None:
+        read = self._runs_ahead.pop(run_id, None) if self._runs_ahead else None
+        if read is None:
+            return super().get_run(run_id)
+        return keep_run_extras(read, self._keys, self._seq, self._without_task,
+                               self._instance_fields)
+
+    def update_run(self, run_id: str, **fields: Any) -> None:
+        self._runs_ahead.pop(run_id, None)
+        super().update_run(run_id, **fields)
+
+    def claim_deadline(self, run_id: str, worker_id: str, now: datetime,
+                       previous_owner: str | None) -> bool:
+        self._runs_ahead.pop(run_id, None)
+        return super().claim_deadline(run_id, worker_id, now, previous_owner)
+
+    def close_workflow_tasks(self, run_id: str, keep: int | None) -> None:
+        self._runs_ahead.pop(run_id, None)
+        super().close_workflow_tasks(run_id, keep)
 
     def insert_activity(self, row: Row) -> None:
         super().insert_activity(row)

@@ -682,7 +682,7 @@ class SQLTx:
                                                                 (expect_status,))
         return self._update("workflow_tasks", "task_id", task_id, fields, where, params) == 1
 
-    def take_ready_workflow_task(self, now: datetime) -> WorkflowTask | None:
+    def take_ready_workflow_task(self, now: datetime, ahead: int = 1) -> WorkflowTask | None:
         """The oldest ready task, removed: it is decided in this transaction (a task another
         writer started first is passed over)."""
         for _ in range(_TAKE_TRIES):

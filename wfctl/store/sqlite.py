@@ -831,7 +831,7 @@ class SQLiteTx(SQLTx):
             "AND available_at <= %s ORDER BY available_at LIMIT 1", (text(now),),
         )
 
-    def take_ready_workflow_task(self, now: datetime) -> WorkflowTask | None:
+    def take_ready_workflow_task(self, now: datetime, ahead: int = 1) -> WorkflowTask | None:
         # One statement: no other writer can come between the look and the take.
         return self._record(
             WorkflowTask, "DELETE FROM workflow_tasks WHERE task_id = (SELECT task_id FROM "

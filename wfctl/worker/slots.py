@@ -690,7 +690,8 @@ def decide_ready(shared: Shared, steps: StepPath, now: datetime, limit: int, *,
 def _decide(shared: Shared, now: datetime, limit: int, check_deadlines: bool) -> int:
     engine, decided = shared.engine, 0
     while decided < limit and engine.decide_ready_task(shared.worker_id, now,
-                                                       check_deadlines=check_deadlines):
+                                                       check_deadlines=check_deadlines,
+                                                       ahead=limit - decided):
         decided += 1
     return decided
 
