@@ -476,11 +476,12 @@ def _indexes(plan: dict[str, Any]) -> list[tuple[str, str | None]]:
     return own + [scan for child in plan.get("Plans", ()) for scan in _indexes(child)]
 
 
-def test_a_batchs_workflow_tasks_are_claimed_through_the_ready_index_and_deleted_by_key(
+def test_a_batchs_claims_read_the_ready_indexes_and_its_tasks_delete_finds_each_by_key(
         tmp_path, pg_url):
-    """A batch's claim of ready workflow tasks reads them in the ready index's order, up to its
-    limit, and their delete finds each by its key, under the generic plans of write
-    transactions on a database not analyzed yet (300 tasks decided and deleted before)."""
+    """A batch's claims of ready workflow tasks and of ready activities read them in their
+    ready index's order, up to their limit, and the tasks' delete finds each by its key, under
+    the generic plans of write transactions on a database not analyzed yet (300 tasks decided
+    and deleted before, 300 activities ready)."""
     client, _ = etl_started(tmp_path, pg_url)
     try:
         for n in range(5):
@@ -492,12 +493,19 @@ def test_a_batchs_workflow_tasks_are_claimed_through_the_ready_index_and_deleted
                 "now": "now() + interval '1 day'", "passed": "'{}'::bigint[]", "limit": "3"})
             delete = _generic_plan(tx.conn, postgres._TASKS_DELETE.replace("%b", "%(ids)b"), {
                 "ids": "'{" + ",".join(map(str, ids[:3])) + "}'::bigint[]"})
+            activities = _generic_plan(tx.conn, postgres._CLAIM_ACTIVITIES, {
+                "queues": "'{default}'::text[]", "now": "now() + interval '1 day'",
+                "passed": "'{}'::text[]", "limit": "3"})
             tx.conn.rollback()
     finally:
         client.close()
     assert len(ids) == 5 and claim["Actual Rows"] == 3
     assert _scans(claim, {"workflow_tasks", "instances"}) == [
         ("workflow_tasks", "Index Scan", "workflow_tasks_ready"),
+        ("instances", "Index Scan", "instances_pkey")]
+    assert activities["Actual Rows"] == 3
+    assert _scans(activities, {"activities", "instances"}) == [
+        ("activities", "Index Scan", "activities_ready"),
         ("instances", "Index Scan", "instances_pkey")]
     assert "Seq Scan" not in {kind for kind, _ in _indexes(delete)}
     assert {index for _, index in _indexes(delete)} - {None} == {"workflow_tasks_pkey"}

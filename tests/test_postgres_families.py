@@ -474,6 +474,22 @@ def test_a_batchs_workflow_tasks_are_claimed_and_their_runs_read_by_one_statemen
     assert sorted(env.claim(2).workflow_instance_id for _ in range(5)) == ["alone", *names]
 
 
+def test_a_batchs_claims_of_ready_activities_take_one_statement_and_their_runs_one_more(env):
+    """Three attempts claimed in one batch, as a worker's batch claims for its places: one
+    statement claims them all and one reads their runs, and the claim after them finds
+    nothing without a statement; each attempt is started, its handler given its run's state."""
+    for name in ("x", "y", "z"):
+        env.start("solo", name, now=0)
+    env.decide(1)
+    with env.engine.batch(), round_trips() as taken:
+        claimed = [env.engine.claim_activity(env.worker.worker_id, ["default"], at(2),
+                                             ahead=4 - n) for n in range(4)]
+    assert taken == ["SELECT c.*,", "SELECT x.*"]
+    assert [task and task.workflow_instance_id for task in claimed] == ["x", "y", "z", None]
+    assert all(task.state == {} for task in claimed[:3])
+    assert [env.event_types(name)[-1] for name in ("x", "y", "z")] == ["ActivityStarted"] * 3
+
+
 def test_a_batch_passes_over_a_workflow_task_of_a_busy_family_and_decides_the_others(env):
     """A family busy elsewhere: its task, claimed with the others, is left ready, and the
     others are decided at once; once the family is free, its task is decided too."""

@@ -386,7 +386,8 @@ def test_workflow_tasks_taken_ahead_come_oldest_first_and_their_runs_read_as_the
     """A transaction that says it will take several ready tasks gets them one a call, oldest
     first, as one taking them one by one would; each run it reads then is the run as it is
     now (its task gone, a change written meanwhile kept), and a task it did not take stays
-    ready for the next."""
+    ready for the next; once it found fewer than it asked for, one it schedules itself is
+    found all the same."""
     with store.write() as tx:
         for n, name in enumerate(("i1", "i2", "i3", "i4")):
             add_instance(tx, name)
@@ -406,8 +407,12 @@ def test_workflow_tasks_taken_ahead_come_oldest_first_and_their_runs_read_as_the
     assert [run.state for run in runs] == [{"k": "v"}, {"changed": True}, {"k": "v"}]
     assert opened[0] is None and opened[1].status == "started"
     with store.write() as tx:
-        left = [tx.take_ready_workflow_task(later(9)) for _ in range(2)]
+        left = [tx.take_ready_workflow_task(later(9), ahead=3) for _ in range(2)]
+        # Found fewer than asked for: one the transaction schedules is found all the same.
+        add_task(tx, "i2-r1")
+        again = tx.take_ready_workflow_task(later(9), ahead=1)
     assert [task and task.workflow_run_id for task in left] == ["i4-r1", None]
+    assert again.workflow_run_id == "i2-r1"
 
 
 @covers("insert_workflow_task", "open_workflow_task")
@@ -759,6 +764,44 @@ def test_activities_are_listed_claimed_and_found_past_their_deadlines(store):
         assert [type(a) for a in tx.activities_owned_by(["w1"])] == [records.Activity]
         assert sorted((type(a), a.activity_id) for a in tx.expired_activities(later(20), 10)) \
             == [(records.Activity, "a1"), (records.Activity, "a2")]
+
+
+@covers("next_ready_activity_with_run")
+def test_activities_claimed_ahead_come_oldest_first_as_they_are_now(store):
+    """A transaction that says it will claim several ready activities gets them one a call,
+    oldest first, each with its run as it is now: one it changed meanwhile (no longer ready)
+    is not handed out, nor one of another queue; once it found fewer than it asked for, one it
+    makes ready itself is found all the same; one it was handed and did not start is ready
+    for the next transaction."""
+    with store.write() as tx:
+        for n in range(1, 5):
+            add_instance(tx, f"i{n}")
+            add_activity(tx, f"a{n}", f"i{n}-r1")
+            tx.update_activity(f"a{n}", available_at=later(n))
+    def claimed(tx, ahead: int) -> tuple[records.Activity, records.Run] | None:
+        found = tx.next_ready_activity_with_run(["default"], later(9), ahead=ahead)
+        if found is not None:
+            assert tx.update_activity(found[0].activity_id, expect_attempt=1,
+                                      expect_status=["scheduled"], status="started",
+                                      owner="w1") is True
+        return found
+
+    with store.write() as tx:
+        first, _ = claimed(tx, 5)
+        tx.update_activity("a2", status="started", owner="w9")
+        tx.update_run("i3-r1", state={"changed": True})
+        second, run = claimed(tx, 4)
+        # Handed out, not started (a claim whose worker turned it down): ready still.
+        third, _ = tx.next_ready_activity_with_run(["default"], later(9), ahead=3)
+        add_instance(tx, "i5")
+        add_activity(tx, "a5", "i5-r1")
+        fifth, _ = claimed(tx, 2)
+    assert [a.activity_id for a in (first, second, third, fifth)] == ["a1", "a3", "a4", "a5"]
+    assert run.state == {"changed": True}
+    with store.write() as tx:
+        assert tx.next_ready_activity_with_run(["other"], later(9), ahead=3) is None
+        assert claimed(tx, 2)[0].activity_id == "a4"
+        assert claimed(tx, 2) is None
 
 
 @covers("next_ready_activity_with_run")

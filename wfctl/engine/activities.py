@@ -36,16 +36,18 @@ __all__ = ["ActivityTask", "claim_activity", "complete_activity", "completion_cl
 
 @operation
 def claim_activity(engine: EngineCore, worker_id: str, queues: Sequence[str],
-                   now: datetime, *, accept: Callable[[Activity], bool] | None = None) -> \
-        ActivityTask | None:
+                   now: datetime, *, accept: Callable[[Activity], bool] | None = None,
+                   ahead: int = 1) -> ActivityTask | None:
     """Claim the oldest ready activity on these queues; start_to_close and heartbeat start now.
-    With `accept`, only if it accepts that activity (None: none is claimed).
+    With `accept`, only if it accepts that activity (None: none is claimed). `ahead`: how many
+    this batch's transaction will claim at most, one after another
+    (`Tx.next_ready_activity_with_run`).
 
     The claim is a conditional update: when another writer took the activity first, it is
     not ours, and the next ready one is tried."""
     with engine.transaction(now) as c:
         for _ in range(CLAIM_TRIES):
-            found = c.tx.next_ready_activity_with_run(queues, c.now)
+            found = c.tx.next_ready_activity_with_run(queues, c.now, ahead)
             if found is None or (accept is not None and not accept(found[0])):
                 return None
             claimed = _claim(c, *found, worker_id)

@@ -144,9 +144,13 @@ class Tx(Protocol):
     def count_open_activities(self, run_id: str) -> int: ...
     def next_ready_activity(self, queues: Sequence[str], now: datetime) -> Activity | None:
         """The oldest activity ready on these queues whose schedule deadlines still hold."""
-    def next_ready_activity_with_run(self, queues: Sequence[str], now: datetime) -> \
-            tuple[Activity, Run] | None:
-        """What a claim reads: `next_ready_activity`'s activity and its run (`get_run`)."""
+    def next_ready_activity_with_run(self, queues: Sequence[str], now: datetime,
+                                     ahead: int = 1) -> tuple[Activity, Run] | None:
+        """What a claim reads: `next_ready_activity`'s activity and its run (`get_run`).
+        `ahead`: how many this transaction will claim at most, one after another, on these
+        queues at this instant: a store may find that many at once and hand the others out
+        at its next calls (those it never hands out, or whose claims do not start them, stay
+        ready)."""
     def next_activity_available_at(self, queues: Sequence[str]) -> datetime | None: ...
     def expired_activities(self, now: datetime, limit: int) -> list[Activity]:
         """Open activities past any of their four deadlines, found through the partial indexes."""

@@ -194,6 +194,18 @@ def _family_tried(sql: str) -> str:
 # Up to `limit` of them claimed (`PostgresTx._claim_tasks`), the oldest first.
 _CLAIM_TASKS = _family_tried(_READY_TASKS.format(
     limit="%(limit)s", lock=" FOR UPDATE SKIP LOCKED")) + " ORDER BY c.available_at, c.task_id"
+# The oldest ready activities of the queues `%(queues)s`, up to `limit`, passing over those of
+# `%(passed)s`: each queue read through its own range of the ready index.
+_READY_ACTIVITIES = (
+    f"SELECT {_CLAIMED_ACTIVITY} FROM unnest(%(queues)s::text[]) AS q(queue) "
+    "CROSS JOIN LATERAL (SELECT * FROM activities WHERE queue = q.queue "
+    f"AND status IN {PENDING_ACTIVITY_SQL} AND available_at <= %(now)s "
+    f"AND activity_id <> ALL(%(passed)s::text[]) {WAITING_DEADLINES_HOLD} "
+    "ORDER BY available_at, rowid LIMIT {limit}{lock}) a "
+    "ORDER BY a.available_at, a.rowid LIMIT {limit}")
+# Up to `limit` of them claimed (`PostgresTx._claim_activities`), the oldest first.
+_CLAIM_ACTIVITIES = _family_tried(_READY_ACTIVITIES.format(
+    limit="%(limit)s", lock=" FOR UPDATE SKIP LOCKED")) + " ORDER BY c.available_at"
 # Tables whose inserts (without RETURNING) are held back for the next round trip: nothing reads
 # their result, nor expects their error at once; and the record each table's rows are of.
 _HELD_BACK_INSERTS = {"activities": Activity}
@@ -895,6 +907,15 @@ class PostgresTx(SQLTx):
         # families' locks, each until `get_run` asks for it or a write of the run forgets it.
         self._tasks_ahead: list[WorkflowTask] = []
         self._runs_ahead: dict[str, RunRead] = {}
+        # Likewise ready activities (`next_ready_activity_with_run`'s `ahead`), with the queues
+        # and the instant they were claimed for.
+        self._activities_ahead: list[Activity] = []
+        self._ahead_on: tuple[tuple[str, ...], datetime] | None = None
+        # What a claim of many found fewer of than it asked for ("workflow_task", "activity"),
+        # and for what (the instant; the queues and the instant): nothing more is ready to it
+        # until this transaction readies one (other writers' commits are no more seen than
+        # after a claim that finds nothing).
+        self._drained: dict[str, Any] = {}
 
     @property
     def families_seen(self) -> dict[str, int]:
@@ -1341,7 +1362,7 @@ class PostgresTx(SQLTx):
         self._runs_ahead.pop(row["workflow_run_id"], None)
         task_id = super().insert_workflow_task(row)
         if row.get("status") == "scheduled":
-            self._readied.add(("workflow_task", task_id))
+            self._ready_if(True, ("workflow_task", task_id))
         return task_id
 
     def update_workflow_task(self, task_id: int, *, expect_status: str | None = None,
@@ -1354,6 +1375,7 @@ class PostgresTx(SQLTx):
     def _ready_if(self, ready: bool, row: tuple[str, Any]) -> None:
         if ready:
             self._readied.add(row)
+            self._drained.pop(row[0], None)
         else:
             self._readied.discard(row)
 
@@ -1370,7 +1392,8 @@ class PostgresTx(SQLTx):
     def take_ready_workflow_task(self, now: datetime, ahead: int = 1) -> WorkflowTask | None:
         if not self._locking:
             return super().take_ready_workflow_task(now)
-        if not self._tasks_ahead and ahead > 1 and not self._claim_tasks(now, ahead):
+        if not self._tasks_ahead and (self._drained.get("workflow_task") == now or (
+                ahead > 1 and not self._claim_tasks(now, ahead))):
             return None
         task = self._tasks_ahead.pop() if self._tasks_ahead else \
             self.next_ready_workflow_task(now)
@@ -1393,13 +1416,12 @@ class PostgresTx(SQLTx):
         no task was ready (where none was of a free family, the claims go on one by one)."""
         passed = self._passed_over.setdefault("task_id", [])
         found = self._tuples(_CLAIM_TASKS, {"now": now, "passed": passed, "limit": limit})
+        if len(found) < limit:
+            self._drained["workflow_task"] = now
         tasks = [task for task in (self._claimed_row(row, "task_id", WorkflowTask)
                                    for row in found) if task is not None]
         if tasks:
-            runs = self._tuples(_GET_RUNS, (postgres_arrays.pack(
-                "text", [task.workflow_run_id for task in tasks]),))
-            read = self._readers[RunRead]
-            self._runs_ahead.update((row[0], read(row)) for row in runs)
+            self._read_runs_ahead([task.workflow_run_id for task in tasks])
             self._tasks_ahead = tasks[::-1]
         return bool(found)
 
@@ -1426,11 +1448,14 @@ class PostgresTx(SQLTx):
     def insert_activity(self, row: Row) -> None:
         super().insert_activity(row)
         if row.get("status") in PENDING_ACTIVITY:
-            self._readied.add(("activity", row["activity_id"]))
+            self._ready_if(True, ("activity", row["activity_id"]))
 
     def update_activity(self, activity_id: str, *, expect_attempt: int | None = None,
                         expect_status: Iterable[str] = (), **fields: Any) -> bool:
         statuses = tuple(expect_status)
+        if self._activities_ahead:
+            self._activities_ahead = [activity for activity in self._activities_ahead
+                                      if activity.activity_id != activity_id]
         claimed = self._claimed.pop(activity_id, None)
         if claimed is not None and expect_attempt in (None, claimed[0]) \
                 and (not statuses or claimed[1] in statuses):
@@ -1450,17 +1475,54 @@ class PostgresTx(SQLTx):
         write transaction it is locked for the claim that follows, and one another writer has
         locked, or of a busy family, is passed over. Each queue is read through its own index
         range (the head of each is locked until the transaction ends)."""
-        found = self._claimable(
-            f"SELECT {_CLAIMED_ACTIVITY} FROM unnest(%(queues)s::text[]) AS q(queue) "
-            "CROSS JOIN LATERAL ("
-            "SELECT * FROM activities WHERE queue = q.queue "
-            f"AND status IN {PENDING_ACTIVITY_SQL} AND available_at <= %(now)s "
-            f"AND activity_id <> ALL(%(passed)s::text[]) {WAITING_DEADLINES_HOLD} "
-            f"ORDER BY available_at, rowid LIMIT 1{self._lock}) a "
-            "ORDER BY a.available_at, a.rowid LIMIT 1", {"queues": list(queues), "now": now},
-            "activity_id", Activity,
-        )
+        found = self._claimable(_READY_ACTIVITIES.format(limit="1", lock=self._lock),
+                                {"queues": list(queues), "now": now}, "activity_id", Activity)
         if found is not None and self._locking:
             self._claimed[found.activity_id] = (found.attempt, found.status)
         return found
+
+    def next_ready_activity_with_run(self, queues: Sequence[str], now: datetime,
+                                     ahead: int = 1) -> tuple[Activity, Run] | None:
+        on = (tuple(queues), now)
+        if self._activities_ahead and self._ahead_on != on:
+            self._activities_ahead = []
+        if not self._activities_ahead and self._drained.get("activity") == on:
+            return None
+        if not self._locking or (ahead <= 1 and not self._activities_ahead):
+            return super().next_ready_activity_with_run(queues, now)
+        if not self._activities_ahead and not self._claim_activities(queues, now, ahead):
+            return None
+        if not self._activities_ahead:
+            return super().next_ready_activity_with_run(queues, now)
+        activity = self._activities_ahead.pop()
+        return activity, self.get_run(activity.workflow_run_id)
+
+    def _claim_activities(self, queues: Sequence[str], now: datetime, limit: int) -> bool:
+        """Claim up to `limit` of the oldest ready activities on these queues by one statement,
+        which tries each one's family lock, to be handed out one a call (`_activities_ahead`,
+        for the same queues and instant); then read their runs by one more (`_runs_ahead`), as
+        `_claim_tasks` does. False when none was ready (where none was of a free family, the
+        claims go on one by one)."""
+        passed = self._passed_over.setdefault("activity_id", [])
+        found = self._tuples(_CLAIM_ACTIVITIES, {"queues": list(queues), "now": now,
+                                                 "passed": passed, "limit": limit})
+        if len(found) < limit:
+            self._drained["activity"] = (tuple(queues), now)
+        activities = [activity for activity in (
+            self._claimed_row(row, "activity_id", Activity) for row in found)
+            if activity is not None]
+        if activities:
+            for activity in activities:
+                self._claimed[activity.activity_id] = (activity.attempt, activity.status)
+            self._read_runs_ahead([activity.workflow_run_id for activity in activities])
+            self._activities_ahead = activities[::-1]
+            self._ahead_on = (tuple(queues), now)
+        return bool(found)
+
+    def _read_runs_ahead(self, run_ids: list[str]) -> None:
+        """Read these runs by one statement, each kept for `get_run` (`_runs_ahead`)."""
+        read = self._readers[RunRead]
+        self._runs_ahead.update(
+            (row[0], read(row)) for row in self._tuples(
+                _GET_RUNS, (postgres_arrays.pack("text", list(dict.fromkeys(run_ids))),)))
 

@@ -795,8 +795,8 @@ class SQLTx:
             f"AND {_OPEN_ACTIVITY}", (run_id,),
         )["n"]
 
-    def next_ready_activity_with_run(self, queues: Sequence[str], now: datetime) -> \
-            tuple[Activity, Run] | None:
+    def next_ready_activity_with_run(self, queues: Sequence[str], now: datetime,
+                                     ahead: int = 1) -> tuple[Activity, Run] | None:
         activity = self.next_ready_activity(queues, now)
         if activity is None:
             return None

@@ -844,8 +844,8 @@ class SQLiteTx(SQLTx):
         found = self._oldest_ready(_READY, queues, now)
         return None if found is None else self._readers[Activity](found)
 
-    def next_ready_activity_with_run(self, queues: Sequence[str], now: datetime) -> \
-            tuple[Activity, Run] | None:
+    def next_ready_activity_with_run(self, queues: Sequence[str], now: datetime,
+                                     ahead: int = 1) -> tuple[Activity, Run] | None:
         # The run comes in the same statement, with what `get_run` keeps of its read.
         found = self._oldest_ready(_READY_WITH_RUN, queues, now)
         if found is None:

@@ -530,7 +530,8 @@ class StepPath:
                 shared.worker_id, self.queues, now,
                 accept=None if len(tasks) < places else
                 lambda activity: self.quick(activity.handler)
-                and activity.workflow_run_id not in runs)
+                and activity.workflow_run_id not in runs,
+                ahead=places + ahead - len(tasks))
             if claimed is None:
                 if len(tasks) < places:
                     done.nothing_left_ready = not more_to_decide
