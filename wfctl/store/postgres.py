@@ -250,8 +250,9 @@ def _arrays(record: type, names: Sequence[str]) -> tuple[str, tuple[str, ...]] |
 
 @functools.lru_cache(maxsize=128)
 def _rows_statement(statement: str) -> tuple[str, tuple[str, ...]] | None:
-    """A held-back row insert (`queries.insert_statement`) or keyed update
-    (`queries._update_statement`) as a statement of any number of rows, each column an array,
+    """A held-back row insert (`queries.insert_statement`), keyed update
+    (`queries._update_statement`) or taken workflow task's delete (`_TASK_DELETE`, by its key)
+    as a statement of any number of rows, each column an array,
     and the arrays' kinds; None for a statement not so merged. One text whatever the rows,
     which psycopg converts once and the server prepares, where a text of each row count would
     be parsed in Python at each use (psycopg caches no text of more than 50 parameters: some
@@ -1525,4 +1526,3 @@ class PostgresTx(SQLTx):
         self._runs_ahead.update(
             (row[0], read(row)) for row in self._tuples(
                 _GET_RUNS, (postgres_arrays.pack("text", list(dict.fromkeys(run_ids))),)))
-
