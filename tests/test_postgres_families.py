@@ -479,14 +479,14 @@ def test_a_batchs_claims_of_ready_activities_take_one_statement_and_their_runs_o
     statement claims them all and one reads their runs, and the claim after them finds
     nothing without a statement; each attempt is started, its handler given its run's state."""
     for name in ("x", "y", "z"):
-        env.start("solo", name, now=0)
+        env.start("solo", name, now=0, input={"name": name})
     env.decide(1)
     with env.engine.batch(), round_trips() as taken:
         claimed = [env.engine.claim_activity(env.worker.worker_id, ["default"], at(2),
                                              ahead=4 - n) for n in range(4)]
     assert taken == ["SELECT c.*,", "SELECT x.*"]
     assert [task and task.workflow_instance_id for task in claimed] == ["x", "y", "z", None]
-    assert all(task.state == {} for task in claimed[:3])
+    assert [task.state for task in claimed[:3]] == [{"name": "x"}, {"name": "y"}, {"name": "z"}]
     assert [env.event_types(name)[-1] for name in ("x", "y", "z")] == ["ActivityStarted"] * 3
 
 

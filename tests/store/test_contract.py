@@ -778,6 +778,7 @@ def test_activities_claimed_ahead_come_oldest_first_as_they_are_now(store):
             add_instance(tx, f"i{n}")
             add_activity(tx, f"a{n}", f"i{n}-r1")
             tx.update_activity(f"a{n}", available_at=later(n))
+
     def claimed(tx, ahead: int) -> tuple[records.Activity, records.Run] | None:
         found = tx.next_ready_activity_with_run(["default"], later(9), ahead=ahead)
         if found is not None:
