@@ -9,8 +9,10 @@ import os
 import sqlite3
 import sys
 import textwrap
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -284,3 +286,36 @@ def wfctl(monkeypatch, capsys) -> Callable[..., tuple[int, str, str]]:
         return exited.value.code, out, err
 
     return run
+
+
+@contextmanager
+def round_trips() -> Iterator[list[str]]:
+    """The round trips this thread's statements take meanwhile, each named by its last
+    statement's first words (a pipeline's end waits for all of its statements)."""
+    import psycopg
+
+    taken: list[str] = []
+    piped: list[str] = []
+    execute, pipeline_exit = psycopg.Cursor.execute, psycopg.Pipeline.__exit__
+    me = threading.get_ident()
+
+    def counted(cursor: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        if threading.get_ident() == me:
+            words = " ".join(str(query).split()[:2])
+            if cursor.connection.info.pipeline_status != psycopg.pq.PipelineStatus.OFF:
+                piped.append(words)
+            else:
+                taken.append(words)
+        return execute(cursor, query, *args, **kwargs)
+
+    def sent(pipeline: Any, *args: Any) -> Any:
+        if threading.get_ident() == me:
+            taken.append(piped[-1] if piped else "?")
+            piped.clear()
+        return pipeline_exit(pipeline, *args)
+
+    psycopg.Cursor.execute, psycopg.Pipeline.__exit__ = counted, sent
+    try:
+        yield taken
+    finally:
+        psycopg.Cursor.execute, psycopg.Pipeline.__exit__ = execute, pipeline_exit

@@ -17,7 +17,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from conftest import T0, Clock, Env
+from conftest import T0, Clock, Env, round_trips
 from psycopg.rows import tuple_row
 from typer.testing import CliRunner
 
@@ -509,6 +509,31 @@ def test_a_batchs_claims_read_the_ready_indexes_and_its_tasks_delete_finds_each_
         ("instances", "Index Scan", "instances_pkey")]
     assert "Seq Scan" not in {kind for kind, _ in _indexes(delete)}
     assert {index for _, index in _indexes(delete)} - {None} == {"workflow_tasks_pkey"}
+
+
+def test_an_idle_slots_look_for_the_next_attempt_takes_one_round_trip_and_leaves_no_transaction(
+        tmp_path, pg_url):
+    """The look for when the next attempt becomes available reads one statement: outside a
+    transaction (`peek`) it begins its own, asks for generic plans and commits, all in the
+    statement's round trip, and finds what a read transaction finds; the connection goes back
+    to the pool with no transaction open. Inside a read transaction the setting goes with the
+    statement."""
+    client, clock = etl_started(tmp_path, pg_url)
+    try:
+        store = client.engine.store
+        with store.read() as tx:
+            expected = tx.next_activity_available_at(["default"])
+        with round_trips() as taken:
+            found = [store.peek().next_activity_available_at(["default"]) for _ in range(3)]
+        with store.read() as tx, round_trips() as inside:
+            tx.next_activity_available_at(["default"])
+        with store._connections().connection() as conn:
+            assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+            assert conn.execute("SHOW plan_cache_mode").fetchone()["plan_cache_mode"] == "auto"
+    finally:
+        client.close()
+    assert expected == clock() and found == [expected] * 3
+    assert taken == ["COMMIT"] * 3 and inside == ["SELECT min(available_at)"]
 
 
 def test_a_statement_of_closes_is_converted_once_by_psycopg():

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from conftest import Clock, Env, at
+from conftest import Clock, Env, at, round_trips
 
 from wfctl import Client
 from wfctl.engine.activities import completion_close
@@ -281,39 +281,6 @@ def test_a_batch_of_outcomes_waits_for_all_their_families_with_its_first(env):
 
     assert waited_before_x and outcome == [None] and recorded == ["x", "y"]
     assert [env.describe(name)["status"] for name in ("x", "y")] == ["completed"] * 2
-
-
-@contextmanager
-def round_trips() -> Iterator[list[str]]:
-    """The round trips this thread's statements take meanwhile, each named by its last
-    statement's first words (a pipeline's end waits for all of its statements)."""
-    import psycopg
-
-    taken: list[str] = []
-    piped: list[str] = []
-    execute, pipeline_exit = psycopg.Cursor.execute, psycopg.Pipeline.__exit__
-    me = threading.get_ident()
-
-    def counted(cursor: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
-        if threading.get_ident() == me:
-            words = " ".join(str(query).split()[:2])
-            if cursor.connection.info.pipeline_status != psycopg.pq.PipelineStatus.OFF:
-                piped.append(words)
-            else:
-                taken.append(words)
-        return execute(cursor, query, *args, **kwargs)
-
-    def sent(pipeline: Any, *args: Any) -> Any:
-        if threading.get_ident() == me:
-            taken.append(piped[-1] if piped else "?")
-            piped.clear()
-        return pipeline_exit(pipeline, *args)
-
-    psycopg.Cursor.execute, psycopg.Pipeline.__exit__ = counted, sent
-    try:
-        yield taken
-    finally:
-        psycopg.Cursor.execute, psycopg.Pipeline.__exit__ = execute, pipeline_exit
 
 
 def solos_claimed(env: Env, names: tuple[str, ...], now: float) -> list[Any]:

@@ -89,8 +89,11 @@ R = TypeVar("R")
 # `auto`) than to run, and their status conditions are written as literals, so that a generic
 # plan still uses the partial indexes.
 # Sent with the transaction's first statement (`PostgresTx._send`), one statement each.
-_BEGIN_WRITE = ("BEGIN ISOLATION LEVEL READ COMMITTED",
-                "SET LOCAL plan_cache_mode = force_generic_plan")
+_GENERIC_PLANS = "SET LOCAL plan_cache_mode = force_generic_plan"
+_BEGIN_WRITE = ("BEGIN ISOLATION LEVEL READ COMMITTED", _GENERIC_PLANS)
+# A statement that costs far more to plan than to run, read outside a transaction (`peek`):
+# in a transaction of its own, which asks for generic plans (`_PerStatement.planned`).
+_PLANNED_ALONE = ("BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY", _GENERIC_PLANS)
 # Family locks are advisory locks keyed by the root's instance_key (small positive bigints; the
 # migration lock's key is far above them). An instance id not stored yet is locked by name, in
 # the two-integer key space, which never meets the one-bigint space: two starts of one new id
@@ -848,6 +851,22 @@ class _PerStatement:
         except psycopg.Error as exc:
             raise self._store._error(exc) from None
 
+    def planned(self, sql: str, params: Row) -> Row | None:
+        """`PostgresTx._planned_once` outside a transaction: the statement's first row, read
+        in a read-only transaction of its own that asks for generic plans, begun and ended in
+        the statement's round trip."""
+        try:
+            with self._store._connections().connection() as conn:
+                cursor = conn.cursor()
+                with conn.pipeline():
+                    for statement in _PLANNED_ALONE:
+                        conn.execute(statement)
+                    cursor.execute(sql, params, prepare=True)
+                    conn.execute("COMMIT")
+                return cursor.fetchone()
+        except psycopg.Error as exc:
+            raise self._store._error(exc) from None
+
 
 
 class PostgresTx(SQLTx):
@@ -951,8 +970,10 @@ class PostgresTx(SQLTx):
         self._pipeline([] if sql is None else [(cursor, sql, params)])
         return cursor
 
-    def _pipeline(self, read: list[tuple[psycopg.Cursor[Any], str, Any]]) -> None:
-        """The statements held back, then each of `read` on its cursor, in one round trip."""
+    def _pipeline(self, read: list[tuple[psycopg.Cursor[Any], str, Any]], *,
+                  prepare: bool | None = None) -> None:
+        """The statements held back, then each of `read` on its cursor (prepared at once with
+        `prepare`), in one round trip."""
         assert isinstance(self.conn, psycopg.Connection)
         held, self._held_back = self._held_back, []
         if self._blind is None:
@@ -961,7 +982,7 @@ class PostgresTx(SQLTx):
             for statement, values in _merged_writes(held):
                 self._blind.execute(statement, values)
             for cursor, statement, values in read:
-                cursor.execute(statement, values)
+                cursor.execute(statement, values, prepare=prepare)
 
     def commit(self) -> None:
         """Write what is held back and commit, in one round trip. A NOTIFY is delivered at the
@@ -1016,14 +1037,15 @@ class PostgresTx(SQLTx):
 
     def _planned_once(self, sql: str, params: Row) -> Row | None:
         """A statement that costs far more to plan than to run (a dozen probes of partial
-        indexes, planned in 5-30 ms, run in 0.3): inside a transaction it is prepared, with
-        one generic plan per connection, reused by every later call."""
+        indexes, planned in 5-30 ms, run in 0.3): it is prepared, with one generic plan per
+        connection, reused by every later call; the setting that asks for it goes in the same
+        round trip (outside a transaction, `peek`'s, with a transaction of its own)."""
         conn = self.conn
         if not isinstance(conn, psycopg.Connection):
-            return self._one(sql, params)
-        self._send(self._cursor, None)
-        conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
-        return conn.execute(sql, params, prepare=True).fetchone()
+            return conn.planned(sql, params)
+        self._held_back.append((_GENERIC_PLANS, None))
+        self._pipeline([(self._cursor, sql, params)], prepare=True)
+        return self._cursor.fetchone()
 
     # workflow families (see the module's text)
 
