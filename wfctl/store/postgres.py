@@ -868,7 +868,6 @@ class _PerStatement:
             raise self._store._error(exc) from None
 
 
-
 class PostgresTx(SQLTx):
     """The queries of one transaction (or, from `peek`, of none). `locking`: the transaction
     locks the families it reads (see the module's text), and claims lock the rows they return
