@@ -3,6 +3,7 @@ hand-driven clock."""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import os
@@ -20,9 +21,11 @@ from typing import Any
 import pytest
 
 from wfctl import Client, jsonvalue
+from wfctl.context import ActivityContext, HeartbeatBuffer
 from wfctl.engine import Engine
 from wfctl.engine.tasks import ActivityTask
 from wfctl.engine.time.sweep import SweepReport, sweep
+from wfctl.handlers import HandlerCall
 from wfctl.worker import Worker, WorkerOptions
 
 TESTS = Path(__file__).parent
@@ -30,6 +33,27 @@ if str(TESTS) not in sys.path:
     sys.path.insert(0, str(TESTS))
 
 T0 = datetime(2026, 4, 12, 12, 0, tzinfo=UTC)
+
+
+@dataclasses.dataclass
+class Held:
+    """An attempt as an executor runs it (`executor.Running`), made of a handler call, its
+    heartbeat buffer and its abandon flag."""
+
+    handler_call: HandlerCall
+    heartbeats: HeartbeatBuffer
+    abandon: Any
+
+    @property
+    def task(self) -> Any:
+        call = self.handler_call
+        return argparse.Namespace(handler=call.spec, step=call.step, state=call.state)
+
+    def call(self) -> HandlerCall:
+        return self.handler_call
+
+    def context(self) -> ActivityContext:
+        return ActivityContext(**self.handler_call.context, heartbeats=self.heartbeats)
 # What ends the statements the tests' own checks run on a store's connections.
 CHECKED = " /* checked by the tests */"
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import T0
+from conftest import T0, Held
 
 from wfctl.context import HeartbeatBuffer
 from wfctl.errors import StoreUnavailable
@@ -59,7 +59,7 @@ def pool() -> Iterator[ProcessPool]:
 def run(pool: ProcessPool, handler: str, state: dict[str, Any] | None = None, *,
         heartbeats: Heartbeats | None = None, abandon: threading.Event | None = None) -> Outcome:
     call = HandlerCall(f"wfh_isolation:{handler}", "work", state or {}, CONTEXT)
-    return pool.run(call, (heartbeats or Heartbeats()).buffer, abandon or threading.Event())
+    return pool.run(Held(call, (heartbeats or Heartbeats()).buffer, abandon or threading.Event()))
 
 
 def in_background(pool: ProcessPool, handler: str, state: dict[str, Any],
@@ -196,7 +196,7 @@ def test_a_heartbeat_the_worker_cannot_write_now_keeps_its_details_and_the_handl
 
     buffer = HeartbeatBuffer(unavailable, None)
     call = HandlerCall("wfh_isolation:heartbeat_once", "work", {}, CONTEXT)
-    assert pool.run(call, buffer, threading.Event()).result == {"went_on": True}
+    assert pool.run(Held(call, buffer, threading.Event())).result == {"went_on": True}
     assert buffer.take_pending() == {"done": 1}
 
 
@@ -326,7 +326,7 @@ def test_handler_modules_import_from_the_search_paths(tmp_path: Path) -> None:
     pool = ProcessPool(1, [str(tmp_path)])
     try:
         call = HandlerCall("beside_workflows:handle", "work", {}, CONTEXT)
-        outcome = pool.run(call, Heartbeats().buffer, threading.Event())
+        outcome = pool.run(Held(call, Heartbeats().buffer, threading.Event()))
     finally:
         pool.close()
     assert outcome.result == {"imported_from": str(tmp_path / "beside_workflows.py")}
@@ -354,7 +354,15 @@ WORKER = textwrap.dedent("""
                    heartbeat_deadline_at=None, heartbeat_timeout=None)
     call = HandlerCall("wfh_isolation:hangs", "work", {"_pidfile": pidfile}, context)
     buffer = HeartbeatBuffer(lambda details: True, None)
-    threading.Thread(target=pool.run, args=(call, buffer, threading.Event()), daemon=True).start()
+
+    class Held:
+        abandon = threading.Event()
+        heartbeats = buffer
+
+        def call(self):
+            return call
+
+    threading.Thread(target=pool.run, args=(Held(),), daemon=True).start()
     time.sleep(3600)
 """)
 

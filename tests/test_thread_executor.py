@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import T0
+from conftest import T0, Held
 
 from wfctl.context import ActivityContext, Flag, HeartbeatBuffer
 from wfctl.handlers import HandlerCall
@@ -31,8 +31,8 @@ def modules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def call(spec: str) -> Any:
-    return ThreadExecutor().run(HandlerCall(spec, "work", {"n": 1}, CONTEXT),
-                                HeartbeatBuffer(lambda details: True, None), Flag())
+    return ThreadExecutor().run(Held(HandlerCall(spec, "work", {"n": 1}, CONTEXT),
+                                     HeartbeatBuffer(lambda details: True, None), Flag()))
 
 
 def test_a_handler_gets_a_context_only_when_it_takes_one(modules: Path) -> None:

@@ -20,10 +20,9 @@ from wfctl.engine.time.deadlines import sweep_deadlines
 from wfctl.engine.time.sweep import sweep
 from wfctl.engine.time.workers import WorkerRecord, keeping_lease
 from wfctl.errors import InvalidInput, StoreUnavailable
-from wfctl.handlers import Outcome
+from wfctl.handlers import HandlerCall, Outcome
 from wfctl.worker import Worker, WorkerOptions, slots
-from wfctl.worker.attempts import Attempt
-from wfctl.worker.executor import HandlerCall
+from wfctl.worker.attempts import Attempt, Running
 from wfctl.worker.loop import BACKOFF_CAP, Backoff, Outage, Shared
 from wfctl.worker.slots import Slot, StepPath
 from wfctl.worker.watchdog import WATCH_TICK
@@ -238,9 +237,8 @@ class RecordingExecutor:
         self.outcome = outcome
         self.calls: list[HandlerCall] = []
 
-    def run(self, call: HandlerCall, heartbeats: HeartbeatBuffer,
-            abandon: threading.Event) -> Outcome:
-        self.calls.append(call)
+    def run(self, attempt: Running) -> Outcome:
+        self.calls.append(attempt.call())
         if isinstance(self.outcome, Exception):
             raise self.outcome
         return self.outcome
@@ -565,8 +563,7 @@ def test_an_attempt_past_its_heartbeat_deadline_is_given_up_and_abandoned_after_
     env.decide(0)
     worker, worker_clock = pinned_worker(env)
     attempt, slot = claimed_attempt(env, worker, 0)
-    context = ActivityContext(**attempt.call().context,
-                                             heartbeats=attempt.heartbeats)
+    context = attempt.context()
 
     worker.housekeeping.run_once(at(4.9))
     assert not attempt.abandon.is_set()

@@ -11,13 +11,33 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from wfctl import clock, log
-from wfctl.context import Flag, HeartbeatBuffer
+from wfctl.context import _NOTHING, ActivityContext, Flag, HeartbeatBuffer
 from wfctl.engine.tasks import ActivityTask
 from wfctl.handlers import HandlerCall, Outcome
 from wfctl.vocabulary import ACTIVITY_TIMEOUTS
 
 if TYPE_CHECKING:
     from wfctl.worker.loop import Shared
+
+
+class Running(Protocol):
+    """An attempt as an executor runs it (`Attempt` below; tests make their own)."""
+
+    task: ActivityTask
+    abandon: Flag
+
+    @property
+    def heartbeats(self) -> HeartbeatBuffer:
+        """Its heartbeat buffer (made when first asked for: most handlers never beat)."""
+        ...
+
+    def call(self) -> HandlerCall:
+        """The handler's call in plain values, to cross to another process."""
+        ...
+
+    def context(self) -> ActivityContext:
+        """The second argument of a handler that takes one."""
+        ...
 
 
 class Attempt:
@@ -40,15 +60,45 @@ class Attempt:
         self._shared = shared
         self.check_deadlines = check_deadlines
         self.abandon = Flag()
-        self.heartbeats = HeartbeatBuffer(self._write_heartbeat, task.heartbeat_timeout,
-                                          abandon=self.abandon,
-                                          heartbeat_deadline_at=task.heartbeat_deadline_at)
+        # Made when a handler's context, an executor or the shutdown asks for it (`heartbeats`).
+        self._heartbeats: HeartbeatBuffer | None = None
         # For the housekeeping check: only attempts claimed before its query are judged by it.
         self.claimed = time.monotonic()
         self.handler_running = True
         self.given_up_at: datetime | None = None
         self.reason: str | None = None
         self.abandoned = False
+
+    @property
+    def heartbeats(self) -> HeartbeatBuffer:
+        """The attempt's heartbeat buffer, made when first asked for: a handler that takes the
+        state alone never beats, and its attempt makes none (nor the cycle through
+        `_write_heartbeat` that only the collector would free)."""
+        buffer = self._heartbeats
+        if buffer is None:
+            task = self.task
+            buffer = self._heartbeats = HeartbeatBuffer(
+                self._write_heartbeat, task.heartbeat_timeout, abandon=self.abandon,
+                heartbeat_deadline_at=task.heartbeat_deadline_at)
+        return buffer
+
+    def flush_heartbeats_if_due(self) -> None:
+        """Write the latest heartbeat if its interval has passed (`HeartbeatBuffer`)."""
+        buffer = self._heartbeats
+        if buffer is not None:
+            buffer.flush_if_due()
+
+    def take_pending_heartbeat(self) -> dict[str, Any]:
+        """The latest heartbeat's details not written yet, as the keyword arguments of the
+        attempt's outcome or release (none when there are none)."""
+        buffer = self._heartbeats
+        if buffer is None:
+            return {}
+        pending = buffer.take_pending()
+        return {} if pending is _NOTHING else {"heartbeat_details": pending}
+
+    def context(self) -> ActivityContext:
+        return ActivityContext(**self.call().context, heartbeats=self.heartbeats)
 
     def call(self) -> HandlerCall:
         task = self.task
@@ -81,8 +131,12 @@ class Attempt:
         for timeout in ACTIVITY_TIMEOUTS:
             if "started" not in timeout.counts_while:
                 continue
-            deadline = self.heartbeats.heartbeat_deadline_at if timeout.kind == "heartbeat" \
-                else getattr(task, timeout.column)
+            if timeout.kind == "heartbeat":
+                buffer = self._heartbeats
+                deadline = task.heartbeat_deadline_at if buffer is None \
+                    else buffer.heartbeat_deadline_at
+            else:
+                deadline = getattr(task, timeout.column)
             if deadline is not None and deadline <= now:
                 return timeout.kind
         return None

@@ -1,9 +1,10 @@
 """Where a handler runs: the seam between a slot and the code that executes an attempt.
 
-A slot hands an executor one `HandlerCall` and waits for its `Outcome`. `ThreadExecutor` runs
-the handler in the slot's own thread. An executor that runs it elsewhere (a child process)
-offers the same `run` and `close`: it relays heartbeats into `heartbeats`, and stops the
-handler when `abandon` is set (the attempt is no longer current).
+A slot hands an executor the attempt it runs (`Running`) and waits for its `Outcome`.
+`ThreadExecutor` runs the handler in the slot's own thread. An executor that runs it elsewhere
+(a child process) offers the same `run` and `close`: it sends the attempt's `call()`, relays
+heartbeats into its `heartbeats`, and stops the handler when its `abandon` is set (the attempt
+is no longer current).
 """
 
 from __future__ import annotations
@@ -12,14 +13,13 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from wfctl import handlers
-from wfctl.context import ActivityContext, Flag, HeartbeatBuffer
 from wfctl.errors import InvalidInput
-from wfctl.handlers import HandlerCall, Outcome
+from wfctl.handlers import Outcome
+from wfctl.worker.attempts import Running
 
 
 class Executor(Protocol):
-    def run(self, call: HandlerCall, heartbeats: HeartbeatBuffer,
-            abandon: Flag) -> Outcome: ...
+    def run(self, attempt: Running) -> Outcome: ...
 
     def close(self, timeout: float) -> None: ...
 
@@ -31,11 +31,10 @@ class ThreadExecutor:
     the worker gives its slot up and starts a fresh one.
     """
 
-    def run(self, call: HandlerCall, heartbeats: HeartbeatBuffer,
-            abandon: Flag) -> Outcome:
+    def run(self, attempt: Running) -> Outcome:
         # A handler that takes the state alone (most do) gets no context made.
-        return handlers.run(call.spec, call.step, call.state, make_context=lambda: ActivityContext(
-            **call.context, heartbeats=heartbeats))
+        task = attempt.task
+        return handlers.run(task.handler, task.step, task.state, make_context=attempt.context)
 
     def close(self, timeout: float) -> None:
         """Nothing to release: the slot threads are the worker's."""

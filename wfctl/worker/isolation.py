@@ -32,12 +32,15 @@ import threading
 import traceback
 from collections.abc import Callable, Sequence
 from types import FrameType
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from wfctl import clock, handlers, jsonvalue
 from wfctl.context import _NOTHING, ActivityContext, Flag, HeartbeatBuffer
 from wfctl.errors import ActivityCancelled, WfctlError
 from wfctl.handlers import HandlerCall, HandlerError, Outcome
+
+if TYPE_CHECKING:
+    from wfctl.worker.attempts import Running
 
 # A run() waiting on its child looks at `abandon` this often: the kill comes at most this late.
 ABANDON_POLL = 0.05
@@ -90,16 +93,16 @@ class ProcessPool:
             self.close()
             raise
 
-    def run(self, call: HandlerCall, heartbeats: HeartbeatBuffer,
-            abandon: Flag) -> Outcome:
+    def run(self, attempt: Running) -> Outcome:
         """Run one attempt in an idle child and say how it ended; never raises for what the
         handler or its process does.
 
-        The child's heartbeats go to `heartbeats.beat()`, and its last unwritten details are
-        left pending there for the result. Once `abandon` is set, the child is killed and the
-        outcome is cancelled; a child that dies gives a `WorkerProcessDied` error. After
-        `close()`, the outcome is cancelled.
+        The child's heartbeats go to the attempt's `heartbeats.beat()`, and its last unwritten
+        details are left pending there for the result. Once its `abandon` is set, the child is
+        killed and the outcome is cancelled; a child that dies gives a `WorkerProcessDied`
+        error. After `close()`, the outcome is cancelled.
         """
+        abandon = attempt.abandon
         try:
             child = self._take(abandon)
         except ProcessPoolError as exc:
@@ -107,7 +110,7 @@ class ProcessPool:
         if child is None:
             return Outcome(cancelled=True)
         try:
-            outcome = child.converse(call, heartbeats, abandon)
+            outcome = child.converse(attempt.call(), attempt.heartbeats, abandon)
             # close() killed it mid-call: the attempt is released, nothing of it is reported.
             cut_short = child.ended and self._closed
         finally:

@@ -32,7 +32,7 @@ class LeaseKeeper(Loop):
 
     def run_once(self, now: datetime) -> bool:
         for attempt in self.attempts.running():
-            attempt.heartbeats.flush_if_due()
+            attempt.flush_heartbeats_if_due()
         if self._renewed_at is not None \
                 and (now - self._renewed_at).total_seconds() < self.renew_every:
             return False

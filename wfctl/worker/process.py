@@ -15,7 +15,6 @@ from types import FrameType
 
 from wfctl import clock as wall_clock
 from wfctl import log, systemd
-from wfctl.context import _NOTHING
 from wfctl.engine import Engine
 from wfctl.engine.time.workers import WorkerRecord
 from wfctl.errors import StoreUnavailable, WfctlError
@@ -472,8 +471,7 @@ class Worker:
         for attempt in self.attempts.held():
             attempt.abandon.set()
             # The latest heartbeat details go with the release, so the next attempt resumes.
-            pending = attempt.heartbeats.take_pending()
-            details = {} if pending is _NOTHING else {"heartbeat_details": pending}
+            details = attempt.take_pending_heartbeat()
             try:
                 self.engine.release_activity(attempt.task, self.clock(), "worker_shutdown",
                                              check_deadlines=attempt.check_deadlines, **details)

@@ -13,7 +13,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from wfctl import log
-from wfctl.context import _NOTHING
 from wfctl.engine.activities import RECORDED_ALREADY, completion_close
 from wfctl.engine.tasks import ActivityTask, Offer
 from wfctl.errors import ActivityCancelled, StoreUnavailable, TransientConflict
@@ -152,7 +151,7 @@ class Slot(Loop):
                 observer.started(attempt.task)
             began = time.monotonic()
             try:
-                outcome = self.executor.run(attempt.call(), attempt.heartbeats, attempt.abandon)
+                outcome = self.executor.run(attempt)
             except Exception as exc:
                 # The executor itself failed (not the handler): the attempt fails all the same.
                 outcome = Outcome(error=HandlerError.of(exc))
@@ -178,9 +177,8 @@ class Slot(Loop):
             # Raised by the handler itself while its attempt was current: a failure like any.
             outcome = Outcome(error=HandlerError.of(
                 ActivityCancelled("the handler raised ActivityCancelled"), with_traceback=False))
-        pending = attempt.heartbeats.take_pending()
-        details = {} if pending is _NOTHING else {"heartbeat_details": pending}
-        self.steps.hand_in(Exchange(attempt=attempt, outcome=outcome, details=details,
+        self.steps.hand_in(Exchange(attempt=attempt, outcome=outcome,
+                                    details=attempt.take_pending_heartbeat(),
                                     check_deadlines=attempt.check_deadlines))
         return True
 
