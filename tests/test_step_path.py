@@ -4,6 +4,7 @@ slow handlers run side by side; nothing handed in or pooled is left behind."""
 
 from __future__ import annotations
 
+import gc
 import threading
 from types import SimpleNamespace
 
@@ -311,3 +312,28 @@ def test_a_pass_that_only_handed_an_outcome_in_does_not_end_an_outage(make_env):
 
     assert worker.steps.serve(False) is True
     assert not worker.outage.active
+
+
+def test_the_steps_of_handlers_that_take_the_state_alone_leave_nothing_to_the_collector(
+        make_env):
+    """An attempt whose handler never beats makes no heartbeat buffer: nothing of its step is
+    left in a reference cycle that only the cycle collector would free."""
+    env = make_env(TWO_STEPS.replace("wfh:mark", "wfh:add_one"))
+    for n in range(4):
+        env.start("two", f"t{n}")
+    worker = Worker(env.engine, WorkerOptions(concurrency=1), clock=env.worker_clock)
+    slot = worker.slots[0]
+    slot.run_once(env.worker_clock.set(1), check_deadlines=False)
+    gc.collect()
+    before = len(gc.garbage)
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        while slot.run_once(env.worker_clock.set(1), check_deadlines=False):
+            pass
+        gc.collect()
+        left = {type(found).__name__ for found in gc.garbage[before:]}
+    finally:
+        gc.set_debug(0)
+        del gc.garbage[before:]
+    assert [env.describe(f"t{n}")["status"] for n in range(4)] == ["completed"] * 4
+    assert not left & {"Attempt", "HeartbeatBuffer", "ActivityTask"}
