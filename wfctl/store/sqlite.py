@@ -67,6 +67,13 @@ _WAL_AUTOCHECKPOINT = 1_000
 _WAL_BACKSTOP_PAGES = 4 * _WAL_RESTART_PAGES
 
 
+# Python's sqlite3 binds an int, float or str parameter as it is, but looks for an adapter for
+# any other, None included: the protocol's `__adapt__` is looked up and missed, an AttributeError
+# made and discarded, about 0.4 µs a NULL (a step binds dozens). An adapter registered for None
+# is found by one lookup; `{}.get` gives None back with no Python frame. Process-wide, and the
+# same value bound: what any other sqlite3 user in the process binds is unchanged.
+sqlite3.register_adapter(type(None), {}.get)
+
 _NAME = operator.itemgetter(0)
 
 
