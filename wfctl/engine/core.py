@@ -63,7 +63,7 @@ def operation(function: Op) -> Op:
     goes to the batch's owner, which runs the batch again."""
 
     @functools.wraps(function)
-    def run(engine: EngineCore, *args: Any, **kwargs: Any) -> Any:
+    def run(engine: EngineCore, /, *args: Any, **kwargs: Any) -> Any:
         for runs in range(1, OPERATION_RUNS + 1):
             try:
                 return function(engine, *args, **kwargs)
@@ -143,7 +143,7 @@ class Ctx:
             self.tx.insert_workflow_task(row)
             self.woke = True
 
-    def event(self, run: Run, event_type: str, **attributes: Any) -> int:
+    def event(self, run: Run, event_type: str, /, **attributes: Any) -> int:
         """Append an event to the run's history. Its attributes are JSON values, but for its
         instants (store/codec.py names them), which may be datetimes: history reads them back as
         datetimes."""
@@ -203,7 +203,7 @@ class Ctx:
             found = self._instances[instance_id] = self.tx.get_instance(instance_id)
         return found
 
-    def held_run_and_close(self, task: ActivityTask, accept: Callable[[Run | None], bool],
+    def held_run_and_close(self, task: ActivityTask, accept: Callable[[Run | None], bool], /,
                            **fields: Any) -> tuple[Run | None, ClosedAttempt | None]:
         """The task's run, read once its family is held, and, if `accept` takes the run, the
         task's attempt closed with `fields` (`Tx.hold_run_and_close`: one round trip): what
@@ -241,14 +241,14 @@ class Ctx:
                 self._runs[run_id] = found
         return found
 
-    def set_run(self, run: Run, **fields: Any) -> None:
+    def set_run(self, run: Run, /, **fields: Any) -> None:
         assign(run, fields)
         unwritten = self._unwritten.pop(run.workflow_run_id, None)
         if unwritten is not None:
             fields = {**unwritten[1], **fields}
         self.tx.update_run(run.workflow_run_id, **fields)
 
-    def set_run_later(self, run: Run, **fields: Any) -> None:
+    def set_run_later(self, run: Run, /, **fields: Any) -> None:
         """Change the run now and write the change with its next one, or when the operation
         ends (`flush_runs`): a step that ends and the next that begins take one UPDATE."""
         assign(run, fields)
@@ -261,7 +261,7 @@ class Ctx:
         for run, fields in unwritten.values():
             self.tx.update_run(run.workflow_run_id, **fields)
 
-    def set_status(self, run: Run, status: str, **fields: Any) -> None:
+    def set_status(self, run: Run, status: str, /, **fields: Any) -> None:
         """Run and instance statuses move together; the instance shows its current run.
 
         An instance that closes is kept until its type's retention has passed since.
@@ -281,7 +281,7 @@ class Ctx:
         retention = self.fixed(run).wf.retention
         return clock.after(closed_at, retention)
 
-    def update_instance(self, instance_id: str, **fields: Any) -> None:
+    def update_instance(self, instance_id: str, /, **fields: Any) -> None:
         self.tx.update_instance(instance_id, **fields)
         self._instances.pop(instance_id, None)
 

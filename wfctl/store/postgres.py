@@ -1083,7 +1083,7 @@ class PostgresTx(SQLTx):
 
     def hold_run_and_close(self, instance_id: str, run_id: str,
                            accept: Callable[[Run | None], bool], activity_id: str,
-                           attempt: int, worker_id: str, now: datetime,
+                           attempt: int, worker_id: str, now: datetime, /,
                            **fields: Any) -> tuple[Run | None, bool]:
         """The family's lock, the run's read and the attempt's close in one round trip, in a
         transaction that holds no family yet (where waiting for the lock, and then for the
@@ -1387,7 +1387,7 @@ class PostgresTx(SQLTx):
             self._ready_if(True, ("workflow_task", task_id))
         return task_id
 
-    def update_workflow_task(self, task_id: int, *, expect_status: str | None = None,
+    def update_workflow_task(self, task_id: int, /, *, expect_status: str | None = None,
                              **fields: Any) -> bool:
         changed = super().update_workflow_task(task_id, expect_status=expect_status, **fields)
         if changed and "status" in fields:
@@ -1454,7 +1454,7 @@ class PostgresTx(SQLTx):
         return keep_run_extras(read, self._keys, self._seq, self._without_task,
                                self._instance_fields)
 
-    def update_run(self, run_id: str, **fields: Any) -> None:
+    def update_run(self, run_id: str, /, **fields: Any) -> None:
         self._runs_ahead.pop(run_id, None)
         super().update_run(run_id, **fields)
 
@@ -1472,7 +1472,7 @@ class PostgresTx(SQLTx):
         if row.get("status") in PENDING_ACTIVITY:
             self._ready_if(True, ("activity", row["activity_id"]))
 
-    def update_activity(self, activity_id: str, *, expect_attempt: int | None = None,
+    def update_activity(self, activity_id: str, /, *, expect_attempt: int | None = None,
                         expect_status: Iterable[str] = (), **fields: Any) -> bool:
         statuses = tuple(expect_status)
         if self._activities_ahead:

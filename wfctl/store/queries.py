@@ -423,7 +423,7 @@ class SQLTx:
         return self._owned(f"SELECT {_INSTANCE} FROM instances WHERE workflow_instance_id = %s",
                            (instance_id,), Instance)
 
-    def update_instance(self, instance_id: str, **fields: Any) -> None:
+    def update_instance(self, instance_id: str, /, **fields: Any) -> None:
         self._update_unread("instances", "workflow_instance_id", instance_id, fields)
 
     def _instance_filter(self, status: str | None, workflow_type: str | None,
@@ -517,7 +517,7 @@ class SQLTx:
     def insert_run(self, row: Row) -> None:
         self._insert("runs", row)
 
-    def update_run(self, run_id: str, **fields: Any) -> None:
+    def update_run(self, run_id: str, /, **fields: Any) -> None:
         self._update_unread("runs", "workflow_run_id", run_id, fields)
 
     # history
@@ -676,7 +676,7 @@ class SQLTx:
         return self._owned(f"SELECT {TASK_COLUMNS} FROM workflow_tasks WHERE task_id = %s", (task_id,),
                            WorkflowTask)
 
-    def update_workflow_task(self, task_id: int, *, expect_status: str | None = None,
+    def update_workflow_task(self, task_id: int, /, *, expect_status: str | None = None,
                              **fields: Any) -> bool:
         where, params = ("", ()) if expect_status is None else (f" AND status = {self._MARK}",
                                                                 (expect_status,))
@@ -731,7 +731,7 @@ class SQLTx:
         return self._owned(f"SELECT {ACTIVITY_COLUMNS} FROM activities WHERE activity_id = %s",
                            (activity_id,), Activity)
 
-    def update_activity(self, activity_id: str, *, expect_attempt: int | None = None,
+    def update_activity(self, activity_id: str, /, *, expect_attempt: int | None = None,
                         expect_status: Iterable[str] = (), **fields: Any) -> bool:
         where, params = "", ()
         if expect_attempt is not None:
@@ -744,7 +744,7 @@ class SQLTx:
         return self._update("activities", "activity_id", activity_id, fields, where,
                             params) == 1
 
-    def close_current_attempt(self, activity_id: str, attempt: int, worker_id: str, now: datetime,
+    def close_current_attempt(self, activity_id: str, attempt: int, worker_id: str, now: datetime, /,
                               **fields: Any) -> bool:
         """Set `fields` on an attempt that is still `worker_id`'s, started, not superseded
         and within every deadline that counts while it runs, in one statement; whether it was
@@ -764,7 +764,7 @@ class SQLTx:
 
     def hold_run_and_close(self, instance_id: str, run_id: str,
                            accept: Callable[[Run | None], bool], activity_id: str,
-                           attempt: int, worker_id: str, now: datetime,
+                           attempt: int, worker_id: str, now: datetime, /,
                            **fields: Any) -> tuple[Run | None, bool]:
         run = self.hold_run(instance_id, run_id)
         if not accept(run):
@@ -829,7 +829,7 @@ class SQLTx:
     def insert_timer(self, row: Row) -> None:
         self._insert("timers", row)
 
-    def update_timer(self, timer_id: str, *, expect_status: str | None = None,
+    def update_timer(self, timer_id: str, /, *, expect_status: str | None = None,
                      **fields: Any) -> bool:
         where, params = ("", ()) if expect_status is None else (f" AND status = {self._MARK}",
                                                                 (expect_status,))

@@ -748,7 +748,7 @@ class SQLiteTx(SQLTx):
         return keep_run_extras(self._readers[RunRead](row), self._keys, self._seq,
                                self._without_task, self._instance_fields)
 
-    def update_run(self, run_id: str, **fields: Any) -> None:
+    def update_run(self, run_id: str, /, **fields: Any) -> None:
         runs = self._kept
         if runs is None:
             return super().update_run(run_id, **fields)
