@@ -14,14 +14,26 @@ from wfctl import jsonvalue
 @pytest.mark.parametrize("value", [None, 0, -1.5, 10**30, "é\n\"\\", [], {}, [1, {"a": [None, True]}],
                                    {"k": {"deep": ["x", 2.0]}}])
 def test_values_are_written_compactly_as_the_json_module_writes_them(value):
-    assert jsonvalue.dumps(value) == json.dumps(value, separators=(",", ":"),
-                                                ensure_ascii=False, allow_nan=False)
+    expected = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    assert jsonvalue.dumps(value) == expected
+    # What history rows are written by: the same text.
+    assert jsonvalue.dumps_checked(value) == expected
 
 
 @pytest.mark.parametrize("value", [math.nan, [1, math.inf], {"a": {"b": [-math.inf]}}])
 def test_nan_and_infinity_are_refused(value):
     with pytest.raises(ValueError, match="not JSON compliant"):
         jsonvalue.dumps(value)
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        jsonvalue.dumps_checked(value)
+
+
+def test_a_cycle_written_as_checked_ends_in_an_error_not_a_crash():
+    cycle: list = []
+    cycle.append({"again": cycle})
+    with pytest.raises(RecursionError):
+        jsonvalue.dumps_checked(cycle)
+    assert jsonvalue.dumps_checked([1]) == "[1]"
 
 
 def test_a_value_refused_part_way_leaves_nothing_behind():

@@ -262,8 +262,8 @@ def _history_row(row: list[Any]) -> tuple[Any, ...]:
     """A history row to write (`SQLTx._open_rows`): an event alone keeps its own type."""
     seq, run_number, at, items, key = row
     if len(items) == 2:
-        return key, seq, run_number, items[0], at, jsonvalue.dumps(items[1])
-    return key, seq, run_number, codec.PACKED, at, jsonvalue.dumps(items)
+        return key, seq, run_number, items[0], at, jsonvalue.dumps_checked(items[1])
+    return key, seq, run_number, codec.PACKED, at, jsonvalue.dumps_checked(items)
 
 
 class SQLTx:
