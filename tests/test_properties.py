@@ -4,12 +4,13 @@ wfctl's own error, nothing else (hypothesis, derandomized so that every run trie
 from __future__ import annotations
 
 import math
+from datetime import UTC, timedelta, timezone
 
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wfctl import definitions, durations
+from wfctl import clock, definitions, durations
 from wfctl.errors import DefinitionError
 
 FIXED = settings(derandomize=True, database=None, deadline=None, max_examples=200)
@@ -163,3 +164,10 @@ def test_any_text_is_definitions_or_a_definition_error(text):
 @given(DOCUMENT, st.booleans())
 def test_any_document_under_the_known_keys_is_definitions_or_a_definition_error(document, flow):
     loads_or_refuses(yaml.safe_dump(document, default_flow_style=flow, allow_unicode=True))
+
+
+@given(st.datetimes(timezones=st.sampled_from([UTC, timezone(timedelta(hours=-7))])))
+def test_an_instant_truncated_to_its_millisecond_keeps_its_zone_and_loses_only_the_rest(instant):
+    truncated = clock.to_millisecond(instant)
+    assert truncated == instant.replace(microsecond=instant.microsecond // 1000 * 1000)
+    assert truncated.tzinfo is instant.tzinfo and truncated.microsecond % 1000 == 0
