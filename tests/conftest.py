@@ -37,8 +37,8 @@ T0 = datetime(2026, 4, 12, 12, 0, tzinfo=UTC)
 
 @dataclasses.dataclass
 class Held:
-    """An attempt as an executor runs it (`executor.Running`), made of a handler call, its
-    heartbeat buffer and its abandon flag."""
+    """An attempt as an executor runs it (`worker.attempts.Running`), made of a handler call,
+    its heartbeat buffer and its abandon flag."""
 
     handler_call: HandlerCall
     heartbeats: HeartbeatBuffer
@@ -54,6 +54,8 @@ class Held:
 
     def context(self) -> ActivityContext:
         return ActivityContext(**self.handler_call.context, heartbeats=self.heartbeats)
+
+
 # What ends the statements the tests' own checks run on a store's connections.
 CHECKED = " /* checked by the tests */"
 
