@@ -7,13 +7,14 @@ import json
 import re
 from datetime import UTC, datetime, timedelta, timezone
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from wfctl import clock
 from wfctl.store import codec, columns, records
 from wfctl.store import sqlite as sqlite_store
-from wfctl.vocabulary import EVENT_TYPES
+from wfctl.vocabulary import EVENT_TYPES, TIMEOUT_EVENTS
 
 # Fixed examples, no time limits: the suite runs on a busy two-core machine too.
 FIXED = settings(derandomize=True, database=None, deadline=None, max_examples=200,
@@ -73,6 +74,28 @@ def test_attributes_of_a_known_shape_leave_their_names_out(shape, data):
     stored = json.loads(codec.encode_attributes(attributes, AT))
     assert stored[0] == -(codec.SHAPES.index(shape) + 1) and len(stored) == len(shape) + 1
     assert round_trip(attributes) == read_back(attributes)
+
+
+@FIXED
+@given(st.sampled_from(codec.SHAPES), st.sampled_from(EVENT_TYPES), st.data())
+def test_an_event_kinds_values_are_stored_as_the_dict_of_its_names_is(shape, event_type, data):
+    attributes = {key: data.draw(json_values | instants) for key in shape}
+    if event_type in TIMEOUT_EVENTS:
+        # Metrics count those by their attributes: they are appended from a dict.
+        with pytest.raises(ValueError, match=event_type):
+            codec.event_kind(event_type, " ".join(shape))
+        return
+    kind = codec.event_kind(event_type, " ".join(shape))
+    assert kind.names == shape and kind.code == codec.type_code(event_type)
+    assert codec.stored_values(kind.head, kind.special, tuple(attributes.values()), AT) == \
+        codec.stored_attributes(attributes, AT)
+
+
+def test_an_event_kind_is_only_of_a_known_key_sequence_and_type():
+    with pytest.raises(ValueError, match="no event kind for TimerFired with 'timer_id step'"):
+        codec.event_kind("TimerFired", "timer_id step")
+    with pytest.raises(ValueError, match="no event kind for Brandnew"):
+        codec.event_kind("Brandnew", "reason")
 
 
 def test_instants_are_offsets_from_the_event_and_come_back_as_aware_utc_datetimes():

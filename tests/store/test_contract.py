@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from wfctl import clock
-from wfctl.store import Store, open_store, records
+from wfctl.store import Store, codec, open_store, records
 from wfctl.store import base as interface
 from wfctl.vocabulary import EVENT_TYPES, TIMEOUT_EVENTS
 
@@ -482,6 +482,41 @@ def test_event_instants_and_attributes_round_trip(store):
     assert typed(event, records.Event)
     assert event == records.Event("i1", seq, 1, "ActivityCompleted", at, attributes)
     assert seq == 1 and list(event.attributes) == list(attributes)
+
+
+@covers("append_values")
+def test_an_event_appended_from_its_values_reads_back_as_one_appended_from_a_dict(store):
+    at = datetime(2026, 4, 12, 12, 0, 1, 234000, tzinfo=UTC)
+    policy = {"max_attempts": 3, "backoff_seconds": 1.0, "schedule_to_start_timeout": None,
+              "start_to_close_timeout": 300.0, "schedule_to_close_timeout": None,
+              "heartbeat_timeout": None, "non_retryable": []}
+    appended = [
+        ("WorkflowTaskScheduled", {"reason": "activity_completed"}),
+        ("WorkflowTaskStarted", {"scheduled_event_id": 1, "worker_id": "w",
+                                 "timeout_at": at + timedelta(seconds=10)}),
+        ("ActivityScheduled", {"activity_id": "a", "step": "s", "handler": "m:f", "queue": "q",
+                               "attempt": 1, "max_attempts": 3, "retry_policy": policy,
+                               "schedule_deadline_at": None,
+                               "schedule_to_close_deadline_at": at + timedelta(hours=1)}),
+        ("ActivityCompleted", {"activity_id": "a", "step": "s", "attempt": 1,
+                               "scheduled_event_id": 3, "started_event_id": 4,
+                               "result": {"ünïcode": "✓", "n": [1, 2.5, None, True]}}),
+    ]
+    with store.write() as tx:
+        add_instance(tx, "i1")
+        add_instance(tx, "i2")
+        by_dict, by_values = tx.get_run("i1-r1"), tx.get_run("i2-r1")
+        for event_type, attributes in appended:
+            tx.append_event(by_dict, event_type, at, attributes)
+            kind = codec.event_kind(event_type, " ".join(attributes))
+            tx.append_values(by_values, kind, at, tuple(attributes.values()))
+    with store.read() as tx:
+        assert tx.count_owned_rows(["i1"]) == tx.count_owned_rows(["i2"])
+        read = {instance: [(e.seq, e.event_type, e.at, e.attributes, list(e.attributes))
+                           for e in tx.events(instance)] for instance in ("i1", "i2")}
+    assert read["i2"] == read["i1"] == [
+        (seq, event_type, at, attributes, list(attributes))
+        for seq, (event_type, attributes) in enumerate(appended, 1)]
 
 
 def test_history_instants_read_back_as_aware_utc_datetimes_however_they_were_given(store):

@@ -9,6 +9,7 @@ from typing import Any
 from wfctl import clock
 from wfctl.engine.attempts import fail_attempt, held_task, started, started_fields
 from wfctl.engine.core import (
+    ACTIVITY_COMPLETED,
     CLAIM_TRIES,
     Ctx,
     EngineCore,
@@ -246,11 +247,8 @@ def _completed(c: Ctx, run: Run, activity: Activity | ClosedAttempt, result: dic
     the workflow task that decides next."""
     if activity.branch_index == 0 and not activity.superseded:
         c.completed_steps.add((activity.workflow_run_id, activity.step_index))
-    c.event(run, "ActivityCompleted", activity_id=activity.activity_id,
-            step=activity.step, attempt=activity.attempt,
-            scheduled_event_id=activity.scheduled_event_id,
-            started_event_id=activity.started_event_id,
-            result=result)
+    c.event_of(run, ACTIVITY_COMPLETED, activity.activity_id, activity.step, activity.attempt,
+               activity.scheduled_event_id, activity.started_event_id, result)
     schedule_workflow_task(c, run, "activity_completed")
 
 

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from wfctl import clock, durations
-from wfctl.engine.core import Ctx, record_failure, schedule_workflow_task
+from wfctl.engine.core import ACTIVITY_STARTED, Ctx, record_failure, schedule_workflow_task
 from wfctl.engine.tasks import ActivityTask
 from wfctl.store.records import Activity, Run
 from wfctl.vocabulary import CLOSED_RUN
@@ -41,9 +41,8 @@ def started(c: Ctx, run: Run, fields: dict[str, Any], *, activity_id: str, step:
     worker needs to run it."""
     close_deadline, heartbeat_deadline = fields["close_deadline_at"], fields["heartbeat_deadline_at"]
     worker_id = fields["owner"]
-    c.event(run, "ActivityStarted", activity_id=activity_id, step=step, attempt=attempt,
-            worker_id=worker_id, scheduled_event_id=scheduled_event_id,
-            close_deadline_at=close_deadline, heartbeat_deadline_at=heartbeat_deadline)
+    c.event_of(run, ACTIVITY_STARTED, activity_id, step, attempt, worker_id, scheduled_event_id,
+               close_deadline, heartbeat_deadline)
     return _task(run, policy, activity_id, attempt, max_attempts, worker_id, step, handler,
                  last_heartbeat_details, schedule_to_close_deadline_at, close_deadline,
                  heartbeat_deadline, step_index, branch_index, scheduled_event_id,

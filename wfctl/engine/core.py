@@ -21,6 +21,7 @@ from wfctl.definitions import Definitions, Limits, WorkflowType
 from wfctl.engine.time.claims import ClaimsInHand
 from wfctl.errors import StructuralLimitExceeded, TransientConflict
 from wfctl.store import Row, Store, Tx, dumps
+from wfctl.store.codec import EventKind, event_kind
 from wfctl.store.records import ClosedAttempt, Instance, PlannedClose, Run, assign
 
 if TYPE_CHECKING:
@@ -53,6 +54,19 @@ FIXED_KEPT = 10_000
 
 # How many times an operation runs in all when the store keeps asking for it to be run again.
 OPERATION_RUNS = 8
+
+# The events every step appends, from their values (`Ctx.event_of`), in their attributes' order.
+WORKFLOW_TASK_SCHEDULED = event_kind("WorkflowTaskScheduled", "reason")
+WORKFLOW_TASK_STARTED = event_kind("WorkflowTaskStarted", "scheduled_event_id worker_id timeout_at")
+WORKFLOW_TASK_COMPLETED = event_kind("WorkflowTaskCompleted", "scheduled_event_id started_event_id")
+ACTIVITY_SCHEDULED = event_kind(
+    "ActivityScheduled", "activity_id step handler queue attempt max_attempts retry_policy "
+    "schedule_deadline_at schedule_to_close_deadline_at")
+ACTIVITY_STARTED = event_kind(
+    "ActivityStarted",
+    "activity_id step attempt worker_id scheduled_event_id close_deadline_at heartbeat_deadline_at")
+ACTIVITY_COMPLETED = event_kind(
+    "ActivityCompleted", "activity_id step attempt scheduled_event_id started_event_id result")
 Op = TypeVar("Op", bound=Callable[..., Any])
 
 
@@ -149,10 +163,22 @@ class Ctx:
         datetimes."""
         seq = self.tx.append_event(run, event_type, self.now, attributes)
         engine = self.engine
-        if not engine._listeners or event_type in engine._unheard:
-            # Kept only for the listeners told of a commit (a worker's log), and only of the
-            # types one of them does something with.
-            return seq
+        if engine._listeners and event_type not in engine._unheard:
+            self._heard(run, seq, event_type, attributes)
+        return seq
+
+    def event_of(self, run: Run, kind: EventKind, /, *values: Any) -> int:
+        """`event` of an event of `kind`, its attribute values given in the kind's order: no
+        dict is made unless a listener hears of it (the events every step appends)."""
+        seq = self.tx.append_values(run, kind, self.now, values)
+        engine = self.engine
+        if engine._listeners and kind.event_type not in engine._unheard:
+            self._heard(run, seq, kind.event_type, dict(zip(kind.names, values, strict=True)))
+        return seq
+
+    def _heard(self, run: Run, seq: int, event_type: str, attributes: dict[str, Any]) -> None:
+        """An event kept for the listeners told of a commit (a worker's log): only those of
+        the types one of them does something with."""
         self.appended.append({
             "workflow_instance_id": run.workflow_instance_id,
             "run_number": run.run_number,
@@ -160,7 +186,6 @@ class Ctx:
             "event_type": event_type,
             "attributes": attributes,
         })
-        return seq
 
     def next_seq(self, run: Run) -> int:
         """The seq the next event of the run's instance will get."""
@@ -320,7 +345,7 @@ def schedule_workflow_task(c: Ctx, run: Run, reason: str) -> None:
     if run.closed_at is not None or run_id in c.pending_tasks \
             or c.tx.open_workflow_task(run_id):
         return
-    seq = c.event(run, "WorkflowTaskScheduled", reason=reason)
+    seq = c.event_of(run, WORKFLOW_TASK_SCHEDULED, reason)
     c.pending_tasks[run_id] = {
         "workflow_run_id": run.workflow_run_id,
         "workflow_instance_id": run.workflow_instance_id,

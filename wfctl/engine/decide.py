@@ -12,8 +12,11 @@ from wfctl.definitions import Step, WorkflowType
 from wfctl.engine.attempts import started, started_fields
 from wfctl.engine.closing import close_run, fail_run
 from wfctl.engine.core import (
+    ACTIVITY_SCHEDULED,
     CLAIM_TRIES,
     FIRST_TASK,
+    WORKFLOW_TASK_COMPLETED,
+    WORKFLOW_TASK_STARTED,
     Ctx,
     EngineCore,
     Fixed,
@@ -68,10 +71,9 @@ def decide_ready_task(engine: EngineCore, worker_id: str, now: datetime, *,
             return False
         run = c.run(task.workflow_run_id)
         timeout_at = clock.after(c.now, run.workflow_task_timeout_seconds)
-        started = c.event(run, "WorkflowTaskStarted", scheduled_event_id=task.scheduled_event_id,
-                          worker_id=worker_id, timeout_at=timeout_at)
-        c.event(run, "WorkflowTaskCompleted", scheduled_event_id=task.scheduled_event_id,
-                started_event_id=started)
+        started = c.event_of(run, WORKFLOW_TASK_STARTED, task.scheduled_event_id, worker_id,
+                             timeout_at)
+        c.event_of(run, WORKFLOW_TASK_COMPLETED, task.scheduled_event_id, started)
         decide(c, run, None, worker_id, first=task.reason == FIRST_TASK)
         return True
 
@@ -129,8 +131,7 @@ def _start_task(c: Ctx, task_id: int | None, scheduled_event_id: int, run: Run,
     if task_id is not None and not c.tx.update_workflow_task(task_id,
                                                              expect_status="scheduled", **fields):
         return None
-    c.event(run, "WorkflowTaskStarted", scheduled_event_id=scheduled_event_id,
-            worker_id=worker_id, timeout_at=timeout_at)
+    c.event_of(run, WORKFLOW_TASK_STARTED, scheduled_event_id, worker_id, timeout_at)
     return fields
 
 
@@ -140,8 +141,7 @@ def _complete_task(c: Ctx, run: Run, task_id: int | None, scheduled_event_id: in
     decided in this transaction has no row to update (it was never written)."""
     if task_id is not None:
         c.tx.close_workflow_task(task_id)
-    c.event(run, "WorkflowTaskCompleted", scheduled_event_id=scheduled_event_id,
-            started_event_id=started_event_id)
+    c.event_of(run, WORKFLOW_TASK_COMPLETED, scheduled_event_id, started_event_id)
     decide(c, run, task_id, owner, first=reason == FIRST_TASK)
 
 
@@ -310,11 +310,9 @@ def schedule_activity(c: Ctx, run: Run, step: Step, branch: Step, branch_index: 
     policy = options.retry_policy()
     schedule_deadline_at = clock.after(c.now, options.schedule_to_start)
     total_deadline_at = clock.after(c.now, options.schedule_to_close)
-    seq = c.event(run, "ActivityScheduled", activity_id=activity_id, step=branch.name,
-                  handler=branch.handler, queue=options.queue, attempt=1,
-                  max_attempts=options.max_attempts, retry_policy=policy,
-                  schedule_deadline_at=schedule_deadline_at,
-                  schedule_to_close_deadline_at=total_deadline_at)
+    seq = c.event_of(run, ACTIVITY_SCHEDULED, activity_id, branch.name, branch.handler,
+                     options.queue, 1, options.max_attempts, policy, schedule_deadline_at,
+                     total_deadline_at)
     row = {
         "activity_id": activity_id,
         "workflow_run_id": run.workflow_run_id,

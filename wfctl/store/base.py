@@ -21,6 +21,7 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, Protocol
 
+from wfctl.store.codec import EventKind
 from wfctl.store.records import (
     Activity,
     Child,
@@ -93,6 +94,9 @@ class Tx(Protocol):
         """Append one event to the instance's history; returns its seq (the event id). The
         attributes are JSON values, but for the instants of `codec.INSTANT_ATTRIBUTES` and a
         failure's `deadline_at`, which may be datetimes (or wfctl's ISO text)."""
+    def append_values(self, run: Run, kind: EventKind, at: datetime,
+                      values: tuple[Any, ...]) -> int:
+        """`append_event` of an event of `kind`, its attribute values in the kind's order."""
     def flush(self) -> None:
         """Write the events appended so far (one statement for all of them)."""
     def history_count(self, run: Run) -> int:

@@ -23,10 +23,13 @@ The code tables are append-only: a code, once written to a database, means that 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from wfctl import jsonvalue
+from wfctl.vocabulary import TIMEOUT_EVENTS
 
 # Event type codes: the position in this tuple, from 1. Append only.
 EVENT_CODES = (
@@ -193,6 +196,30 @@ def _shape_plan(shape: tuple[str, ...], number: int) -> \
 _SHAPE_PLANS = {shape: _shape_plan(shape, number) for shape, number in _SHAPE_NUMBER.items()}
 
 
+@dataclass(frozen=True, slots=True)
+class EventKind:
+    """An event type whose attributes have one of the usual key sequences (`SHAPES`), `names`:
+    appended from its values in that order (`Tx.append_values`), stored as `encode_attributes`
+    stores a dict of those names, with no dict made. A step's own events are appended this way."""
+
+    event_type: str
+    names: tuple[str, ...]
+    code: int
+    head: int
+    special: tuple[tuple[int, int], ...]
+
+
+def event_kind(event_type: str, names: str) -> EventKind:
+    """The kind of `event_type`'s events whose attributes are `names` (space-separated, one of
+    `SHAPES`), which metrics do not count (not a timeout: those go through `append_event`)."""
+    shape = tuple(names.split())
+    if shape not in _SHAPE_PLANS or event_type not in TYPE_CODES \
+            or event_type in TIMEOUT_EVENTS:
+        raise ValueError(f"no event kind for {event_type} with {names!r}")
+    head, special = _SHAPE_PLANS[shape]
+    return EventKind(event_type, shape, TYPE_CODES[event_type], head, special)
+
+
 def encode_attributes(attributes: dict[str, Any], at: int) -> str:
     """An event's attributes in their stored form (see the module's text); `at` is the event's
     instant in microseconds."""
@@ -204,20 +231,26 @@ def stored_attributes(attributes: dict[str, Any], at: int) -> list[Any]:
     one's list (`[type, attributes, …]`), made text once for the row."""
     plan = _SHAPE_PLANS.get(tuple(attributes))
     if plan is not None:
-        head, special = plan
-        stored = [head, *attributes.values()]
-        for place, kind in special:
-            value = stored[place]
-            if value is not None:
-                stored[place] = [micros(value) - at] \
-                    if kind == _INSTANT and type(value) is datetime else _stored(kind, value, at)
-        return stored
+        return stored_values(*plan, attributes.values(), at)
     items: list[Any] = []
     for key, value in attributes.items():
         code = _NAME_CODE.get(key)
         items.append(key if code is None else code)
         items.append(_stored(_value_kind(key), value, at))
     return items
+
+
+def stored_values(head: int, special: tuple[tuple[int, int], ...], values: Iterable[Any],
+                  at: int) -> list[Any]:
+    """`stored_attributes` of a known key sequence's values in its order (`head`, `special`:
+    the sequence's plan, as an `EventKind` holds it)."""
+    stored = [head, *values]
+    for place, kind in special:
+        value = stored[place]
+        if value is not None:
+            stored[place] = [micros(value) - at] \
+                if kind == _INSTANT and type(value) is datetime else _stored(kind, value, at)
+    return stored
 
 
 def _stored(kind: int, value: Any, at: int) -> Any:

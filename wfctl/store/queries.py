@@ -560,7 +560,6 @@ class SQLTx:
         """Append one event to the instance's history; returns its seq (the event id). The events
         one transaction appends to one run at one instant, their seqs one after another, share
         a row keyed by the last seq (see codec.py)."""
-        instance_id = run.workflow_instance_id
         if at is not self._event_at:
             self._event_at = at
             self._event_micros = codec.micros(at)
@@ -568,19 +567,31 @@ class SQLTx:
         code = _PLAIN_CODES.get(event_type)
         if code is None:
             code = self._uncommon_event(event_type, attributes)
+        return self._append(run, code, stored_at, codec.stored_attributes(attributes, stored_at))
+
+    def append_values(self, run: Run, kind: codec.EventKind, at: datetime,
+                      values: tuple[Any, ...]) -> int:
+        """`append_event` of an event of `kind` with these attribute values, in its order."""
+        if at is not self._event_at:
+            self._event_at = at
+            self._event_micros = codec.micros(at)
+        stored_at = self._event_micros
+        return self._append(run, kind.code, stored_at,
+                            codec.stored_values(kind.head, kind.special, values, stored_at))
+
+    def _append(self, run: Run, code: int | str, stored_at: int, stored: list[Any]) -> int:
+        instance_id = run.workflow_instance_id
         # The instance's open row holds its last seq (`_seq` says the same).
         row = self._open_rows.get(instance_id)
         if row is not None and row[2] == stored_at and row[1] == run.run_number:
-            # The event first: attributes that cannot be stored leave the row as it was.
-            row[3] += (code, codec.stored_attributes(attributes, stored_at))
+            row[3] += (code, stored)
             seq = self._seq[instance_id] = row[0] = row[0] + 1
             return seq
         seq = self._seq.get(instance_id)
         seq = self._seq[instance_id] = (self.last_seq(instance_id) if seq is None else seq) + 1
         if row is not None:
             self._closed_rows.append(_history_row(row))
-        self._open_rows[instance_id] = [seq, run.run_number, stored_at,
-                                        [code, codec.stored_attributes(attributes, stored_at)],
+        self._open_rows[instance_id] = [seq, run.run_number, stored_at, [code, stored],
                                         self._keys[instance_id]]
         return seq
 
