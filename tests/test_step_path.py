@@ -18,10 +18,10 @@ from wfctl.worker import Worker, WorkerOptions, slots
 from wfctl.worker.slots import StepPath
 
 
-def drain_with_one_slot(make_env, monkeypatch):
-    """Four two-step workflows drained by the first slot of a four-slot worker, in this
-    thread; the slots it wakes and the outcomes each batch recorded."""
-    env = make_env(TWO_STEPS)
+def drain_with_one_slot(make_env, monkeypatch, env=None):
+    """Four two-step workflows drained by the first slot of a four-slot worker (in `env`, or
+    one of its own), in this thread; the slots it wakes and the outcomes each batch recorded."""
+    env = env or make_env(TWO_STEPS)
     for n in range(4):
         env.start("two", f"t{n}")
     worker = Worker(env.engine, WorkerOptions(concurrency=4), clock=env.worker_clock)
@@ -153,6 +153,26 @@ def test_a_batch_claims_what_waited_then_takes_the_first_steps_it_decides(make_e
     # steps: no claim, the same history.
     assert claimed == ["old/first"]
     assert env.event_types("t0") == env.event_types("old")[:len(env.event_types("t0"))]
+
+
+def test_listeners_hear_each_event_of_a_batchs_operations_once_in_history_order(make_env,
+                                                                                monkeypatch):
+    monkeypatch.setattr(slots, "QUICK_HANDLER", 3600.0)
+    env = make_env(TWO_STEPS)
+    heard: dict[str, list[tuple[int, str]]] = {}
+    env.engine.add_listener(lambda events: [
+        heard.setdefault(e["workflow_instance_id"], []).append((e["seq"], e["event_type"]))
+        for e in events])
+
+    _, batches = drain_with_one_slot(make_env, monkeypatch, env)
+
+    # Batches of four operations, heard after their commits (a worker's log is told so): each
+    # event once, as history has it, the starts' and the drain's.
+    assert batches == [0, 4, 4]
+    assert sorted(heard) == [f"t{n}" for n in range(4)]
+    for instance, events in heard.items():
+        assert events == [(e["seq"], e["event_type"]) for e in env.history(instance)]
+        assert events[-1][1] == "WorkflowCompleted"
 
 
 def test_a_quick_handlers_batch_never_holds_two_attempts_of_one_run(make_env, monkeypatch):
