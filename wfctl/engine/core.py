@@ -67,6 +67,7 @@ ACTIVITY_STARTED = event_kind(
     "activity_id step attempt worker_id scheduled_event_id close_deadline_at heartbeat_deadline_at")
 ACTIVITY_COMPLETED = event_kind(
     "ActivityCompleted", "activity_id step attempt scheduled_event_id started_event_id result")
+
 Op = TypeVar("Op", bound=Callable[..., Any])
 
 
