@@ -799,7 +799,9 @@ def run(args: argparse.Namespace, workflows: int, repeat: int, where: Where,
           "CPU = long-running workers' own while they drained (/proc), --once workers' "
           f"less {idle_cpu * 1000:.0f} ms each (an idle `wfctl work --once`)")
     # Rounds go through every configuration in turn, so that a change in the machine's load
-    # between rounds touches every row alike.
+    # between rounds touches every row alike; every other round in the reverse order, so that
+    # no row gains from its place in a round (the first of a round ran a few per cent faster
+    # than the second, whichever it was).
     configs = [(mode, workers, concurrency) for mode in modes for workers in worker_counts
                for concurrency in concurrencies]
     runs: dict[tuple[str, int, int], list[Result]] = {config: [] for config in configs}
@@ -807,7 +809,7 @@ def run(args: argparse.Namespace, workflows: int, repeat: int, where: Where,
     if args.huey:
         huey_runs = {"default": [], "normal": []}
     for round_ in range(repeat):
-        for mode, workers, concurrency in configs:
+        for mode, workers, concurrency in configs[::-1] if round_ % 2 else configs:
             result = run_config(workflows, workers, concurrency, mode, args.log_level,
                                 args.timeout, idle_cpu, where)
             runs[mode, workers, concurrency].append(result)
