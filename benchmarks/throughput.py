@@ -30,7 +30,8 @@ SqliteHuey worker thread, N pipelines of 3 no-op tasks) at huey's default synchr
 at NORMAL, wfctl's durability. huey is not a wfctl dependency: `pip install huey` first.
 A closing comparison gives each figure as a share of the bare loop, concurrency 4 against 1,
 and wfctl against huey at the same durability.
-Each configuration runs `--repeat` times; the median is reported (the machine is shared).
+Each configuration runs `--repeat` times, the rounds going through the configurations in
+alternating order; the median is reported (the machine is shared).
 
 On PostgreSQL (`--db postgresql://…`, a server whose user may create databases, or
 `--postgres`, a throwaway cluster on this machine with fsync on: see pglib.py) each run gets a
