@@ -281,6 +281,18 @@ class Client:
         return self.engine.retry(workflow_id, self._now(), extend_deadline=extend,
                                  clear_deadline=clear_deadline, reason=reason)
 
+    def backup(self, target: str | os.PathLike[str]) -> dict[str, Any]:
+        """Copy an SQLite database into a new file at `target` (never over an existing one),
+        consistent while workers run: SQLite's online backup. Returns `{"path", "size"}`."""
+        from wfctl.store import POSTGRES_SCHEMES, SQLiteStore
+
+        if self.db_path.startswith(POSTGRES_SCHEMES):
+            raise InvalidInput("backup copies an SQLite file; back up PostgreSQL with pg_dump")
+        store = self.store
+        assert isinstance(store, SQLiteStore)
+        size = store.backup(os.fspath(target))
+        return {"path": os.path.abspath(os.fspath(target)), "size": size}
+
     def prune(self, *, older_than: Duration = None, dry_run: bool = False,
               vacuum: bool = False) -> dict[str, Any]:
         """Delete closed instances past their type's retention, with every row they own (what

@@ -743,6 +743,21 @@ def prune(
     sys.stdout.write(_pruned_text(report))
 
 
+@_command()
+def backup(
+    ctx: typer.Context,
+    path: Path = typer.Argument(..., metavar="PATH", help="The new file (never an existing one)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Copy the SQLite database into a new file, consistent while workers run."""
+    result = _client(ctx).backup(path)
+    if as_json:
+        _print_json(result)
+        return
+    sys.stdout.write(f"Backed up {_client(ctx).db_path} to {result['path']} "
+                     f"({_size(result['size'])})\n")
+
+
 def _pruned_text(report: dict[str, Any]) -> str:
     """`prune`'s report for a person: counts on two lines, then the ids, one a line."""
     count = report["instances"]

@@ -3,6 +3,7 @@ spells its own way (the queries themselves are queries.py's)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import itertools
@@ -11,6 +12,7 @@ import os
 import re
 import sqlite3
 import stat
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -180,14 +182,25 @@ def _check_path(path: str, create: bool) -> None:
 
 
 def _writable(path: str) -> bool:
-    """Whether this process may write the file at `path` (True when there is none yet)."""
-    try:
-        os.close(os.open(path, os.O_RDWR))
-    except FileNotFoundError:
+    """Whether this process may write the file at `path` (True when there is none yet).
+
+    Asked of the file's modes, never by opening it: on POSIX, closing any descriptor of a file
+    drops every lock the process holds on it, those of its SQLite connections included, and a
+    process that holds none may be taken by another for the file's last user, which then
+    deletes the write-ahead log that this one still writes to."""
+    if not os.path.lexists(path):
         return True
-    except OSError:
-        return False
-    return True
+    return os.access(path, os.W_OK, effective_ids=os.access in os.supports_effective_ids)
+
+
+def _put_in_place(made: str, target: str) -> None:
+    """Give the file `made` the name `target`, unless something has that name by now."""
+    try:
+        os.link(made, target)
+    except FileExistsError:
+        raise DatabaseError(f"{target} exists: a backup is written to a new file only") from None
+    except OSError as exc:
+        raise DatabaseError(f"cannot write {target}: {exc.strerror or exc}") from None
 
 
 class SQLiteStore:
@@ -523,6 +536,45 @@ class SQLiteStore:
         """Bytes on disk: the database file and its write-ahead log."""
         return sum(os.path.getsize(path) for path in (self.path, f"{self.path}-wal")
                    if os.path.exists(path))
+
+    def backup(self, target: str | Path) -> int:
+        """Copy the database, as one consistent snapshot, into a new file at `target` with
+        SQLite's online backup, while workers go on writing; returns the copy's size.
+
+        An existing `target` is never overwritten: the copy is made beside it under a
+        temporary name and linked into place only where nothing is. A copy made any other
+        way (`cp` of the file while its -wal holds commits) can miss them or be inconsistent.
+        """
+        target = os.path.abspath(os.fspath(target))
+        folder = os.path.dirname(target)
+        if os.path.lexists(target):
+            raise DatabaseError(f"{target} exists: a backup is written to a new file only")
+        if not os.path.isdir(folder):
+            raise DatabaseError(f"cannot write {target}: {folder}: no such folder")
+        try:
+            handle, partial = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.",
+                                               suffix=".partial", dir=folder)
+        except OSError as exc:
+            raise DatabaseError(f"cannot write {target}: {exc.strerror or exc}") from None
+        os.close(handle)
+        try:
+            # Readable by whom the database is, not only by its owner (mkstemp's mode).
+            os.chmod(partial, stat.S_IMODE(os.stat(self.path).st_mode))
+            copy = sqlite3.connect(partial, isolation_level=None)
+            try:
+                # One step: the whole snapshot under one read transaction of the source.
+                self.conn.backup(copy)
+                copy.execute("PRAGMA journal_mode=DELETE")
+            finally:
+                copy.close()
+            _put_in_place(partial, target)
+        except sqlite3.Error as exc:
+            raise translate(exc, self.path) from None
+        finally:
+            for leftover in (partial, *(f"{partial}-{end}" for end in ("journal", "wal", "shm"))):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(leftover)
+        return os.path.getsize(target)
 
     def vacuum(self) -> None:
         """Rebuild the file without its free pages, and empty the write-ahead log.
