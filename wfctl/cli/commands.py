@@ -4,6 +4,7 @@ render. No workflow logic lives here."""
 from __future__ import annotations
 
 import enum
+import functools
 import os
 import shutil
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
+import typer.main
 from typer.core import TyperCommand, TyperGroup
 
 from wfctl import __version__, clock, durations, jsonvalue
@@ -43,8 +45,24 @@ class _Commands(TyperGroup):
 
 
 class _Command(TyperCommand):
-    """Help that reads as words, whatever typer's version: an argument is shown as its NAME
-    (or [NAME] when optional) with its help, never with a Python type beside it."""
+    """Takes the global options after the command too (`wfctl describe ID --db x.db`), as
+    git-style tools do. Help that reads as words, whatever typer's version: an argument is shown
+    as its NAME (or [NAME] when optional) with its help, never with a Python type beside it."""
+
+    def __init__(self, *args: Any, **settings: Any) -> None:
+        super().__init__(*args, **settings)
+        self.params.extend(_global_options_after())
+
+    def invoke(self, ctx: typer.Context) -> Any:
+        # The files are known only now: a global option after the command overrides the one
+        # before it (the later word wins, as for any option given twice).
+        root = ctx.find_root()
+        paths = {name: given if (given := ctx.params.pop(name)) is not None else root.params[name]
+                 for name in GLOBAL_OPTION_NAMES}
+        ctx.obj = root.obj = Client(paths["db"], paths["workflows"],
+                                    create=self.name in CREATING)
+        root.call_on_close(root.obj.close)
+        return super().invoke(ctx)
 
     def collect_usage_pieces(self, ctx: typer.Context) -> list[str]:
         pieces = [self.options_metavar] if self.options_metavar else []
@@ -70,6 +88,25 @@ class _Command(TyperCommand):
 
 def _argument_name(param: Any) -> str:
     return param.metavar or param.name.upper()
+
+
+DB_HELP = "SQLite file or PostgreSQL URL (created by start or work)."
+WORKFLOWS_HELP = "The definitions file."
+GLOBAL_OPTION_NAMES = ("db", "workflows")
+
+
+@functools.cache
+def _global_options_after() -> list[Any]:
+    """--db and --workflows/-w as every command's own options, built by typer as the
+    application's are (a value given is a string; not given, None)."""
+    def options(db: str | None = typer.Option(None, "--db", metavar="PATH", help=DB_HELP),
+                workflows: str | None = typer.Option(None, "--workflows", "-w", metavar="FILE",
+                                                     help=WORKFLOWS_HELP)) -> None:
+        """Holds the options."""
+
+    holder = typer.Typer(add_completion=False)
+    holder.command()(options)
+    return typer.main.get_command(holder).params
 
 
 # Help is laid out for the terminal's width up to this (click's default stops at 80, which
@@ -232,9 +269,10 @@ def _version(value: bool) -> None:
 
 def _completion_paths(ctx: typer.Context) -> tuple[str, str]:
     """The --db and --workflows of the command line being completed (or their defaults)."""
-    params = ctx.find_root().params
-    return (params.get("db") or os.environ.get("WFCTL_DB", "wfctl.db"),
-            params.get("workflows") or os.environ.get("WFCTL_WORKFLOWS", "workflows.yaml"))
+    before = ctx.find_root().params
+    return (ctx.params.get("db") or before.get("db") or os.environ.get("WFCTL_DB", "wfctl.db"),
+            ctx.params.get("workflows") or before.get("workflows")
+            or os.environ.get("WFCTL_WORKFLOWS", "workflows.yaml"))
 
 
 def _complete_types(ctx: typer.Context, incomplete: str) -> list[str]:
@@ -275,16 +313,14 @@ def _starting(values: tuple[str, ...], incomplete: str) -> list[str]:
 
 @app.callback()
 def main_options(
-    ctx: typer.Context,
-    db: str = typer.Option("wfctl.db", "--db", envvar="WFCTL_DB", metavar="PATH",
-                           help="SQLite file or PostgreSQL URL (created by start or work)."),
+    db: str = typer.Option("wfctl.db", "--db", envvar="WFCTL_DB", metavar="PATH", help=DB_HELP),
     workflows: str = typer.Option("workflows.yaml", "--workflows", "-w", metavar="FILE",
-                                  envvar="WFCTL_WORKFLOWS", help="The definitions file."),
+                                  envvar="WFCTL_WORKFLOWS", help=WORKFLOWS_HELP),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                  help="Print the version and exit."),
 ) -> None:
-    ctx.obj = Client(db, workflows, create=ctx.invoked_subcommand in CREATING)
-    ctx.call_on_close(ctx.obj.close)
+    """The global options, before the command; the command opens the files once it has read
+    its own options, which may give them again (_Command.invoke)."""
 
 
 @_command()
