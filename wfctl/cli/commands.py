@@ -34,6 +34,19 @@ class _Commands(TyperGroup):
     """Translates wfctl's errors once, at the edge: one `Error:` line on stderr, exit 1; and
     Ctrl-C into exit 130, as the fast path does, so every follow or wait mode ends alike."""
 
+    def get_params(self, ctx: typer.Context) -> list[Any]:
+        # typer adds its completion options after the group is built, with help of their own.
+        params = super().get_params(ctx)
+        for param in params:
+            if param.name in COMPLETION_HELP:
+                param.help = COMPLETION_HELP[param.name]
+        return params
+
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+        if not ctx.resilient_parsing:
+            _complete_for_a_named_shell(ctx.info_name or "wfctl", args)
+        return super().parse_args(ctx, args)
+
     def invoke(self, ctx: typer.Context) -> Any:
         try:
             return super().invoke(ctx)
@@ -42,6 +55,51 @@ class _Commands(TyperGroup):
             raise typer.Exit(1) from None
         except KeyboardInterrupt:
             raise typer.Exit(130) from None
+
+
+# The shells typer writes completion for; `--show-completion`/`--install-completion` take one.
+COMPLETION_SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")
+COMPLETION_HELP = {
+    "install_completion": "Install completion for SHELL (bash, zsh or fish; default: the shell "
+                          "this runs in).",
+    "show_completion": "Print the completion script for SHELL (bash, zsh or fish; default: the "
+                       "shell this runs in).",
+}
+
+
+def _complete_for_a_named_shell(prog_name: str, args: list[str]) -> None:
+    """`--show-completion SHELL` and `--install-completion SHELL`, before the command. typer's
+    options take no value: they name the shell they run in and leave the word after them
+    unread, so that `--show-completion zsh` printed bash's script in bash. A shell's name
+    after either is read here; without one, typer names the shell as before."""
+    words = iter(args)
+    for word in words:
+        if word in ("--db", "--workflows", "-w"):
+            next(words, None)
+        elif word in ("--show-completion", "--install-completion"):
+            shell = next(words, None)
+            if shell is None or shell.startswith("-"):
+                return
+            reads.check_choice(word, shell, COMPLETION_SHELLS)
+            _completion_for(prog_name, shell, install=word == "--install-completion")
+        elif word == "--" or not word.startswith("-"):
+            return
+
+
+def _completion_for(prog_name: str, shell: str, *, install: bool) -> NoReturn:
+    """Print or install `shell`'s completion script, as typer's options do for their shell."""
+    from typer import _completion_shared
+
+    complete_var = f"_{prog_name.replace('-', '_').upper()}_COMPLETE"
+    if install:
+        shell, path = _completion_shared.install(shell=shell, prog_name=prog_name,
+                                                 complete_var=complete_var)
+        sys.stdout.write(f"{shell} completion installed in {path}\n"
+                         "Completion will take effect once you restart the terminal\n")
+    else:
+        sys.stdout.write(_completion_shared.get_completion_script(
+            prog_name=prog_name, complete_var=complete_var, shell=shell) + "\n")
+    raise typer.Exit()
 
 
 class _Command(TyperCommand):
