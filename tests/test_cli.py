@@ -144,6 +144,13 @@ def test_a_global_option_after_the_command_wins_over_the_one_before_it(cli, tmp_
      "Error: --deadline: expected a duration: seconds (3600), a unit string with each unit "
      "once, largest first (90s, 5m, 2h30m, 1d12h, 250ms), ISO 8601 (PT2H30M, P1D, P1Y), "
      "a mapping ({hours: 2, minutes: 30}) or NONE (got 'soon')\n"),
+    (["start", "etl", "--deadline", "1 hour"],
+     "Error: --deadline: write 1h: the units are ms, s, m, h, d and w (got '1 hour')\n"),
+    (["start", "etl", "--run-timeout", "-5s"],
+     "Error: --run-timeout: must not be negative (got '-5s')\n"),
+    (["start", "etl", "--execution-timeout", "2y"],
+     "Error: --execution-timeout: years are not a unit: use days or weeks (365d, 52w) or ISO "
+     "8601's P1Y (got '2y')\n"),
     (["start", "etl", "--input-file", "missing.json"],
      "Error: --input-file: cannot read missing.json: No such file or directory\n"),
 ])

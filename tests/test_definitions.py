@@ -110,7 +110,8 @@ def test_zero_timeout_names_file_line_and_key_path():
 
 @pytest.mark.parametrize(("old", "new", "message"), [
     ("heartbeat: 15s", "heartbeat: 2y",
-     "workflows.yaml:22: workflows.data_import.steps[0].heartbeat: expected a duration"),
+     "workflows.yaml:22: workflows.data_import.steps[0].heartbeat: years are not a unit: "
+     "use days or weeks (365d, 52w) or ISO 8601's P1Y (got '2y')"),
     ("heartbeat: 15s", "heartbeat: 400d",
      "workflows.yaml:22: workflows.data_import.steps[0].heartbeat: must be at most 1 year"),
     ("max_attempts: 3\n        non", "max_attempts: 0\n        non",
@@ -248,7 +249,7 @@ def test_a_missing_file_says_how_to_point_at_one(tmp_path):
     ("-1", "must be at least 1 second (got -1)"),
     ("{hours: .nan}", "hours must be a number of at least 0 (got nan)"),
     ("{hours: 1.0e+308}", "must be at most 1 year"),
-    ("1d1d", "expected a duration: seconds (3600), a unit string with each unit once, largest"),
+    ("1d1d", "write 2d: each unit once, largest first (got '1d1d')"),
     ("P1M", "months are not a fixed length"),
     ("6M", "M is not a unit: minutes are m (6m) and months are not supported (got '6M')"),
     ("2H", "units are lower-case: 2h (got '2H')"),
@@ -468,7 +469,8 @@ def test_a_retry_policy_waits_its_backoff_after_each_failed_attempt():
      "workflows.yaml:5: workflows.w.retry.backoff.coefficient: expected a number from 1 to 100 "
      "(got 0.5)"),
     ("retention: 0", "workflows.yaml:5: workflows.w.retention: must be at least 1 second (got 0)"),
-    ("retention: 2y", "workflows.yaml:5: workflows.w.retention: expected a duration"),
+    ("retention: 2y", "workflows.yaml:5: workflows.w.retention: years are not a unit: use days "
+                      "or weeks (365d, 52w) or ISO 8601's P1Y (got '2y')"),
     ("retention: 1M", "workflows.yaml:5: workflows.w.retention: M is not a unit: minutes are m "
                       "(1m) and months are not supported (got '1M')"),
 ])

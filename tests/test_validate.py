@@ -59,7 +59,8 @@ def broken(folder: Path, kind: str) -> tuple[str | None, str]:
                 "execution_timeout?)")
     if kind == "duration":
         return (VALID.format(handler="wfh:mark").replace("2h", "1d1d"),
-                f"{path}:5: workflows.etl.execution_timeout: expected a duration")
+                f"{path}:5: workflows.etl.execution_timeout: write 2d: each unit once, largest "
+                "first (got '1d1d')")
     if kind == "unknown module":
         return (VALID.format(handler="no_such_module_xyz:f"),
                 f"{path}:7: workflows.etl.steps[0]: handler no_such_module_xyz:f: "
