@@ -22,7 +22,7 @@ from wfctl.cli.reads import fail as _fail
 from wfctl.cli.reads import print_json as _print_json
 from wfctl.cli.reads import usage as _usage
 from wfctl.client import Client
-from wfctl.errors import DefinitionError, WfctlError
+from wfctl.errors import DefinitionError, SignalNotAwaited, WfctlError
 from wfctl.systemd import ENVIRONMENT_FILE
 from wfctl.vocabulary import EVENT_TYPES, INSTANCE_STATUSES
 
@@ -736,7 +736,10 @@ def signal(
     """Deliver a signal (buffered until a wait_for_signal step takes it)."""
     payload = _json_object("--data", data)
     client = _client(ctx)
-    result = client.signal(instance_id, name, payload, force=force)
+    try:
+        result = client.signal(instance_id, name, payload, force=force)
+    except SignalNotAwaited as exc:
+        _fail(exc.message("--force"))
     state = "buffered" if result["buffered"] else "delivered"
     sys.stdout.write(f"Signal {name} {state} to {instance_id}\n")
 
