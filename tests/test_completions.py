@@ -175,6 +175,12 @@ def test_instance_ids_complete_from_the_database(files, command):
     assert complete(f"wfctl --db {db} {command} ") == ["export-1", "import-1", "import-2"]
 
 
+def test_names_complete_from_the_files_named_after_the_command_too(files):
+    db, workflows = files
+    assert complete(f"wfctl describe --db {db} import-") == ["import-1", "import-2"]
+    assert complete(f"wfctl start -w {workflows} data_") == ["data_export", "data_import"]
+
+
 def test_instance_ids_come_from_wfctl_db_too(files):
     db, _ = files
     assert complete("wfctl describe exp", {"WFCTL_DB": str(db)}) == ["export-1"]
