@@ -106,6 +106,30 @@ def test_a_closed_id_can_be_started_again_as_a_new_run(cli):
     assert (described["run_count"], described["run"]["run_number"]) == (2, 2)
 
 
+def test_the_global_options_may_follow_the_command(cli):
+    files = ["-w", str(cli.workflows), "--db", cli.db]
+    started = cli.runner.invoke(app, ["start", "etl", "order-1", *files, "--json"])
+    assert started.exit_code == 0, started.stderr
+    assert json.loads(started.stdout)["outcome"] == "started_new"
+    assert cli.runner.invoke(app, ["work", "--once", *files]).exit_code == 0
+
+    described = cli.runner.invoke(app, ["describe", "order-1", "--db", cli.db, "--json"])
+    assert json.loads(described.stdout)["status"] == "completed"
+    checked = cli.runner.invoke(app, ["deadlines", "check", "--db", cli.db, "--json"])
+    assert json.loads(checked.stdout) == {"failed": [], "count": 0}
+
+
+@pytest.mark.sqlite_only        # a missing file
+def test_a_global_option_after_the_command_wins_over_the_one_before_it(cli, tmp_path):
+    missing = tmp_path / "missing.db"
+    cli("start", "etl", "order-1")
+    found = cli.runner.invoke(app, ["--db", str(missing), "describe", "order-1", "--db", cli.db])
+    assert found.exit_code == 0, found.stderr
+    refused = cli("describe", "order-1", "--db", str(missing))
+    assert (refused.exit_code, refused.stderr) == (1, f"Error: no database at {missing}\n")
+    assert not missing.exists()
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["start", "nope"], "Error: unknown workflow type 'nope' (defined: etl)\n"),
     (["start", "etl", "--input", "{bad"],
@@ -120,6 +144,13 @@ def test_a_closed_id_can_be_started_again_as_a_new_run(cli):
      "Error: --deadline: expected a duration: seconds (3600), a unit string with each unit "
      "once, largest first (90s, 5m, 2h30m, 1d12h, 250ms), ISO 8601 (PT2H30M, P1D, P1Y), "
      "a mapping ({hours: 2, minutes: 30}) or NONE (got 'soon')\n"),
+    (["start", "etl", "--deadline", "1 hour"],
+     "Error: --deadline: write 1h: the units are ms, s, m, h, d and w (got '1 hour')\n"),
+    (["start", "etl", "--run-timeout", "-5s"],
+     "Error: --run-timeout: must not be negative (got '-5s')\n"),
+    (["start", "etl", "--execution-timeout", "2y"],
+     "Error: --execution-timeout: years are not a unit: use days or weeks (365d, 52w) or ISO "
+     "8601's P1Y (got '2y')\n"),
     (["start", "etl", "--input-file", "missing.json"],
      "Error: --input-file: cannot read missing.json: No such file or directory\n"),
 ])

@@ -243,8 +243,9 @@ def test_since_takes_a_duration_back_from_now(cli):
     ("20H", "units are lower-case: 20h (got '20H')"),
     ("6M", "M is not a unit: minutes are m (6m) and months are not supported (got '6M')"),
     ("P1M", "months are not a fixed length: use days, weeks or P1Y (got 'P1M')"),
-    ("2y", "expected a duration back from now (1h: the last hour) or an ISO 8601 date or "
-           "instant (2026-12-01, 2026-12-01T16:00:00+00:00) (got '2y')"),
+    ("2y", "years are not a unit: use days or weeks (365d, 52w) or ISO 8601's P1Y "
+           "(got '2y')"),
+    ("1 hour", "write 1h: the units are ms, s, m, h, d and w (got '1 hour')"),
     ("400d", "must be at most 1 year (got 400d)"),
 ])
 def test_since_that_is_neither_a_duration_nor_a_date_is_an_error(cli, value, message):

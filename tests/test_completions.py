@@ -1,4 +1,5 @@
-"""Shell completion: the shipped scripts are current, install works, names complete from data."""
+"""Shell completion: the shipped scripts are current, each shell gets its own, names complete
+from data."""
 
 from __future__ import annotations
 
@@ -18,7 +19,10 @@ from wfctl.store import open_store
 
 pytestmark = pytest.mark.both_backends
 
-COMPLETIONS = Path(__file__).parent.parent / "wfctl" / "completions"
+REPO = Path(__file__).parent.parent
+# The scripts at the repository's top level, and their copies in the package, for the wheel.
+COMPLETIONS = REPO / "completions"
+PACKAGED = REPO / "wfctl" / "completions"
 SHELLS = ("bash", "zsh", "fish")
 DEFINITIONS = """
 version: 1
@@ -50,31 +54,78 @@ def generated(shell: str) -> str:
 def test_the_shipped_completion_script_is_current(shell):
     path = COMPLETIONS / f"wfctl.{shell}"
     if os.environ.get("WFCTL_UPDATE_COMPLETIONS"):
-        path.write_text(generated(shell))
+        for folder in (COMPLETIONS, PACKAGED):
+            (folder / f"wfctl.{shell}").write_text(generated(shell))
     assert path.read_text() == generated(shell), (
         f"{path} is out of date: run WFCTL_UPDATE_COMPLETIONS=1 pytest tests/test_completions.py")
+
+
+def test_the_package_holds_the_same_scripts_as_the_top_level_folder():
+    assert sorted(path.name for path in PACKAGED.iterdir()) == \
+        sorted(path.name for path in COMPLETIONS.iterdir()) == [f"wfctl.{shell}" for shell in
+                                                                sorted(SHELLS)]
+    for path in COMPLETIONS.iterdir():
+        assert (PACKAGED / path.name).read_bytes() == path.read_bytes(), (
+            f"{PACKAGED / path.name} differs from {path}: run WFCTL_UPDATE_COMPLETIONS=1 "
+            "pytest tests/test_completions.py")
 
 
 def test_the_zsh_script_can_be_autoloaded():
     assert (COMPLETIONS / "wfctl.zsh").read_text().startswith("#compdef wfctl\n")
 
 
-@pytest.mark.parametrize(("shell", "installed"), [
-    ("bash", ".bash_completions/wfctl.sh"),
-    ("zsh", ".zfunc/_wfctl"),
-    ("fish", ".config/fish/completions/wfctl.fish"),
+def in_bash(command: str, home: Path) -> subprocess.CompletedProcess[str]:
+    """`command` run by bash, as a user types it there: typer names the shell it runs in."""
+    env = {**os.environ, "HOME": str(home), "SHELL": "/bin/bash",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    env.pop("_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION", None)
+    return subprocess.run(["bash", "-c", f'"{sys.executable}" -m wfctl {command}'], env=env,
+                          capture_output=True, text=True, timeout=30)
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("shell", SHELLS)
+def test_show_completion_prints_the_named_shells_script(tmp_path, shell):
+    done = in_bash(f"--show-completion {shell}", tmp_path)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == (COMPLETIONS / f"wfctl.{shell}").read_text()
+
+
+@pytest.mark.process
+def test_show_completion_without_a_shell_prints_the_script_of_the_shell_it_runs_in(tmp_path):
+    done = in_bash("--show-completion", tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == (COMPLETIONS / "wfctl.bash").read_text().strip()
+
+
+@pytest.mark.process
+@pytest.mark.parametrize(("shell", "installed", "rc_file"), [
+    ("bash", ".bash_completions/wfctl.sh", ".bashrc"),
+    ("zsh", ".zfunc/_wfctl", ".zshrc"),
+    ("fish", ".config/fish/completions/wfctl.fish", None),
 ])
-def test_install_completion_installs_the_shipped_script(monkeypatch, tmp_path, shell, installed):
-    # Typer names the shell itself unless detection is off; then --install-completion takes it.
-    monkeypatch.setenv("_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION", "1")
-    monkeypatch.setenv("HOME", str(tmp_path))
+def test_install_completion_installs_the_named_shells_script(tmp_path, shell, installed,
+                                                             rc_file):
+    done = in_bash(f"--install-completion {shell}", tmp_path)
 
-    result = CliRunner().invoke(app, ["--install-completion", shell], prog_name="wfctl")
-
-    assert result.exit_code == 0, result.output
-    assert f"{shell} completion installed in" in result.stdout
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == (f"{shell} completion installed in {tmp_path / installed}\n"
+                           "Completion will take effect once you restart the terminal\n")
     script = (tmp_path / installed).read_text()
     assert script.strip() == (COMPLETIONS / f"wfctl.{shell}").read_text().strip()
+    # Only the named shell's start-up file is touched.
+    assert sorted(path.name for path in tmp_path.iterdir() if path.is_file()) == \
+        ([rc_file] if rc_file else [])
+
+
+@pytest.mark.parametrize("option", ["--show-completion", "--install-completion"])
+def test_a_shell_wfctl_has_no_completion_for_is_a_usage_error(monkeypatch, tmp_path, option):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    result = CliRunner().invoke(app, [option, "tcsh"], prog_name="wfctl")
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == (f"Error: {option}: 'tcsh' is not one of bash, zsh, fish, "
+                             "powershell, pwsh\n")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_install_completion_is_offered_in_help():
@@ -122,6 +173,12 @@ def test_instance_ids_complete_from_the_database(files, command):
     db, _ = files
     assert complete(f"wfctl --db {db} {command} import-") == ["import-1", "import-2"]
     assert complete(f"wfctl --db {db} {command} ") == ["export-1", "import-1", "import-2"]
+
+
+def test_names_complete_from_the_files_named_after_the_command_too(files):
+    db, workflows = files
+    assert complete(f"wfctl describe --db {db} import-") == ["import-1", "import-2"]
+    assert complete(f"wfctl start -w {workflows} data_") == ["data_export", "data_import"]
 
 
 def test_instance_ids_come_from_wfctl_db_too(files):

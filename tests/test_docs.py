@@ -14,8 +14,11 @@ What the Markdown marks, with an HTML comment on the line before a fenced block:
 - `<!-- output -->` before a ```text block: each of its lines appears in the stdout of the run
   block before it, `…` standing for any text within the line.
 
-A fenced block without a mark is shown, not run (a command that installs, needs root or runs
-for minutes). The README's test command is checked against .ci/run's instead.
+In docs/, every other block is either a ```text block (output or a picture, shown) or one whose
+first line says it is an excerpt, for the reader too: `# excerpt: as root, …` (a command that
+installs, needs root or a server, or runs for minutes; a file for another program). The README's
+two unmarked blocks are its install and test commands; the test command is checked against
+.ci/run's.
 """
 
 from __future__ import annotations
@@ -34,9 +37,11 @@ import pytest
 from wfctl import Client, WfctlError
 
 REPO = Path(__file__).parent.parent
-PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+DOCS = sorted((REPO / "docs").glob("*.md"))
+PAGES = [REPO / "README.md", *DOCS]
 MARK = re.compile(r"^<!-- (file: (?P<file>\S+)|run(?P<background>: background)?|output) -->$")
 FENCE = re.compile(r"^```(?P<lang>\w*)$")
+EXCERPT = "# excerpt"
 # A worker registers as soon as it starts; this is for a machine under load, not a mechanism.
 WORKER_START = 60.0
 
@@ -64,6 +69,35 @@ def blocks(page: Path) -> list[Block]:
                 else "run" if line.startswith("<!-- run") else "output")
         found.append(Block(kind, text, number + 1, mark["file"]))
     return found
+
+
+def fenced(page: Path) -> list[tuple[int, str, bool, str]]:
+    """Every fenced block of a page: (its line, its language, whether a mark is before it, its
+    first line)."""
+    lines = page.read_text().splitlines()
+    found = []
+    number = 0
+    while number < len(lines):
+        fence = FENCE.match(lines[number])
+        if fence:
+            end = lines.index("```", number + 1)
+            marked = number > 0 and bool(MARK.match(lines[number - 1]))
+            found.append((number + 1, fence["lang"], marked, lines[number + 1]))
+            number = end
+        number += 1
+    return found
+
+
+@pytest.mark.parametrize("page", DOCS, ids=lambda page: page.name)
+def test_every_code_block_of_the_docs_runs_or_says_it_is_an_excerpt(page):
+    for line, language, marked, first in fenced(page):
+        where = f"{page.name}:{line}"
+        if language == "text":
+            continue                # output, checked after a run block or shown as a picture
+        assert marked != first.startswith(EXCERPT), (
+            f"{where}: a ```{language} block is marked to run or starts {EXCERPT!r}, not both"
+            if marked else f"{where}: a ```{language or ' '} block neither runs nor starts "
+            f"{EXCERPT!r}")
 
 
 def output_pattern(line: str) -> re.Pattern[str]:

@@ -146,6 +146,29 @@ def test_the_environment_names_the_files_as_with_typer(both, env, monkeypatch):
     assert fast_outcome[0] == 0
 
 
+@pytest.mark.parametrize(("args", "without_them"), [
+    (("describe", "l1", "--json", "--db", "{db}", "-w", "{workflows}"), ("describe", "l1", "--json")),
+    (("describe", "--db={db}", "l1", "--workflows", "{workflows}"), ("describe", "l1")),
+    (("list", "--status", "completed", "--db", "{db}", "--json"),
+     ("list", "--status", "completed", "--json")),
+    (("history", "-w", "{workflows}", "l1", "--no-tasks", "--db", "{db}"),
+     ("history", "l1", "--no-tasks")),
+])
+def test_the_global_options_after_the_command_give_what_they_give_before_it(both, env, args,
+                                                                              without_them):
+    paths = {"db": env.db, "workflows": str(env.folder / "workflows.yaml")}
+    after = [arg.format(**paths) for arg in args]
+    fast_outcome, typer_outcome = both(*after, global_options=False)
+    assert fast_outcome == typer_outcome == both(*without_them)[0]
+    assert fast_outcome[0] == 0
+
+
+def test_a_database_after_the_command_is_the_one_read(both, env, tmp_path):
+    fast_outcome, typer_outcome = both("describe", "l1", "--db", str(tmp_path / "none.db"),
+                                       global_options=False)
+    assert fast_outcome == typer_outcome == (1, "", f"Error: no database at {tmp_path}/none.db\n")
+
+
 @pytest.mark.parametrize("option", ["", "missing.db", "--db=missing.db"])
 def test_a_database_that_cannot_be_read_is_the_same_error(both, env, option):
     args = [option] if option.startswith("--") else ["--db", option]
@@ -187,7 +210,10 @@ def test_an_interrupted_read_exits_as_with_typer(both, monkeypatch):
     ["list", "--since", "-1d"],
     ["list", "--watch=1"],
     ["list", "l1"],
-    ["list", "--db", "other.db"],
+    ["--db", "a.db", "list", "--db", "b.db"],
+    ["list", "-w", "a.yaml", "--workflows", "b.yaml"],
+    ["list", "-wworkflows.yaml"],
+    ["list", "--db"],
     ["history", "l1", "-fx"],
     ["-w=workflows.yaml", "list"],
     ["-wworkflows.yaml", "list"],
@@ -212,7 +238,7 @@ def test_the_fast_path_knows_each_read_command_as_typer_declares_it():
         declared = group.commands[name]
         options = {opt: param for param in declared.params if param.param_type_name == "option"
                    for opt in param.opts}
-        assert set(command.options) == set(options), name
+        assert set(command.options) | set(fast.GLOBAL_OPTIONS) == set(options), name
         defaults = inspect.signature(command.body).parameters
         for opt, option in command.options.items():
             param = options[opt]

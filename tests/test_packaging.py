@@ -46,8 +46,9 @@ def test_the_wheel_holds_the_licence_the_completions_and_the_examples(wheel):
     names = set(wheel.namelist())
     [licence] = [name for name in names if name.endswith(".dist-info/licenses/LICENSE")]
     assert wheel.read(licence) == (REPO / "LICENSE").read_bytes()
-    assert {"wfctl/completions/wfctl.bash", "wfctl/completions/wfctl.zsh",
-            "wfctl/completions/wfctl.fish"} <= names
+    # Copies of the scripts in the repository's top-level completions/.
+    for script in sorted((REPO / "completions").iterdir()):
+        assert wheel.read(f"wfctl/completions/{script.name}") == script.read_bytes()
     assert {"wfctl/examples/demo.yaml", "wfctl/examples/etl.py", "wfctl/cli/fast.py",
             "wfctl/store/sqlite.py"} <= names
     assert not any(name.startswith("tests/") or "__pycache__" in name for name in names)

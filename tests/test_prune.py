@@ -495,7 +495,7 @@ def test_prune_vacuum_gives_the_space_back(env, wfctl):
 
 @pytest.mark.parametrize(("args", "code", "message"), [
     (["--older-than", "soon"], 1, "Error: --older-than: expected a duration"),
-    (["--older-than", "-5m"], 1, "Error: --older-than: expected a duration"),
+    (["--older-than", "-5m"], 1, "Error: --older-than: must not be negative (got '-5m')"),
     (["--older-than", "NONE"], 1, "Error: --older-than: expected a duration"),
     (["--dry-run", "--vacuum"], 2, "Error: --dry-run and --vacuum exclude each other"),
 ])

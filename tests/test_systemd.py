@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -242,13 +243,22 @@ def verify(unit: str, folder: Path) -> None:
 
 
 @pytest.fixture
-def files(tmp_path: Path) -> tuple[Path, Path]:
+def host_folder() -> Iterator[Path]:
+    """A folder the unit sees as the host does, unlike pytest's tmp_path under /tmp (the unit
+    would share /tmp and say so): in /dev/shm, a memory file system every Linux host has."""
+    folder = Path(tempfile.mkdtemp(prefix="wfctl-test-", dir="/dev/shm"))
+    yield folder
+    shutil.rmtree(folder)
+
+
+@pytest.fixture
+def files(host_folder: Path) -> tuple[Path, Path]:
     """A database folder and a definitions file that exist, as on a host ready for the unit."""
-    (tmp_path / "data").mkdir()
-    (tmp_path / "app").mkdir()
-    workflows = tmp_path / "app" / "workflows.yaml"
+    (host_folder / "data").mkdir()
+    (host_folder / "app").mkdir()
+    workflows = host_folder / "app" / "workflows.yaml"
     workflows.write_text(textwrap.dedent(DEFINITIONS))
-    return tmp_path / "data" / "wfctl.db", workflows
+    return host_folder / "data" / "wfctl.db", workflows
 
 
 def me() -> str:
@@ -327,16 +337,52 @@ def test_a_unit_for_postgresql_writes_nothing_locally_and_waits_for_the_network(
     verify(result.stdout, tmp_path)
 
 
-def test_the_unit_warns_about_missing_files_and_unknown_users(tmp_path):
-    result = CliRunner().invoke(app, ["--db", str(tmp_path / "data" / "wfctl.db"),
-                                      "-w", str(tmp_path / "workflows.yaml"), "systemd-unit",
+def test_the_unit_warns_about_missing_files_and_unknown_users(host_folder):
+    result = CliRunner().invoke(app, ["--db", str(host_folder / "data" / "wfctl.db"),
+                                      "-w", str(host_folder / "workflows.yaml"), "systemd-unit",
                                       "--user", "no-such-user-here"])
 
     assert result.exit_code == 0
     assert result.stderr.splitlines() == [
-        f"Warning: the definitions file {tmp_path / 'workflows.yaml'} does not exist",
-        f"Warning: the database's folder {tmp_path / 'data'} does not exist",
+        f"Warning: the definitions file {host_folder / 'workflows.yaml'} does not exist",
+        f"Warning: the database's folder {host_folder / 'data'} does not exist",
         "Warning: there is no user no-such-user-here on this host",
     ]
     assert result.stdout.startswith("[Unit]\n")
-    assert not (tmp_path / "data").exists()
+    assert not (host_folder / "data").exists()
+
+
+@pytest.mark.parametrize("folder", ["/tmp", "/var/tmp"])
+def test_files_under_tmp_share_the_hosts_tmp_and_say_so(files, tmp_path, folder):
+    db = f"{folder}/wfctl-orders/wfctl.db"
+    _, workflows = files
+
+    result = CliRunner().invoke(app, ["--db", db, "-w", str(workflows), "systemd-unit"])
+
+    assert result.exit_code == 0
+    assert result.stderr.splitlines() == [
+        f"Warning: the database's folder {folder}/wfctl-orders does not exist",
+        f"Warning: the database {db} is under {folder}, which the host may empty at boot; the "
+        f"unit shares {folder} with the host (no PrivateTmp=yes) so that the worker finds it "
+        "there",
+    ]
+    lines = result.stdout.splitlines()
+    # PrivateTmp=yes would give the worker an empty /tmp and /var/tmp of its own.
+    assert not any(line.startswith("PrivateTmp=") for line in lines)
+    assert {f"ReadWritePaths={folder}/wfctl-orders", "ProtectSystem=strict"} <= set(lines)
+    verify(result.stdout, tmp_path)
+
+
+def test_a_definitions_file_under_tmp_shares_the_hosts_tmp_and_says_so(files):
+    db, _ = files
+    workflows = "/tmp/wfctl-app/workflows.yaml"
+
+    result = CliRunner().invoke(app, ["--db", str(db), "-w", workflows, "systemd-unit"])
+
+    assert result.stderr.splitlines() == [
+        f"Warning: the definitions file {workflows} does not exist",
+        f"Warning: the definitions file {workflows} is under /tmp, which the host may empty at "
+        "boot; the unit shares /tmp with the host (no PrivateTmp=yes) so that the worker finds "
+        "it there",
+    ]
+    assert "PrivateTmp" not in result.stdout

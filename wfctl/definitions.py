@@ -862,8 +862,9 @@ _STEP_KEYS = {
 
 def _check_timeouts(node: _Node, options: ActivityOptions, set_here: set[str]) -> None:
     """Warn about activity timeouts that cannot be meant: one that can never fire because
-    another always fires first, or a schedule_to_close that the others never reach. Only where
-    one of the two is set, so that a step does not repeat what its defaults were warned of."""
+    another always fires first. A schedule_to_close longer than one attempt is not one: it spans
+    the retries, which is what it is for. Only where one of the two is set, so that a step does
+    not repeat what its defaults were warned of."""
     def shown(seconds: float) -> str:
         return durations.format(seconds)
 
@@ -879,10 +880,6 @@ def _check_timeouts(node: _Node, options: ActivityOptions, set_here: set[str]) -
                 and set_here & {key, "schedule_to_close"} and seconds >= total:
             node.warn(f"{key} ({shown(seconds)}) is not shorter than schedule_to_close "
                       f"({shown(total)}): it can never fire")
-    if total is not None and s2s is not None and s2c is not None and total > s2s + s2c \
-            and set_here & set(_TIMEOUT_KEYS):
-        node.warn(f"schedule_to_close ({shown(total)}) exceeds schedule_to_start + "
-                  f"start_to_close ({shown(s2s + s2c)})")
 
 
 def _size(node: _Node) -> int:

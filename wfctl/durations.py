@@ -126,7 +126,76 @@ def _parse_text(value: str) -> float | None:
         raise DurationError(
             f"months are not a fixed length: use days, weeks or P1Y (got {brief(value)})"
         )
-    raise _wrong_case(text, value) or _not_a_duration(value)
+    raise _wrong_case(text, value) or _negative(text, value) or _misspelt(text, value) \
+        or _not_a_duration(value)
+
+
+def _negative(text: str, value: str) -> DurationError | None:
+    """The error for a duration with a minus sign before it ("-5s")."""
+    rest = text[1:]
+    if not text.startswith("-") or rest != rest.strip(BLANKS):
+        return None
+    try:
+        seconds = _parse_text(rest)
+    except DurationError:
+        return None
+    return None if seconds is None else DurationError(f"must not be negative (got {brief(value)})")
+
+
+# A number and a unit, the blanks around them, as people write durations in words: "1 hour".
+_PIECE = re.compile(rf"[ \t]*({_NUMBER})([ \t]*)([A-Za-z]+)")
+_UNIT_WORDS = {
+    **dict.fromkeys(("ms", "msec", "msecs", "millisecond", "milliseconds"), "ms"),
+    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), "s"),
+    **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), "m"),
+    **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), "h"),
+    **dict.fromkeys(("d", "day", "days"), "d"),
+    **dict.fromkeys(("w", "wk", "wks", "week", "weeks"), "w"),
+}
+_YEAR_WORDS = ("y", "yr", "yrs", "year", "years")
+_MONTH_WORDS = ("mo", "mon", "mons", "month", "months")
+UNITS = "ms, s, m, h, d and w"
+
+
+def _misspelt(text: str, value: str) -> DurationError | None:
+    """The error for numbers with units that are not written as wfctl reads them: unit words
+    ("1 hour"), blanks ("1h 30m"), units out of order or repeated ("30m1h"), or a unit that is
+    none ("2y", "5x"). It says what is wrong and, where one exists, the form to write."""
+    pieces = []
+    end = 0
+    for match in _PIECE.finditer(text):
+        if match.start() != end:
+            return None
+        pieces.append(match)
+        end = match.end()
+    if not pieces or end != len(text):
+        return None
+    amounts: dict[str, float] = {}
+    for piece in pieces:
+        word = piece[3] if piece[3] == "M" else piece[3].lower()
+        if word in _YEAR_WORDS:
+            return DurationError(f"years are not a unit: use days or weeks (365d, 52w) or ISO "
+                                 f"8601's P1Y (got {brief(value)})")
+        if word == "M":
+            return DurationError(f"M is not a unit: minutes are m and months are not "
+                                 f"supported (got {brief(value)})")
+        if word in _MONTH_WORDS:
+            return DurationError(f"months are not a fixed length: use days, weeks or P1Y "
+                                 f"(got {brief(value)})")
+        unit = _UNIT_WORDS.get(word)
+        if unit is None:
+            return DurationError(f"{piece[3]} is not a unit: the units are {UNITS} "
+                                 f"(got {brief(value)})")
+        amounts[unit] = amounts.get(unit, 0) + float(piece[1])
+    written = "".join(f"{_number(amounts[unit])}{unit}" for unit, _ in _UNIT_ORDER
+                      if unit in amounts)
+    if any(piece[3] != _UNIT_WORDS.get(piece[3]) for piece in pieces):
+        why = f"the units are {UNITS}"
+    elif any(piece[0] != piece[1] + piece[3] for piece in pieces):
+        why = "a duration has no blanks inside"
+    else:
+        why = "each unit once, largest first"
+    return DurationError(f"write {written}: {why} (got {brief(value)})")
 
 
 def _is_iso(text: str) -> bool:

@@ -41,6 +41,25 @@ class InvalidInput(WfctlError):
     """A command-line or API argument is not acceptable (bad JSON, bad duration, unknown type)."""
 
 
+class SignalNotAwaited(InvalidInput):
+    """A signal no `wait_for_signal` step of the instance's type waits for. The message names
+    the library's override (`force=True`); `message(override)` words it for another caller (the
+    CLI's `--force`)."""
+
+    def __init__(self, instance_id: str, workflow_type: str, name: str,
+                 awaited: tuple[str, ...]) -> None:
+        self.instance_id = instance_id
+        self.workflow_type = workflow_type
+        self.name = name
+        self.awaited = awaited
+        super().__init__(self.message("force=True"))
+
+    def message(self, override: str) -> str:
+        waits = f"waits for {', '.join(self.awaited)}" if self.awaited else "waits for no signal"
+        return (f"{self.instance_id} ({self.workflow_type}) has no wait_for_signal step for "
+                f"{self.name!r}: its type {waits} ({override} delivers it anyway)")
+
+
 class NotFound(WfctlError):
     """No instance (or run) with that id."""
 

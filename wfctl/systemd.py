@@ -67,6 +67,8 @@ class WorkerArgs:
 
 # Where a home folder may be: ProtectHome= hides or freezes all of them.
 HOMES = ("/home", "/root", "/run/user")
+# What PrivateTmp= gives the service a folder of its own for, empty, instead of the host's.
+TEMPORARY = ("/tmp", "/var/tmp")
 
 
 def unit(*, executable: str, db: str, workflows: str, user: str | None,
@@ -79,8 +81,8 @@ def unit(*, executable: str, db: str, workflows: str, user: str | None,
     password, and a unit is readable by every user: the unit reads WFCTL_DB from
     `environment_file` instead, and the URL appears nowhere in it. The worker gets no new
     privileges and sees the file system read-only but for an SQLite database's folder (its
-    journal and write-ahead log live beside it), and home folders read-only unless its files
-    are there.
+    journal and write-ahead log live beside it), home folders read-only unless its files are
+    there, and a /tmp of its own unless its files are in the host's (`unit_warnings` says so).
     """
     worker = worker or WorkerArgs()
     user_line = f"User={user}\n" if user else ""
@@ -105,6 +107,7 @@ def unit(*, executable: str, db: str, workflows: str, user: str | None,
     writable = "" if on_postgres else \
         f"ReadWritePaths={_quoted(os.path.dirname(os.path.abspath(db)))}\n"
     home = "" if any(_under(path, HOMES) for path in files) else "ProtectHome=read-only\n"
+    private_tmp = "" if any(_under(path, TEMPORARY) for path in files) else "PrivateTmp=yes\n"
     return (
         "[Unit]\n"
         "Description=wfctl worker\n"
@@ -123,7 +126,7 @@ def unit(*, executable: str, db: str, workflows: str, user: str | None,
         "KillSignal=SIGTERM\n"
         f"TimeoutStopSec={grace_seconds + 15}\n"
         "NoNewPrivileges=yes\n"
-        "PrivateTmp=yes\n"
+        f"{private_tmp}"
         "ProtectSystem=strict\n"
         f"{writable}"
         f"{home}"
@@ -135,14 +138,23 @@ def unit(*, executable: str, db: str, workflows: str, user: str | None,
 
 def unit_warnings(*, db: str, workflows: str, user: str | None) -> list[str]:
     """What would keep the unit from running on this host: a definitions file or an SQLite
-    database's folder that does not exist, a user unknown here."""
+    database's folder that does not exist, a user unknown here; and files in the host's /tmp,
+    which the unit shares (no PrivateTmp=) and the host may empty at boot."""
     warnings = []
+    files = [("definitions file", os.path.abspath(workflows))]
     if not os.path.isfile(workflows):
         warnings.append(f"the definitions file {os.path.abspath(workflows)} does not exist")
     if not db.startswith(POSTGRES_SCHEMES):
+        files.append(("database", os.path.abspath(db)))
         folder = os.path.dirname(os.path.abspath(db))
         if not os.path.isdir(folder):
             warnings.append(f"the database's folder {folder} does not exist")
+    for what, path in files:
+        for folder in TEMPORARY:
+            if _under(path, (folder,)):
+                warnings.append(f"the {what} {path} is under {folder}, which the host may empty "
+                                f"at boot; the unit shares {folder} with the host (no "
+                                "PrivateTmp=yes) so that the worker finds it there")
     if user is not None:
         try:
             pwd.getpwnam(user)

@@ -4,6 +4,7 @@ render. No workflow logic lives here."""
 from __future__ import annotations
 
 import enum
+import functools
 import os
 import shutil
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
+import typer.main
 from typer.core import TyperCommand, TyperGroup
 
 from wfctl import __version__, clock, durations, jsonvalue
@@ -20,7 +22,7 @@ from wfctl.cli.reads import fail as _fail
 from wfctl.cli.reads import print_json as _print_json
 from wfctl.cli.reads import usage as _usage
 from wfctl.client import Client
-from wfctl.errors import DefinitionError, WfctlError
+from wfctl.errors import DefinitionError, SignalNotAwaited, WfctlError
 from wfctl.systemd import ENVIRONMENT_FILE
 from wfctl.vocabulary import EVENT_TYPES, INSTANCE_STATUSES
 
@@ -32,6 +34,19 @@ class _Commands(TyperGroup):
     """Translates wfctl's errors once, at the edge: one `Error:` line on stderr, exit 1; and
     Ctrl-C into exit 130, as the fast path does, so every follow or wait mode ends alike."""
 
+    def get_params(self, ctx: typer.Context) -> list[Any]:
+        # typer adds its completion options after the group is built, with help of their own.
+        params = super().get_params(ctx)
+        for param in params:
+            if param.name in COMPLETION_HELP:
+                param.help = COMPLETION_HELP[param.name]
+        return params
+
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+        if not ctx.resilient_parsing:
+            _complete_for_a_named_shell(ctx.info_name or "wfctl", args)
+        return super().parse_args(ctx, args)
+
     def invoke(self, ctx: typer.Context) -> Any:
         try:
             return super().invoke(ctx)
@@ -42,9 +57,70 @@ class _Commands(TyperGroup):
             raise typer.Exit(130) from None
 
 
+# The shells typer writes completion for; `--show-completion`/`--install-completion` take one.
+COMPLETION_SHELLS = ("bash", "zsh", "fish", "powershell", "pwsh")
+COMPLETION_HELP = {
+    "install_completion": "Install completion for SHELL (bash, zsh or fish; default: the shell "
+                          "this runs in).",
+    "show_completion": "Print the completion script for SHELL (bash, zsh or fish; default: the "
+                       "shell this runs in).",
+}
+
+
+def _complete_for_a_named_shell(prog_name: str, args: list[str]) -> None:
+    """`--show-completion SHELL` and `--install-completion SHELL`, before the command. typer's
+    options take no value: they name the shell they run in and leave the word after them
+    unread, so that `--show-completion zsh` printed bash's script in bash. A shell's name
+    after either is read here; without one, typer names the shell as before."""
+    words = iter(args)
+    for word in words:
+        if word in ("--db", "--workflows", "-w"):
+            next(words, None)
+        elif word in ("--show-completion", "--install-completion"):
+            shell = next(words, None)
+            if shell is None or shell.startswith("-"):
+                return
+            reads.check_choice(word, shell, COMPLETION_SHELLS)
+            _completion_for(prog_name, shell, install=word == "--install-completion")
+        elif word == "--" or not word.startswith("-"):
+            return
+
+
+def _completion_for(prog_name: str, shell: str, *, install: bool) -> NoReturn:
+    """Print or install `shell`'s completion script, as typer's options do for their shell."""
+    from typer import _completion_shared
+
+    complete_var = f"_{prog_name.replace('-', '_').upper()}_COMPLETE"
+    if install:
+        shell, path = _completion_shared.install(shell=shell, prog_name=prog_name,
+                                                 complete_var=complete_var)
+        sys.stdout.write(f"{shell} completion installed in {path}\n"
+                         "Completion will take effect once you restart the terminal\n")
+    else:
+        sys.stdout.write(_completion_shared.get_completion_script(
+            prog_name=prog_name, complete_var=complete_var, shell=shell) + "\n")
+    raise typer.Exit()
+
+
 class _Command(TyperCommand):
-    """Help that reads as words, whatever typer's version: an argument is shown as its NAME
-    (or [NAME] when optional) with its help, never with a Python type beside it."""
+    """Takes the global options after the command too (`wfctl describe ID --db x.db`), as
+    git-style tools do. Help that reads as words, whatever typer's version: an argument is shown
+    as its NAME (or [NAME] when optional) with its help, never with a Python type beside it."""
+
+    def __init__(self, *args: Any, **settings: Any) -> None:
+        super().__init__(*args, **settings)
+        self.params.extend(_global_options_after())
+
+    def invoke(self, ctx: typer.Context) -> Any:
+        # The files are known only now: a global option after the command overrides the one
+        # before it (the later word wins, as for any option given twice).
+        root = ctx.find_root()
+        paths = {name: given if (given := ctx.params.pop(name)) is not None else root.params[name]
+                 for name in GLOBAL_OPTION_NAMES}
+        ctx.obj = root.obj = Client(paths["db"], paths["workflows"],
+                                    create=self.name in CREATING)
+        root.call_on_close(root.obj.close)
+        return super().invoke(ctx)
 
     def collect_usage_pieces(self, ctx: typer.Context) -> list[str]:
         pieces = [self.options_metavar] if self.options_metavar else []
@@ -70,6 +146,25 @@ class _Command(TyperCommand):
 
 def _argument_name(param: Any) -> str:
     return param.metavar or param.name.upper()
+
+
+DB_HELP = "SQLite file or PostgreSQL URL (created by start or work)."
+WORKFLOWS_HELP = "The definitions file."
+GLOBAL_OPTION_NAMES = ("db", "workflows")
+
+
+@functools.cache
+def _global_options_after() -> list[Any]:
+    """--db and --workflows/-w as every command's own options, built by typer as the
+    application's are (a value given is a string; not given, None)."""
+    def options(db: str | None = typer.Option(None, "--db", metavar="PATH", help=DB_HELP),
+                workflows: str | None = typer.Option(None, "--workflows", "-w", metavar="FILE",
+                                                     help=WORKFLOWS_HELP)) -> None:
+        """Holds the options."""
+
+    holder = typer.Typer(add_completion=False)
+    holder.command()(options)
+    return typer.main.get_command(holder).params
 
 
 # Help is laid out for the terminal's width up to this (click's default stops at 80, which
@@ -232,9 +327,10 @@ def _version(value: bool) -> None:
 
 def _completion_paths(ctx: typer.Context) -> tuple[str, str]:
     """The --db and --workflows of the command line being completed (or their defaults)."""
-    params = ctx.find_root().params
-    return (params.get("db") or os.environ.get("WFCTL_DB", "wfctl.db"),
-            params.get("workflows") or os.environ.get("WFCTL_WORKFLOWS", "workflows.yaml"))
+    before = ctx.find_root().params
+    return (ctx.params.get("db") or before.get("db") or os.environ.get("WFCTL_DB", "wfctl.db"),
+            ctx.params.get("workflows") or before.get("workflows")
+            or os.environ.get("WFCTL_WORKFLOWS", "workflows.yaml"))
 
 
 def _complete_types(ctx: typer.Context, incomplete: str) -> list[str]:
@@ -275,16 +371,14 @@ def _starting(values: tuple[str, ...], incomplete: str) -> list[str]:
 
 @app.callback()
 def main_options(
-    ctx: typer.Context,
-    db: str = typer.Option("wfctl.db", "--db", envvar="WFCTL_DB", metavar="PATH",
-                           help="SQLite file or PostgreSQL URL (created by start or work)."),
+    db: str = typer.Option("wfctl.db", "--db", envvar="WFCTL_DB", metavar="PATH", help=DB_HELP),
     workflows: str = typer.Option("workflows.yaml", "--workflows", "-w", metavar="FILE",
-                                  envvar="WFCTL_WORKFLOWS", help="The definitions file."),
+                                  envvar="WFCTL_WORKFLOWS", help=WORKFLOWS_HELP),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                  help="Print the version and exit."),
 ) -> None:
-    ctx.obj = Client(db, workflows, create=ctx.invoked_subcommand in CREATING)
-    ctx.call_on_close(ctx.obj.close)
+    """The global options, before the command; the command opens the files once it has read
+    its own options, which may give them again (_Command.invoke)."""
 
 
 @_command()
@@ -642,7 +736,10 @@ def signal(
     """Deliver a signal (buffered until a wait_for_signal step takes it)."""
     payload = _json_object("--data", data)
     client = _client(ctx)
-    result = client.signal(instance_id, name, payload, force=force)
+    try:
+        result = client.signal(instance_id, name, payload, force=force)
+    except SignalNotAwaited as exc:
+        _fail(exc.message("--force"))
     state = "buffered" if result["buffered"] else "delivered"
     sys.stdout.write(f"Signal {name} {state} to {instance_id}\n")
 

@@ -2,7 +2,7 @@
 to run (and `ui` promises to listen within a second).
 
 A command line is run here only when every word of it is plain: the global `--db` and
-`--workflows`/`-w` before the command, then the command's own options, each value in the form
+`--workflows`/`-w` before or after the command, the command's own options, each value in the form
 typer takes as it is (a count is digits, a value after a space does not start with a dash; a
 choice is checked by the body, alike on both paths). Anything else (help, `-h`, completion, `--`,
 an option given twice or misspelled, a value typer would convert or refuse) is left to the typer
@@ -144,7 +144,10 @@ def parse(argv: Sequence[str]) -> tuple[Command, dict[str, str], dict[str, Any]]
         keywords: dict[str, Any] = {}
         ids = []
         while words:
-            if words[0].startswith("-"):
+            if words[0].partition("=")[0] in GLOBAL_OPTIONS:
+                # Given after the command, as well as before it (not both: that is typer's).
+                _take(words, GLOBAL_OPTIONS, given)
+            elif words[0].startswith("-"):
                 _take(words, command.options, keywords)
             else:
                 ids.append(words.pop(0))

@@ -8,7 +8,7 @@ from typing import Any
 from wfctl import clock
 from wfctl.engine.closing import close_run, notify_parent, request_cancel
 from wfctl.engine.core import Ctx, EngineCore, check_payload, operation, schedule_workflow_task
-from wfctl.errors import Conflict, InvalidInput, NotFound, StructuralLimitExceeded
+from wfctl.errors import Conflict, NotFound, SignalNotAwaited, StructuralLimitExceeded
 from wfctl.store.records import Instance, Run
 from wfctl.vocabulary import (
     OPEN_RUN,
@@ -46,11 +46,8 @@ def signal(engine: EngineCore, instance_id: str, name: str, data: dict[str, Any]
         instance, run = _open_run(c, instance_id, "signal")
         awaited_names = c.workflow_type(instance).signals()
         if name not in awaited_names and not force:
-            waits = f"waits for {', '.join(awaited_names)}" if awaited_names \
-                else "waits for no signal"
-            raise InvalidInput(f"{instance_id} ({instance.workflow_type}) has no "
-                               f"wait_for_signal step for {name!r}: its type {waits} "
-                               "(--force delivers it anyway)")
+            raise SignalNotAwaited(instance_id, instance.workflow_type, name,
+                                   tuple(awaited_names))
         limits = c.limits(instance)
         if data is not None:
             check_payload(limits, data)

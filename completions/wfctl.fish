@@ -1,0 +1,1 @@
+complete --command wfctl --no-files --arguments "(env _WFCTL_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=get-args _TYPER_COMPLETE_ARGS=(commandline -cp) wfctl)" --condition "env _WFCTL_COMPLETE=complete_fish _TYPER_COMPLETE_FISH_ACTION=is-args _TYPER_COMPLETE_ARGS=(commandline -cp) wfctl"
