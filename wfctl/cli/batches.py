@@ -61,7 +61,7 @@ def run(client: Client, action: str, *, status: Sequence[str], workflow_type: Se
         if dry_run:
             _print_matches(client, action, preview, as_json)
             return
-        if not sys.stdin.isatty():
+        if not asks():
             usage(f"{action} would act on {_count(preview['matched'])} matched by the "
                   "filters: pass --yes to go ahead (--dry-run lists them)")
         if not preview["matched"]:
@@ -82,6 +82,11 @@ def run(client: Client, action: str, *, status: Sequence[str], workflow_type: Se
             sys.stdout.write(f"  failed {failed['id']}: {failed['error']}\n")
     if report["failed"]:
         fail(f"{action} failed on {_count(len(report['failed']))} of {report['matched']}")
+
+
+def asks() -> bool:
+    """Whether a person is there to confirm a batch: stdin is a terminal."""
+    return sys.stdin.isatty()
 
 
 def _count(n: int) -> str:
