@@ -333,7 +333,7 @@ class Client:
         `name` (with `data`, `force`), `retry` takes the deadline options of `retry`, and
         each takes a `reason`. At least one filter is needed.
 
-        It acts in transactions that each hold the write lock about 20 ms at most. An instance
+        It acts in transactions that each hold the write lock about 10 ms (and a commit) at most. An instance
         that no longer matches the filters when its turn comes, or that the action refuses as
         no longer possible (already cancelled, not paused, closed), is skipped with the
         reason; one that already has a signal `name` waiting to be taken is skipped too, so

@@ -20,7 +20,7 @@ from wfctl.store.records import Instance
 START_CHUNK = 1000
 # How long one transaction of a batch action may go on adding instances: it then commits, so
 # that a worker waiting for the write lock waits no longer than about this plus one action.
-ACTION_BUDGET = 0.02
+ACTION_BUDGET = 0.01
 
 
 @dataclass(frozen=True, slots=True)
