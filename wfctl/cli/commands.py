@@ -629,7 +629,9 @@ def retry(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Run a closed instance again from the step that failed or was stopped (the deadline is
-    kept); with filters in place of ID, every instance they match."""
+    kept).
+
+    With filters in place of ID, every instance they match."""
     if extend_deadline is not None and clear_deadline:
         _usage("--extend-deadline and --clear-deadline exclude each other")
     extend = _duration("--extend-deadline", extend_deadline, allow_none=False)
@@ -669,8 +671,10 @@ def signal(
     since: str | None = batches.SINCE, dry_run: bool = batches.DRY_RUN, yes: bool = batches.YES,
     as_json: bool = batches.JSON,
 ) -> None:
-    """Deliver a signal (buffered until a wait_for_signal step takes it); with filters in
-    place of ID, to every instance they match."""
+    """Deliver a signal (buffered until a wait_for_signal step takes it).
+
+    With filters in place of ID, to every instance they match: NAME is then the only
+    argument."""
     payload = _json_object("--data", data)
     client = _client(ctx)
     filters = bool(status or workflow_type or since is not None)
