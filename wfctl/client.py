@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from wfctl import durations, jsonvalue, views
-from wfctl.errors import InvalidInput, brief
+from wfctl.errors import InvalidInput, WfctlError, brief
 from wfctl.store import Store, open_store
 from wfctl.vocabulary import INSTANCE_STATUSES
 
@@ -21,6 +21,10 @@ if TYPE_CHECKING:
 
 Duration = str | int | float | dict[str, Any] | None
 _UNSET: Any = object()
+# What `Client.batch` does to each instance it matches.
+BATCH_ACTIONS = ("retry", "cancel", "terminate", "pause", "resume", "signal")
+# A batch reads the instances it matches this many at a time.
+_BATCH_PAGE = 1000
 # SQLite's integers are 64-bit; a larger limit asks for everything all the same.
 _MAX_LIMIT = 2**63 - 1
 
@@ -52,6 +56,14 @@ def _strict(what: str, value: Any, kind: type, noun: str) -> None:
         jsonvalue.check(value, what)
     except jsonvalue.JSONValueError as exc:
         raise InvalidInput(str(exc)) from None
+
+
+def _filter_values(what: str, value: str | Sequence[str] | None) -> tuple[str, ...]:
+    """A batch's filter as the values it takes: one, several (any of them), or none."""
+    values = () if value is None else (value,) if isinstance(value, str) else tuple(value)
+    for given in values:
+        _text(what, given)
+    return tuple(dict.fromkeys(values))
 
 
 def _cursor(before: tuple[datetime | str, str] | None) -> tuple[datetime, str] | None:
@@ -165,6 +177,35 @@ class Client:
         validate_start(definitions, workflow_type, workflow_id, input, on_duplicate)
         return self.engine.start(definitions, workflow_type, workflow_id, input, self._now(),
                                  overrides=overrides, on_duplicate=on_duplicate)
+
+    def start_many(self, workflow_type: str, starts: Iterable[Any], *, source: str = "starts",
+                   **defaults: Any) -> list[dict[str, Any]]:
+        """Start one instance for each mapping of `starts` (keys, all optional: `id`, `input`,
+        `deadline`, `execution_timeout`, `run_timeout`, `on_duplicate`; `defaults` gives the
+        ones a mapping leaves out). Every one is checked before any starts: a bad one raises
+        InvalidInput naming it, `SOURCE:N:` (N counts from 1), and nothing is started. They
+        start in transactions of up to 1,000, each by its own duplicate policy.
+
+        Returns each one's outcome in their order: the `start` document, or for an id whose
+        closed instance is being pruned, `{"started": false, "outcome": "failed", "error"}`.
+        """
+        from wfctl.engine import bulk
+        from wfctl.engine.start import validate_start
+
+        _text("workflow type", workflow_type)
+        unknown = [key for key in defaults if key not in bulk.START_KEYS[2:]]
+        if unknown:
+            raise InvalidInput(f"unknown start option {unknown[0]!r} "
+                               f"(known: {', '.join(bulk.START_KEYS[2:])})")
+        definitions = self.definitions()
+        validate_start(definitions, workflow_type, None, None, "reject")
+        planned = []
+        for number, item in enumerate(starts, 1):
+            try:
+                planned.append(bulk.plan_start(definitions, workflow_type, item, defaults))
+            except InvalidInput as exc:
+                raise InvalidInput(f"{source}:{number}: {exc}") from None
+        return bulk.start_many(self.engine, definitions, workflow_type, planned, self._now)
 
     def describe(self, workflow_id: str, run: int | None = None) -> dict[str, Any]:
         """The `describe --json` document; raises NotFound for an unknown id or run."""
@@ -280,6 +321,117 @@ class Client:
                                    "(pass clear_deadline=True to remove the deadline)")
         return self.engine.retry(workflow_id, self._now(), extend_deadline=extend,
                                  clear_deadline=clear_deadline, reason=reason)
+
+    def batch(self, action: str, *, status: str | Sequence[str] | None = None,
+              workflow_type: str | Sequence[str] | None = None, since: datetime | None = None,
+              dry_run: bool = False, name: str | None = None,
+              data: dict[str, Any] | None = None, force: bool = False,
+              reason: str | None = None, extend_deadline: Duration = None,
+              clear_deadline: bool = False,
+              worded: Callable[[WfctlError], str] = str) -> dict[str, Any]:
+        """Do `action` (one of `BATCH_ACTIONS`) to every instance the filters match, as `list`
+        filters (a sequence: any of its values), newest first; `signal` sends the signal
+        `name` (with `data`, `force`), `retry` takes the deadline options of `retry`, and
+        each takes a `reason`. At least one filter is needed.
+
+        It acts in transactions that each hold the write lock about 10 ms (and a commit) at most. An instance
+        that no longer matches the filters when its turn comes, or that the action refuses as
+        no longer possible (already cancelled, not paused, closed), is skipped with the
+        reason; one that already has a signal `name` waiting to be taken is skipped too, so
+        that a batch run again after a crash acts only on the instances it had not reached.
+
+        Returns `{"matched", "done", "skipped": [{"id", "reason"}], "failed": [{"id",
+        "error"}]}` (each error as `worded` words it); with `dry_run`, `{"matched",
+        "instances"}`: the rows `list` gives of the instances it would act on, nothing changed.
+        """
+        from wfctl.engine import bulk
+
+        statuses, types = _filter_values("status", status), _filter_values("workflow_type",
+                                                                           workflow_type)
+        for given in statuses:
+            if given not in INSTANCE_STATUSES:
+                raise InvalidInput(f"status must be one of {', '.join(INSTANCE_STATUSES)} "
+                                   f"(got {given!r})")
+        if since is not None and (not isinstance(since, datetime) or since.tzinfo is None):
+            raise InvalidInput(f"since must be an aware datetime (got {brief(since)})")
+        if not statuses and not types and since is None:
+            raise InvalidInput("a batch needs at least one filter: status, workflow_type or "
+                               "since")
+        act = self._batch_action(action, name=name, data=data, force=force, reason=reason,
+                                 extend_deadline=extend_deadline, clear_deadline=clear_deadline)
+        rows = self._matching(statuses, types, since)
+        if dry_run:
+            return {"matched": len(rows), "instances": rows}
+
+        def qualifies(c: Any, instance: Any) -> str | None:
+            if statuses and instance.status not in statuses:
+                return f"it is {instance.status} now, not {' or '.join(statuses)}"
+            if action == "signal" and any(pending.name == name for pending in
+                                          c.tx.pending_signals(instance.workflow_instance_id)):
+                return f"a signal {name} is already waiting to be taken"
+            return None
+
+        import time
+
+        report = bulk.act_on_many(self.engine, [row["workflow_instance_id"] for row in rows],
+                                  act, qualifies, self._now, pause=time.sleep, worded=worded)
+        return report.document()
+
+    def _batch_action(self, action: str, *, name: str | None, data: dict[str, Any] | None,
+                      force: bool, reason: str | None, extend_deadline: Duration,
+                      clear_deadline: bool) -> Callable[[str, datetime], Any]:
+        """The engine's operation on one instance for `batch`, its options checked once."""
+        if action not in BATCH_ACTIONS:
+            raise InvalidInput(f"action must be one of {', '.join(BATCH_ACTIONS)} "
+                               f"(got {action!r})")
+        _text("reason", reason)
+        if action != "signal" and (name is not None or data is not None or force):
+            raise InvalidInput(f"name, data and force are for signal, not {action}")
+        if action != "retry" and (extend_deadline is not None or clear_deadline):
+            raise InvalidInput(f"extend_deadline and clear_deadline are for retry, not {action}")
+        engine = self.engine
+        if action == "signal":
+            _text("signal name", name)
+            if not name:
+                raise InvalidInput("signal needs a signal name")
+            _json_object("signal data", data)
+            return lambda instance_id, now: engine.signal(instance_id, name, data, now,
+                                                          force=force, reason=reason)
+        if action == "retry":
+            if extend_deadline is not None and clear_deadline:
+                raise InvalidInput("extend_deadline and clear_deadline exclude each other")
+            extend = None
+            if extend_deadline is not None:
+                extend = _timeout("extend_deadline", extend_deadline)
+                if extend is None:
+                    raise InvalidInput("extend_deadline: expected a duration, not NONE "
+                                       "(pass clear_deadline=True to remove the deadline)")
+            return lambda instance_id, now: engine.retry(
+                instance_id, now, extend_deadline=extend, clear_deadline=clear_deadline,
+                reason=reason)
+        if action in ("cancel", "terminate"):
+            stop = getattr(engine, action)
+            return lambda instance_id, now: stop(instance_id, reason, now)
+        steer = getattr(engine, action)
+        return lambda instance_id, now: steer(instance_id, now, reason=reason)
+
+    def _matching(self, statuses: tuple[str, ...], types: tuple[str, ...],
+                  since: datetime | None) -> list[dict[str, Any]]:
+        """Every instance the filters of a batch match, as `list` rows, newest first."""
+        found: dict[str, dict[str, Any]] = {}
+        for status in statuses or (None,):
+            for workflow_type in types or (None,):
+                before = None
+                while True:
+                    page = views.list_instances(self.store, status=status,
+                                                workflow_type=workflow_type, since=since,
+                                                limit=_BATCH_PAGE, before=before)
+                    for row in page:
+                        found[row["workflow_instance_id"]] = row
+                    if len(page) < _BATCH_PAGE:
+                        break
+                    before = (page[-1]["created_at"], page[-1]["workflow_instance_id"])
+        return sorted(found.values(), key=lambda row: row["created_at"], reverse=True)
 
     def backup(self, target: str | os.PathLike[str]) -> dict[str, Any]:
         """Copy an SQLite database into a new file at `target` (never over an existing one),

@@ -17,7 +17,7 @@ import typer.main
 from typer.core import TyperCommand, TyperGroup
 
 from wfctl import __version__, clock, durations, jsonvalue
-from wfctl.cli import reads
+from wfctl.cli import batches, reads
 from wfctl.cli.reads import fail as _fail
 from wfctl.cli.reads import print_json as _print_json
 from wfctl.cli.reads import usage as _usage
@@ -476,9 +476,26 @@ def start(
                                      help="Whether a duplicate open id is an error.",
                                      **CHOICES["--on-duplicate"]),
     wait: bool = typer.Option(False, "--wait", help="Follow it live; exit 0 only if it completed."),
+    from_file: Path | None = typer.Option(
+        None, "--from", metavar="FILE",
+        help="Start one instance per line of NDJSON ('-' = stdin): {\"id\", \"input\", "
+             "\"deadline\", \"execution_timeout\", \"run_timeout\", \"on_duplicate\"}, all "
+             "optional; the options above are the defaults of every line."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Start an instance of a workflow type; prints its ids and deadlines."""
+    if from_file is not None:
+        if instance_id is not None or input_json is not None or input_file is not None or wait:
+            _usage("--from excludes ID, --input, --input-file and --wait")
+        defaults: dict[str, Any] = {"on_duplicate": on_duplicate}
+        for name, option, value in (("execution_timeout", "--execution-timeout",
+                                     execution_timeout),
+                                    ("run_timeout", "--run-timeout", run_timeout),
+                                    ("deadline", "--deadline", deadline)):
+            if value is not None:
+                defaults[name] = _duration(option, value)
+        batches.start_from(_client(ctx), workflow_type, from_file, defaults, as_json)
+        return
     if input_json is not None and input_file is not None:
         _usage("--input and --input-file exclude each other")
     if input_file is not None:
@@ -695,20 +712,30 @@ def history(
 @_command()
 def retry(
     ctx: typer.Context,
-    instance_id: str = typer.Argument(..., metavar="ID", autocompletion=_complete_ids,
-                                      help="A failed, timed_out, cancelled or terminated "
-                                           "instance."),
+    instance_id: str | None = typer.Argument(None, metavar="ID", autocompletion=_complete_ids,
+                                             help="A failed, timed_out, cancelled or "
+                                                  "terminated instance (or filters instead)."),
     extend_deadline: str | None = typer.Option(None, "--extend-deadline", metavar="DURATION",
                                                help="New deadline: now + this duration."),
     clear_deadline: bool = typer.Option(False, "--clear-deadline", help="Remove the deadline."),
+    status: list[str] = batches.STATUS, workflow_type: list[str] = batches.TYPE,
+    since: str | None = batches.SINCE, dry_run: bool = batches.DRY_RUN, yes: bool = batches.YES,
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Run a closed instance again from the step that failed or was stopped (the deadline is
-    kept)."""
+    kept).
+
+    With filters in place of ID, every instance they match."""
     if extend_deadline is not None and clear_deadline:
         _usage("--extend-deadline and --clear-deadline exclude each other")
     extend = _duration("--extend-deadline", extend_deadline, allow_none=False)
     client = _client(ctx)
+    if batches.is_batch(instance_id, status, workflow_type, since, dry_run, yes):
+        batches.run(client, "retry", status=status, workflow_type=workflow_type, since=since,
+                    dry_run=dry_run, yes=yes, as_json=as_json, extend_deadline=extend,
+                    clear_deadline=clear_deadline)
+        return
+    assert instance_id is not None
     result = client.retry(instance_id, extend_deadline=extend, clear_deadline=clear_deadline)
     if as_json:
         _print_json(result)
@@ -723,23 +750,45 @@ def retry(
 @_command()
 def signal(
     ctx: typer.Context,
-    instance_id: str = typer.Argument(..., metavar="ID", autocompletion=_complete_ids,
-                                      help="The instance to signal."),
-    name: str = typer.Argument(..., metavar="NAME", autocompletion=_complete_signals,
-                               help="The signal's name, as its wait_for_signal step gives it."),
+    instance_id: str | None = typer.Argument(None, metavar="ID", autocompletion=_complete_ids,
+                                             help="The instance to signal (or filters "
+                                                  "instead, and NAME alone)."),
+    name: str | None = typer.Argument(None, metavar="NAME", autocompletion=_complete_signals,
+                                      help="The signal's name, as its wait_for_signal step "
+                                           "gives it."),
     data: str | None = typer.Option(None, "--data", metavar="JSON",
                                     help="A JSON object merged into the state."),
     force: bool = typer.Option(False, "--force",
                                help="Deliver it even if no wait_for_signal step of the type "
                                     "waits for NAME."),
+    status: list[str] = batches.STATUS, workflow_type: list[str] = batches.TYPE,
+    since: str | None = batches.SINCE, dry_run: bool = batches.DRY_RUN, yes: bool = batches.YES,
+    as_json: bool = batches.JSON,
 ) -> None:
-    """Deliver a signal (buffered until a wait_for_signal step takes it)."""
+    """Deliver a signal (buffered until a wait_for_signal step takes it).
+
+    With filters in place of ID, to every instance they match: NAME is then the only
+    argument."""
     payload = _json_object("--data", data)
     client = _client(ctx)
+    filters = bool(status or workflow_type or since is not None)
+    if filters and name is None:
+        instance_id, name = None, instance_id
+    if name is None:
+        _usage("Missing argument 'NAME'.")
+    if batches.is_batch(instance_id, status, workflow_type, since, dry_run, yes):
+        batches.run(client, "signal", status=status, workflow_type=workflow_type, since=since,
+                    dry_run=dry_run, yes=yes, as_json=as_json, name=name, data=payload,
+                    force=force)
+        return
+    assert instance_id is not None
     try:
         result = client.signal(instance_id, name, payload, force=force)
     except SignalNotAwaited as exc:
         _fail(exc.message("--force"))
+    if as_json:
+        _print_json(result)
+        return
     state = "buffered" if result["buffered"] else "delivered"
     sys.stdout.write(f"Signal {name} {state} to {instance_id}\n")
 
@@ -747,10 +796,22 @@ def signal(
 def _control(action: str) -> Any:
     def command(
         ctx: typer.Context,
-        instance_id: str = typer.Argument(..., metavar="ID", autocompletion=_complete_ids,
-                                          help=f"The instance to {action}."),
+        instance_id: str | None = typer.Argument(None, metavar="ID",
+                                                 autocompletion=_complete_ids,
+                                                 help=f"The instance to {action} (or "
+                                                      "filters instead)."),
+        status: list[str] = batches.STATUS, workflow_type: list[str] = batches.TYPE,
+        since: str | None = batches.SINCE, dry_run: bool = batches.DRY_RUN,
+        yes: bool = batches.YES, as_json: bool = batches.JSON,
     ) -> None:
+        if batches.is_batch(instance_id, status, workflow_type, since, dry_run, yes):
+            batches.run(_client(ctx), action, status=status, workflow_type=workflow_type,
+                        since=since, dry_run=dry_run, yes=yes, as_json=as_json)
+            return
         result = getattr(_client(ctx), action)(instance_id)
+        if as_json:
+            _print_json(result)
+            return
         sys.stdout.write(f"{instance_id}: {result['status']}\n")
 
     return command
@@ -759,12 +820,24 @@ def _control(action: str) -> Any:
 def _closing(action: str) -> Any:
     def command(
         ctx: typer.Context,
-        instance_id: str = typer.Argument(..., metavar="ID", autocompletion=_complete_ids,
-                                          help=f"The instance to {action}."),
+        instance_id: str | None = typer.Argument(None, metavar="ID",
+                                                 autocompletion=_complete_ids,
+                                                 help=f"The instance to {action} (or "
+                                                      "filters instead)."),
         reason: str | None = typer.Option(None, "--reason", metavar="TEXT",
                                           help="Why; shown by describe and history."),
+        status: list[str] = batches.STATUS, workflow_type: list[str] = batches.TYPE,
+        since: str | None = batches.SINCE, dry_run: bool = batches.DRY_RUN,
+        yes: bool = batches.YES, as_json: bool = batches.JSON,
     ) -> None:
+        if batches.is_batch(instance_id, status, workflow_type, since, dry_run, yes):
+            batches.run(_client(ctx), action, status=status, workflow_type=workflow_type,
+                        since=since, dry_run=dry_run, yes=yes, as_json=as_json, reason=reason)
+            return
         result = getattr(_client(ctx), action)(instance_id, reason)
+        if as_json:
+            _print_json(result)
+            return
         shown = "cancel requested" if result.get("cancel_requested") else result["status"]
         sys.stdout.write(f"{instance_id}: {shown}\n")
 
