@@ -58,7 +58,7 @@ def _write_files(folder: Path) -> None:
     """Create the demo's files in `folder` (made if missing), each only if it does not exist:
     the demo never overwrites a file, not even one that appears while it writes. Refused, it
     leaves nothing behind: what it created is removed again."""
-    _refuse_existing(folder, [folder / name for name in FILES if os.path.lexists(folder / name)])
+    _refuse_existing([folder / name for name in FILES if os.path.lexists(folder / name)])
     made_folders = _make_folder(folder)
     written: list[Path] = []
     try:
@@ -80,13 +80,13 @@ def _write_files(folder: Path) -> None:
             except OSError:
                 break
         if isinstance(exc, FileExistsError):
-            _refuse_existing(folder, [Path(exc.filename)])
+            _refuse_existing([Path(exc.filename)])
         if isinstance(exc, OSError):
             raise InvalidInput(f"cannot write {exc.filename}: {exc.strerror}") from None
         raise
 
 
-def _refuse_existing(folder: Path, existing: list[Path]) -> None:
+def _refuse_existing(existing: list[Path]) -> None:
     if existing:
         raise InvalidInput(f"{', '.join(map(str, existing))} "
                            f"{'exists' if len(existing) == 1 else 'exist'} already; the demo "
