@@ -83,6 +83,8 @@ class Worker:
         # handler that set an Event could deadlock on the Event's lock, held by the very thread
         # it interrupted; the main thread turns the count into requests (`_take_signals`).
         self.signals = 0
+        # The number of the last of them: a once pass it interrupted exits 128 + it.
+        self.last_signal = 0
         # What the main thread waits on between its looks; set by requests from other threads.
         self._tick = threading.Event()
         self.attempts = Attempts(options.max_tasks, enough=self.request_stop)
@@ -277,13 +279,18 @@ class Worker:
             engine.remove_deadline_waker(self.deadlines.claimed_for_us)
             engine.remove_waker(self.wake)
 
-    def _register(self) -> bool:
-        """Register, waiting out a database outage; False when asked to stop meanwhile."""
+    def _register(self, *, once: bool = False) -> bool:
+        """Register, waiting out a database outage; False when asked to stop meanwhile. A once
+        pass (`once`) waits out nothing: the database refusing the write (read-only, full, busy
+        past its busy timeout) ends it, StoreUnavailable raised, for the CLI to say."""
         backoff = Backoff()
         while True:
             self._take_signals()
             if self.stopping:
                 return False
+            if once:
+                self.register(self.clock())
+                return True
             try:
                 with self.outage.writing():
                     self.register(self.clock())
@@ -300,9 +307,19 @@ class Worker:
     def _once(self) -> int:
         """The loops of `_serve` that a once pass runs, in the same order: the lease keeper and
         housekeeping beside the pass, then the pass (`run_once`): the watchdog's, and the
-        slots'. No deadline runner (it says so), checkpointer, pruner or wake-up listener."""
-        if not self._register():
-            return 0
+        slots'. No deadline runner (it says so), checkpointer, pruner or wake-up listener.
+
+        A pass that a signal interrupted did not do what was asked: it exits 128 + the signal's
+        number (143 for SIGTERM, 130 for SIGINT), as a shell reports a command the signal ended.
+        """
+        try:
+            registered = self._register(once=True)
+        except BaseException:
+            self.executor.close(EXECUTOR_CLOSE_TIMEOUT)
+            raise
+        if not registered:
+            self.executor.close(EXECUTOR_CLOSE_TIMEOUT)
+            return 128 + self.last_signal if self.signals else 0
         self._started(once=True)
         log.event("deadline_checks_skipped", logging.WARNING, message=ONCE_NOTICE)
         for loop in (self.lease, self.housekeeping):
@@ -313,7 +330,8 @@ class Worker:
             self._shut_down(failed=True, drain=False)
             raise
         # Ended by a request to stop, the pass leaves its running handlers to the drain.
-        return self._shut_down(failed=not went_on, drain=self.stopping)
+        code = self._shut_down(failed=not went_on, drain=self.stopping)
+        return 128 + self.last_signal if self.signals else code
 
     def _serve(self) -> int:
         if not self._register():
@@ -504,6 +522,7 @@ def install_signal_handlers(worker: Worker) -> Callable[[], None]:
 
     def handle(signum: int, frame: FrameType | None) -> None:
         worker.signals += 1
+        worker.last_signal = signum
 
     previous = {signum: signal.signal(signum, handle) for signum in (signal.SIGTERM, signal.SIGINT)}
 
