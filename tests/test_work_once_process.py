@@ -10,13 +10,14 @@ import sys
 import textwrap
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from conftest import wait_until
 from test_bad_input import as_an_ordinary_user
 
-from wfctl import Client
+from wfctl import Client, clock
 from wfctl.store.sqlite import _BUSY_TIMEOUT_MS
 
 pytestmark = pytest.mark.process
@@ -31,6 +32,10 @@ workflows:
   slow:
     steps:
       - activity: once_handlers:slow
+  nightly:
+    deadline: 1m
+    steps:
+      - delay: 1d
 """
 
 HANDLERS = '''
@@ -124,3 +129,30 @@ def test_a_work_once_pass_a_signal_interrupts_exits_128_plus_the_signal(folder, 
     # The first signal drains: the handler that was running finished, and was recorded.
     assert "worker_draining" in err
     assert status(folder, "s1") == "completed"
+
+
+def test_work_once_says_at_info_that_it_skips_deadlines_and_warns_only_when_one_is_due(folder):
+    with Client(folder / "wfctl.db", folder / "workflows.yaml") as client:
+        client.start("nightly", "n1")
+    info = wfctl_process(folder, "work", "--once")
+    info_out, info_err = info.communicate(timeout=MARGIN)
+    # What cron mails: nothing, when nothing needs anyone.
+    quiet = wfctl_process(folder, "work", "--once", "--log-level", "warning")
+    quiet_out, quiet_err = quiet.communicate(timeout=MARGIN)
+
+    assert (info.returncode, info_out) == (0, ""), info_err
+    [notice] = [line for line in info_err.splitlines() if "deadline_checks_skipped" in line]
+    assert " INFO    deadline_checks_skipped " in notice
+    assert (quiet.returncode, quiet_out, quiet_err) == (0, "", "")
+
+    an_hour_ago = clock.now() - timedelta(hours=1)
+    with Client(folder / "wfctl.db", folder / "workflows.yaml",
+                clock_now=lambda: an_hour_ago) as client:
+        due_since = client.start("nightly", "late")["deadline_at"]
+    warned = wfctl_process(folder, "work", "--once", "--log-level", "warning")
+    warned_out, warned_err = warned.communicate(timeout=MARGIN)
+
+    assert (warned.returncode, warned_out) == (0, ""), warned_err
+    [warning] = warned_err.splitlines()
+    assert " WARNING deadline_checks_skipped " in warning
+    assert f"deadline_due_since={clock.iso(due_since)}" in warning

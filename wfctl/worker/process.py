@@ -321,17 +321,30 @@ class Worker:
             self.executor.close(EXECUTOR_CLOSE_TIMEOUT)
             return 128 + self.last_signal if self.signals else 0
         self._started(once=True)
-        log.event("deadline_checks_skipped", logging.WARNING, message=ONCE_NOTICE)
         for loop in (self.lease, self.housekeeping):
             self._start(loop)
         try:
             _, went_on = self._pass(self.clock())
+            self._say_deadlines_skipped()
         except BaseException:
             self._shut_down(failed=True, drain=False)
             raise
         # Ended by a request to stop, the pass leaves its running handlers to the drain.
         code = self._shut_down(failed=not went_on, drain=self.stopping)
         return 128 + self.last_signal if self.signals else code
+
+    def _say_deadlines_skipped(self) -> None:
+        """Say once that the pass checked no deadline: at info, as a run from cron does every
+        time; a warning only when a deadline is due that it left unchecked."""
+        try:
+            due_since = self.engine.earliest_deadline()
+        except StoreUnavailable:
+            due_since = None
+        if due_since is not None and due_since <= self.clock():
+            log.event("deadline_checks_skipped", logging.WARNING, message=ONCE_NOTICE,
+                      deadline_due_since=wall_clock.iso(due_since))
+        else:
+            log.event("deadline_checks_skipped", message=ONCE_NOTICE)
 
     def _serve(self) -> int:
         if not self._register():
