@@ -33,6 +33,11 @@ from wfctl.worker.watchdog import Watchdog
 ONCE_NOTICE = (
     "deadline checks skipped in --once mode; run 'wfctl deadlines check' or a long-running worker"
 )
+# The outages that pass by themselves: another process holding the write lock, a server
+# restarting. A `--once` pass waits one out this long (SQLite's busy timeout) before it gives up;
+# any other ends it at once.
+PASSING = ("busy", "unreachable")
+ONCE_PATIENCE = 30.0
 # Loop threads that die (something escaped a loop's own error handling) are started again; a
 # worker where more than this many die within a minute cannot go on, and exits non-zero so
 # that its supervisor (systemd's Restart=on-failure) starts a fresh process.
@@ -281,22 +286,25 @@ class Worker:
 
     def _register(self, *, once: bool = False) -> bool:
         """Register, waiting out a database outage; False when asked to stop meanwhile. A once
-        pass (`once`) waits out nothing: the database refusing the write (read-only, full, busy
-        past its busy timeout) ends it, StoreUnavailable raised, for the CLI to say."""
+        pass (`once`) must end: a database that refuses the write until someone acts (read-only,
+        full, an I/O error) ends it at once, one that is busy or out of reach after
+        `ONCE_PATIENCE`, StoreUnavailable raised, for the CLI to say."""
         backoff = Backoff()
+        give_up_at = time.monotonic() + ONCE_PATIENCE
         while True:
             self._take_signals()
             if self.stopping:
                 return False
-            if once:
-                self.register(self.clock())
-                return True
+            began = self.outage.instant()
             try:
-                with self.outage.writing():
-                    self.register(self.clock())
-            except StoreUnavailable:
+                self.register(self.clock())
+            except StoreUnavailable as exc:
+                if once and (exc.reason not in PASSING or time.monotonic() >= give_up_at):
+                    raise
+                self.outage.failed(exc)
                 self._tick.wait(backoff.next())
                 continue
+            self.outage.recovered(began)
             return True
 
     def _started(self, once: bool) -> None:
