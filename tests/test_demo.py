@@ -4,26 +4,34 @@ with its database kept where it says."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from rich.console import Console
+from test_bad_input import as_an_ordinary_user
+
+from wfctl import demo
+from wfctl.errors import InvalidInput
 
 REPO = Path(__file__).parent.parent
 
 
-def wfctl(*args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
+def wfctl(*args: str, cwd: Path, preexec_fn: Callable[[], None] | None = None,
+          **env: str) -> subprocess.CompletedProcess:
     environment = {**os.environ, "COLUMNS": "80", **env,
                    "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO),
                                                                os.environ.get("PYTHONPATH")]))}
     environment.pop("NO_COLOR", None)
     return subprocess.run([sys.executable, "-m", "wfctl", *args], cwd=cwd, env=environment,
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=60, preexec_fn=preexec_fn)
 
 
 @pytest.mark.process
@@ -78,10 +86,69 @@ def test_the_demo_never_reuses_a_database(tmp_path):
     again = wfctl("demo", "--folder", str(folder), cwd=tmp_path)
 
     assert again.returncode == 1
-    assert again.stderr == f"Error: {folder / 'wfctl.db'} exists already; the demo starts on a " \
-        "new database (pass --folder with a new or empty folder)\n"
+    assert again.stderr == f"Error: {folder / 'wfctl.db'}, {folder / 'workflows.yaml'}, " \
+        f"{folder / 'etl.py'} exist already; the demo never overwrites a file (pass --folder " \
+        "with a new or empty folder)\n"
     assert again.stdout == ""
     assert (folder / "wfctl.db").stat().st_mtime_ns == before
+
+
+@pytest.mark.process
+def test_the_demo_never_overwrites_the_users_files(tmp_path):
+    mine = {"workflows.yaml": b"version: 1\nworkflows: {}\n", "etl.py": b"MINE = True\n"}
+    for name, content in mine.items():
+        (tmp_path / name).write_bytes(content)
+
+    refused = wfctl("demo", "--folder", ".", cwd=tmp_path)
+
+    assert (refused.returncode, refused.stdout) == (1, "")
+    assert refused.stderr == "Error: workflows.yaml, etl.py exist already; the demo never " \
+        "overwrites a file (pass --folder with a new or empty folder)\n"
+    assert {path.name: path.read_bytes() for path in tmp_path.iterdir()} == mine
+
+
+@pytest.mark.process
+def test_a_demo_folder_that_cannot_be_one_is_one_error_line(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine\n")
+    read_only = tmp_path / "read-only"
+    read_only.mkdir(mode=0o555)
+    cases = [
+        ("notes.txt", "Error: --folder notes.txt: not a folder\n", {}),
+        ("notes.txt/demo", "Error: --folder notes.txt/demo: a part of the path is not a "
+                           "folder\n", {}),
+        ("read-only", "Error: cannot write read-only/wfctl.db: Permission denied\n",
+         {"preexec_fn": as_an_ordinary_user()}),
+        ("read-only/demo", "Error: cannot create read-only/demo: Permission denied\n",
+         {"preexec_fn": as_an_ordinary_user()}),
+    ]
+    for folder, message, options in cases:
+        refused = wfctl("demo", "--folder", folder, cwd=tmp_path, **options)
+        assert (refused.returncode, refused.stdout, refused.stderr) == (1, "", message)
+    assert sorted(path.name for path in tmp_path.rglob("*")) == ["notes.txt", "read-only"]
+    assert (tmp_path / "notes.txt").read_text() == "mine\n"
+
+
+def test_a_file_that_appears_while_the_demo_writes_is_not_overwritten(tmp_path, monkeypatch):
+    """Between the demo's look and its writes, the user saves etl.py: the demo refuses it, and
+    takes back the files and the folder it made."""
+    folder = tmp_path / "new" / "demo"
+    template = demo.FILES["workflows.yaml"]
+    real_read_bytes = Path.read_bytes
+
+    def read_bytes(path: Path) -> bytes:
+        if path == template:
+            (folder / "etl.py").write_bytes(b"MINE = True\n")
+        return real_read_bytes(path)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+
+    with pytest.raises(InvalidInput) as refused:
+        demo.run(folder, Console(file=io.StringIO()))
+
+    assert str(refused.value) == f"{folder / 'etl.py'} exists already; the demo never " \
+        "overwrites a file (pass --folder with a new or empty folder)"
+    assert [path.name for path in folder.iterdir()] == ["etl.py"]
+    assert (folder / "etl.py").read_bytes() == b"MINE = True\n"
 
 
 @pytest.mark.process

@@ -4,7 +4,7 @@ an attempt's start-to-close timeout and a workflow's deadline fire while the use
 from __future__ import annotations
 
 import logging
-import shutil
+import os
 import threading
 import time
 from pathlib import Path
@@ -19,9 +19,10 @@ from wfctl.errors import InvalidInput
 from wfctl.worker import WorkerOptions
 
 EXAMPLES = Path(__file__).parent / "examples"
-# What the demo keeps beside its database, a template to edit: the definitions, and the module
-# of handlers they name (`etl:extract`), which imports from the definitions' folder.
-TEMPLATE = {"workflows.yaml": EXAMPLES / "demo.yaml", "etl.py": EXAMPLES / "etl.py"}
+# What the demo writes into its folder: its database (empty, for SQLite to fill), and a template
+# to edit: the definitions, and the module of handlers they name (`etl:extract`), which imports
+# from the definitions' folder.
+FILES = {"wfctl.db": None, "workflows.yaml": EXAMPLES / "demo.yaml", "etl.py": EXAMPLES / "etl.py"}
 # The demo's two workflows take about three seconds; past this something is wrong.
 PATIENCE = 30.0
 # demo-late must complete within this, and its extract step takes longer (60 rows, 50 ms each).
@@ -37,14 +38,8 @@ SHOWN = {
 def run(folder: Path, out: Console) -> None:
     """Run the demo on a new database in `folder`, which is kept with the workflow's definitions
     and handlers; print what happened, the timeline of one workflow, and what to try next."""
-    db, workflows = folder / "wfctl.db", folder / "workflows.yaml"
-    if db.exists():
-        raise InvalidInput(f"{db} exists already; the demo starts on a new database "
-                           "(pass --folder with a new or empty folder)")
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, source in TEMPLATE.items():
-        shutil.copyfile(source, folder / name)
-    with Client(db, workflows) as client:
+    _write_files(folder)
+    with Client(folder / "wfctl.db", folder / "workflows.yaml") as client:
         client.start("etl", "demo-etl", input={"source": "demo://orders.csv", "stall": True})
         client.start("etl", "demo-late", input={"source": "demo://archive.csv",
                                                 "rows": LATE_ROWS}, deadline=LATE_DEADLINE)
@@ -57,6 +52,59 @@ def run(folder: Path, out: Console) -> None:
         out.print(timeline.draw(doc, client.history("demo-etl"), now=client.now(),
                                 width=out.width), soft_wrap=True)
     _what_next(out, folder)
+
+
+def _write_files(folder: Path) -> None:
+    """Create the demo's files in `folder` (made if missing), each only if it does not exist:
+    the demo never overwrites a file, not even one that appears while it writes. Refused, it
+    leaves nothing behind: what it created is removed again."""
+    _refuse_existing([folder / name for name in FILES if os.path.lexists(folder / name)])
+    made_folders = _make_folder(folder)
+    written: list[Path] = []
+    try:
+        for name, source in FILES.items():
+            path = folder / name
+            # Mode "x" is O_CREAT | O_EXCL: it fails, rather than truncates, when the file is
+            # there, whenever it came.
+            with open(path, "xb") as file:
+                written.append(path)
+                if source is not None:
+                    file.write(source.read_bytes())
+    except BaseException as exc:
+        for path in written:
+            path.unlink(missing_ok=True)
+        for made in made_folders:
+            # Only if still empty: something else may have written there meanwhile.
+            try:
+                made.rmdir()
+            except OSError:
+                break
+        if isinstance(exc, FileExistsError):
+            _refuse_existing([Path(exc.filename)])
+        if isinstance(exc, OSError):
+            raise InvalidInput(f"cannot write {exc.filename}: {exc.strerror}") from None
+        raise
+
+
+def _refuse_existing(existing: list[Path]) -> None:
+    if existing:
+        raise InvalidInput(f"{', '.join(map(str, existing))} "
+                           f"{'exists' if len(existing) == 1 else 'exist'} already; the demo "
+                           "never overwrites a file (pass --folder with a new or empty folder)")
+
+
+def _make_folder(folder: Path) -> list[Path]:
+    """Make `folder` and its missing parents; the folders made, innermost first."""
+    missing = [path for path in (folder, *folder.parents) if not os.path.lexists(path)]
+    if os.path.lexists(folder) and not folder.is_dir():
+        raise InvalidInput(f"--folder {folder}: not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise InvalidInput(f"--folder {folder}: a part of the path is not a folder") from None
+    except OSError as exc:
+        raise InvalidInput(f"cannot create {exc.filename or folder}: {exc.strerror}") from None
+    return missing
 
 
 def _introduce(out: Console) -> None:

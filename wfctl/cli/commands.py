@@ -605,6 +605,7 @@ def work(
     import logging
 
     from wfctl import log
+    from wfctl.cli.streams import handlers_print_to_stderr
     from wfctl.worker import WorkerOptions, install_signal_handlers
 
     options = WorkerOptions(
@@ -635,17 +636,19 @@ def work(
     else:
         log.event("definitions_not_found", logging.WARNING, path=client.workflows_path,
                   message="handler modules are imported from the current folder")
-    worker = client.worker(options)
-    worker.engine.add_listener(log.history_events, ignores=log.unlogged_event_types())
-    if server is not None:
-        worker.attempt_metrics = metrics.AttemptMetrics(registry)
-        registry.register(metrics.StoreCollector(worker.engine.store, worker.clock))
-        server.start()
-    restore = install_signal_handlers(worker)
-    try:
-        code = worker.run(once=once)
-    finally:
-        restore()
+    # Before the worker is made: the processes of `--isolation process` inherit stdout.
+    with handlers_print_to_stderr():
+        worker = client.worker(options)
+        worker.engine.add_listener(log.history_events, ignores=log.unlogged_event_types())
+        if server is not None:
+            worker.attempt_metrics = metrics.AttemptMetrics(registry)
+            registry.register(metrics.StoreCollector(worker.engine.store, worker.clock))
+            server.start()
+        restore = install_signal_handlers(worker)
+        try:
+            code = worker.run(once=once)
+        finally:
+            restore()
     raise typer.Exit(code)
 
 
@@ -856,18 +859,21 @@ _command("terminate", help="Immediate stop; open work is cancelled now.")(
 def deadlines_check(ctx: typer.Context,
                     as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """One deadline sweep (for cron): fails every running workflow past its deadline."""
-    failed = _client(ctx).check_deadlines()
-    if as_json:
-        _print_json({"failed": failed, "count": len(failed)})
-        return
-    for item in failed:
-        error = item["handler_error"]
-        note = f"; {item['on_deadline']} raised {error['exception_class']}: {error['message']}" \
-            if error else ""
-        sys.stdout.write(f"{item['workflow_instance_id']}: deadline {clock.iso(item['deadline_at'])} "
-                         f"exceeded, failed{note}\n")
-    sys.stdout.write(f"{len(failed)} workflow{'s' if len(failed) != 1 else ''} failed "
-                     "by deadline\n")
+    from wfctl.cli.streams import handlers_print_to_stderr
+
+    client = _client(ctx)
+    with handlers_print_to_stderr() as out:
+        failed = client.check_deadlines()
+        if as_json:
+            _print_json({"failed": failed, "count": len(failed)}, out)
+            return
+        for item in failed:
+            error = item["handler_error"]
+            note = f"; {item['on_deadline']} raised {error['exception_class']}: " \
+                f"{error['message']}" if error else ""
+            out.write(f"{item['workflow_instance_id']}: deadline "
+                      f"{clock.iso(item['deadline_at'])} exceeded, failed{note}\n")
+        out.write(f"{len(failed)} workflow{'s' if len(failed) != 1 else ''} failed by deadline\n")
 
 
 @_command("metrics")

@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TextIO
 
 from wfctl import durations, jsonvalue
 from wfctl.client import Client
@@ -50,9 +50,10 @@ def check_choice(option: str, value: str | Sequence[str] | None, choices: Sequen
 TASK_EVENT_TYPES = tuple(name for name in EVENT_TYPES if name.startswith("WorkflowTask"))
 
 
-def print_json(document: Any) -> None:
-    """One strict JSON document: a value JSON cannot carry (NaN in a 0.1 database) is an error."""
-    sys.stdout.write(json_text(document, indent=2) + "\n")
+def print_json(document: Any, out: TextIO | None = None) -> None:
+    """One strict JSON document on `out` (stdout unless told): a value JSON cannot carry (NaN in
+    a 0.1 database) is an error."""
+    (out or sys.stdout).write(json_text(document, indent=2) + "\n")
 
 
 def json_text(document: Any, *, indent: int | None) -> str:

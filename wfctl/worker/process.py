@@ -33,6 +33,11 @@ from wfctl.worker.watchdog import Watchdog
 ONCE_NOTICE = (
     "deadline checks skipped in --once mode; run 'wfctl deadlines check' or a long-running worker"
 )
+# The outages that pass by themselves: another process holding the write lock, a server
+# restarting. A `--once` pass waits one out this long (SQLite's busy timeout) before it gives up;
+# any other ends it at once.
+PASSING = ("busy", "unreachable")
+ONCE_PATIENCE = 30.0
 # Loop threads that die (something escaped a loop's own error handling) are started again; a
 # worker where more than this many die within a minute cannot go on, and exits non-zero so
 # that its supervisor (systemd's Restart=on-failure) starts a fresh process.
@@ -83,6 +88,8 @@ class Worker:
         # handler that set an Event could deadlock on the Event's lock, held by the very thread
         # it interrupted; the main thread turns the count into requests (`_take_signals`).
         self.signals = 0
+        # The number of the last of them: a once pass it interrupted exits 128 + it.
+        self.last_signal = 0
         # What the main thread waits on between its looks; set by requests from other threads.
         self._tick = threading.Event()
         self.attempts = Attempts(options.max_tasks, enough=self.request_stop)
@@ -277,19 +284,27 @@ class Worker:
             engine.remove_deadline_waker(self.deadlines.claimed_for_us)
             engine.remove_waker(self.wake)
 
-    def _register(self) -> bool:
-        """Register, waiting out a database outage; False when asked to stop meanwhile."""
+    def _register(self, *, once: bool = False) -> bool:
+        """Register, waiting out a database outage; False when asked to stop meanwhile. A once
+        pass (`once`) must end: a database that refuses the write until someone acts (read-only,
+        full, an I/O error) ends it at once, one that is busy or out of reach after
+        `ONCE_PATIENCE`, StoreUnavailable raised, for the CLI to say."""
         backoff = Backoff()
+        give_up_at = time.monotonic() + ONCE_PATIENCE
         while True:
             self._take_signals()
             if self.stopping:
                 return False
+            began = self.outage.instant()
             try:
-                with self.outage.writing():
-                    self.register(self.clock())
-            except StoreUnavailable:
+                self.register(self.clock())
+            except StoreUnavailable as exc:
+                if once and (exc.reason not in PASSING or time.monotonic() >= give_up_at):
+                    raise
+                self.outage.failed(exc)
                 self._tick.wait(backoff.next())
                 continue
+            self.outage.recovered(began)
             return True
 
     def _started(self, once: bool) -> None:
@@ -300,20 +315,44 @@ class Worker:
     def _once(self) -> int:
         """The loops of `_serve` that a once pass runs, in the same order: the lease keeper and
         housekeeping beside the pass, then the pass (`run_once`): the watchdog's, and the
-        slots'. No deadline runner (it says so), checkpointer, pruner or wake-up listener."""
-        if not self._register():
-            return 0
+        slots'. No deadline runner (it says so), checkpointer, pruner or wake-up listener.
+
+        A pass that a signal interrupted did not do what was asked: it exits 128 + the signal's
+        number (143 for SIGTERM, 130 for SIGINT), as a shell reports a command the signal ended.
+        """
+        try:
+            registered = self._register(once=True)
+        except BaseException:
+            self.executor.close(EXECUTOR_CLOSE_TIMEOUT)
+            raise
+        if not registered:
+            self.executor.close(EXECUTOR_CLOSE_TIMEOUT)
+            return 128 + self.last_signal if self.signals else 0
         self._started(once=True)
-        log.event("deadline_checks_skipped", logging.WARNING, message=ONCE_NOTICE)
         for loop in (self.lease, self.housekeeping):
             self._start(loop)
         try:
             _, went_on = self._pass(self.clock())
+            self._say_deadlines_skipped()
         except BaseException:
             self._shut_down(failed=True, drain=False)
             raise
         # Ended by a request to stop, the pass leaves its running handlers to the drain.
-        return self._shut_down(failed=not went_on, drain=self.stopping)
+        code = self._shut_down(failed=not went_on, drain=self.stopping)
+        return 128 + self.last_signal if self.signals else code
+
+    def _say_deadlines_skipped(self) -> None:
+        """Say once that the pass checked no deadline: at info, as a run from cron does every
+        time; a warning only when a deadline is due that it left unchecked."""
+        try:
+            due_since = self.engine.earliest_deadline()
+        except StoreUnavailable:
+            due_since = None
+        if due_since is not None and due_since <= self.clock():
+            log.event("deadline_checks_skipped", logging.WARNING, message=ONCE_NOTICE,
+                      deadline_due_since=wall_clock.iso(due_since))
+        else:
+            log.event("deadline_checks_skipped", message=ONCE_NOTICE)
 
     def _serve(self) -> int:
         if not self._register():
@@ -504,6 +543,7 @@ def install_signal_handlers(worker: Worker) -> Callable[[], None]:
 
     def handle(signum: int, frame: FrameType | None) -> None:
         worker.signals += 1
+        worker.last_signal = signum
 
     previous = {signum: signal.signal(signum, handle) for signum in (signal.SIGTERM, signal.SIGINT)}
 
