@@ -277,6 +277,24 @@ def test_an_open_run_ends_at_now_with_its_timer_wait_and_child_as_bars(env):
     assert set(axis.cells_of(child, 150, 200)) == {"▓"}, "the child runs on at now"
 
 
+def test_a_waiting_run_draws_the_signal_wait_timeout_it_runs_into_next(env):
+    env.start("approval", "a1")
+    env.run(0)
+    env.run(60)
+
+    # At +1m1s the wait's timeout (+3m) is far past what the run has lived, and it is what
+    # fires next: the axis reaches it, rather than leaving it to a note at the edge.
+    lines = draw(env, "a1", now=61)
+
+    axis = Axis(lines, 0, 180, 100)
+    assert axis.lane("approved")[axis.column(180)] == "w"
+    assert not any("signal wait timeout" in line and line.endswith("→") for line in lines)
+    assert "w approved signal wait timeout 2026-04-12T12:03:00.000+00:00 in 1m59s" in \
+        entries(lines)
+    assert any(line.strip() == "R run deadline in 58m59s →" for line in lines), \
+        "the run deadline comes later: still beyond the chart"
+
+
 def test_a_signal_wait_that_times_out_is_marked_where_it_ran_out(env):
     env.start("approval", "a1")
     env.run(0)

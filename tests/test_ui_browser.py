@@ -51,6 +51,16 @@ workflows:
       - wait_for_signal: approved
       - activity: ui_handlers:quick
         name: ship
+  late:
+    deadline: 2s
+    steps:
+      - activity: ui_handlers:quick
+        name: unserved
+        queue: nobody
+  patient:
+    steps:
+      - wait_for_signal: approved
+        timeout: 1h
 """
 
 
@@ -274,3 +284,86 @@ def test_the_server_stops_cleanly_on_sigterm_and_ctrl_c(site):
         assert ui.process.returncode == 0, err
         assert out.endswith("wfctl ui: stopped\n")
         assert "Traceback" not in err
+
+
+def chart_box(browser, selector: str) -> dict[str, dict[str, float]]:
+    """Where the chart's visible box is (its scrolling frame) and where `selector` in it is."""
+    return browser.execute_script(
+        "var frame = document.querySelector('figure.chart .scroll').getBoundingClientRect();"
+        "var found = document.querySelector(arguments[0]);"
+        "var box = found ? found.getBoundingClientRect() : null;"
+        "return {frame: {left: frame.left, right: frame.right}, found: box &&"
+        " {left: box.left, right: box.right, top: box.top, bottom: box.bottom}};", selector)
+
+
+@pytest.fixture(scope="module")
+def late(site) -> str:
+    """An instance whose deadline fired two seconds in, which ended its run: the deadline it ran
+    into is the chart's last instant."""
+    site.client.start("late", "late-1")
+    wait_until(lambda: status_of(site.client, "late-1") == "failed", "late-1 to fail",
+               timeout=20)
+    return "late-1"
+
+
+def test_at_390_px_the_whole_run_fits_with_the_deadline_it_ran_into(site, browser, late):
+    servers = site.servers
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+        "width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": False})
+    try:
+        browser.get(servers["read_only"].url + "/instances/" + late)
+        assert browser.execute_script("return window.innerWidth") == 390
+        where = chart_box(browser, "svg.timeline g.marker.hit text")
+        assert where["found"], "the deadline the run ran into is drawn"
+        assert where["frame"]["left"] <= where["found"]["left"] < \
+            where["found"]["right"] <= where["frame"]["right"], where
+        assert browser.execute_script(
+            "var frame = document.querySelector('figure.chart .scroll');"
+            "return frame.scrollWidth <= frame.clientWidth"), "nothing to scroll to"
+        browser.save_screenshot(str(SCREENSHOTS / "instance-390.png"))
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+def test_the_line_of_the_deadline_that_was_hit_starts_under_its_letter(site, browser, late):
+    browser.get(site.servers["read_only"].url + "/instances/" + late)
+    # Read in one call: the page may swap its panel in anew (and move it) between two.
+    letter, line = browser.execute_script(
+        "var marker = document.querySelector('svg.timeline g.marker.hit');"
+        "return [marker.querySelector('text').getBoundingClientRect().bottom,"
+        " marker.querySelector('line').getBoundingClientRect().top];")
+    assert line >= letter, (letter, line)
+
+
+def test_a_waiting_instance_has_its_signal_wait_timeout_on_the_chart(site, browser):
+    client, servers = site.client, site.servers
+    client.start("patient", "patient-1")
+    wait_until(lambda: status_of(client, "patient-1") == "waiting", "patient-1 to wait")
+    browser.get(servers["read_only"].url + "/instances/patient-1")
+    titles = browser.execute_script(
+        "return Array.from(document.querySelectorAll('svg.timeline g.mark.open title'),"
+        " (title) => title.textContent)")
+    assert any(t.startswith("w approved signal wait timeout: ") for t in titles), titles
+    where = chart_box(browser, "svg.timeline g.mark.open text")
+    assert where["frame"]["left"] <= where["found"]["left"] < \
+        where["found"]["right"] <= where["frame"]["right"], where
+
+
+def test_history_keeps_each_instant_on_one_line_at_1280_px(site, browser):
+    client, servers = site.client, site.servers
+    wait_until(lambda: status_of(client, "order-1") != "running", "order-1 to wait")
+    browser.get(servers["read_only"].url + "/instances/order-1/history")
+    assert browser.execute_script("return window.innerWidth") == 1280
+    lines = browser.execute_script(
+        "return Array.from(document.querySelectorAll("
+        "'table.history time, table.history .instant-text'),"
+        " (el) => [el.textContent, el.getClientRects().length])")
+    assert len(lines) > len(client.history("order-1")), "the instants in the details too"
+    assert [text for text, count in lines if count != 1] == []
+
+
+def test_the_footer_names_local_time_once(site, browser):
+    browser.get(site.servers["read_only"].url + "/")
+    footer = visible_text(browser, "footer.bottom")
+    assert re.fullmatch(r"now \S+\+00:00 · .+ local · read-only", footer), footer
+    assert footer.count("local") == 1 and footer.count("UTC") + footer.count("+00:00") == 1

@@ -122,7 +122,7 @@ def live_view(doc: dict[str, Any], recent: list[dict[str, Any]], now: datetime) 
     for event in recent:
         events.add_row(str(event["seq"]),
                        render.styled(event["event_type"],
-                                     "bold red" if render.is_alarm(event["event_type"]) else None),
+                                     render.TONE_STYLE.get(render.tone(event))),
                        render.event_line(event))
     parts: list[Any] = [header, countdowns, activities, events]
     if doc["failure"]:

@@ -14,7 +14,13 @@ from rich.text import Text
 
 from wfctl import clock, durations, jsonvalue
 from wfctl.layout import KEY, KEY_IF_ROOM, Column, Fitted, Flow, Titled
-from wfctl.vocabulary import ACTIVITY_TIMEOUTS_SHOWN, OPEN_ACTIVITY, RETRY_TIMER, WORKFLOW_TIMEOUTS
+from wfctl.vocabulary import (
+    ACTIVITY_TIMEOUTS_SHOWN,
+    OPEN_ACTIVITY,
+    RETRY_TIMER,
+    SIGNAL_TIMER,
+    WORKFLOW_TIMEOUTS,
+)
 
 if TYPE_CHECKING:
     from wfctl.definitions import Definitions
@@ -25,7 +31,6 @@ STATUS_STYLE = {
     "terminated": "magenta", "continued_as_new": "dim", "scheduled": "cyan", "started": "cyan",
     "retry_scheduled": "yellow", "fired": "green",
 }
-ALARM_EVENTS = ("TimedOut", "Failed", "DeadlineExceeded", "Terminated", "Cancelled")
 
 
 def console(*, stderr: bool = False) -> Console:
@@ -623,9 +628,35 @@ def _shown(value: Any, limit: int | None) -> str:
     return _json(value, limit)
 
 
-def is_alarm(event_type: str) -> bool:
-    """Timeouts, deadlines, failures and retries: the events an operator looks for first."""
-    return event_type.endswith((*ALARM_EVENTS, "RetryScheduled"))
+# Why open work was cancelled, when nothing went wrong: the awaited signal came (its wait's
+# timeout is moot), or the run ended well (completed, or continued as a new run).
+BENIGN_CANCEL_REASONS = ("signal_received", "completed", "continued_as_new")
+# Why it was cancelled when someone asked for it: an operator, or a parent's close policy.
+STOP_REASONS = ("cancelled", "terminated")
+TONE_STYLE = {"timeout": "bold red", "failure": "bold red", "stopped": "magenta", "ok": "green"}
+
+
+def tone(event: dict[str, Any]) -> str:
+    """What an event says about the run, so that only what went wrong looks wrong: `timeout`
+    (a deadline ran out), `failure` (something failed, or was cut short by a failure),
+    `stopped` (someone asked it to stop), `ok` (a step or the run completed), or '' (news).
+
+    A cancellation is judged by its reason: a timer cancelled because its signal came is news.
+    """
+    kind, attributes = event["event_type"], event["attributes"]
+    if kind in ("WorkflowCompleted", "ActivityCompleted"):
+        return "ok"
+    if "TimedOut" in kind or kind == "WorkflowDeadlineExceeded" or \
+            attributes.get("timeout_kind") or \
+            (kind == "TimerFired" and attributes.get("kind") == SIGNAL_TIMER):
+        return "timeout"
+    if kind in _STOPS:
+        return "stopped"
+    if kind in ("ActivityCancelled", "TimerCancelled"):
+        reason = attributes.get("reason")
+        return "" if reason in BENIGN_CANCEL_REASONS else \
+            "stopped" if reason in STOP_REASONS else "failure"
+    return "failure" if kind.endswith(("Failed", "RetryScheduled")) else ""
 
 
 def history(out: Console, events: list[dict[str, Any]], *, start_at: datetime | None,
@@ -643,10 +674,9 @@ def history(out: Console, events: list[dict[str, Any]], *, start_at: datetime | 
         del columns[1]
     grid = table(out, *columns, show_header=header, show_edge=False)
     for event in events:
-        alarm = is_alarm(event["event_type"])
-        style = "bold red" if alarm else None
-        if event["event_type"] in ("WorkflowCompleted", "ActivityCompleted"):
-            style = "green"
+        shade = tone(event)
+        alarm = shade in ("timeout", "failure")
+        style = TONE_STYLE.get(shade)
         offset = "-"
         if start_at:
             offset = "+" + span(max(0.0, (event["at"] - start_at).total_seconds()))

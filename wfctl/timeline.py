@@ -633,7 +633,11 @@ def extent(run: Run, now: datetime) -> tuple[list[Marker], list[Mark], datetime]
     reach = run.end + (run.end - start) * REACH
     nearby = [m.at for m in markers if run.end < m.at <= reach] + \
              [m.at for m in marks if m.open and run.end < m.at <= reach]
-    return markers, marks, max(run.end, *nearby, start + timedelta(seconds=1))
+    # What the open steps run into next is drawn however far it is; the run's own deadlines
+    # beyond the axis are noted at its edge.
+    upcoming = [m.at for m in marks if m.open and m.at > run.end]
+    return markers, marks, max(run.end, *nearby, start + timedelta(seconds=1),
+                               *([min(upcoming)] if upcoming else []))
 
 
 def _chart(doc: dict[str, Any], run: Run, now: datetime, width: int) -> list[Text]:

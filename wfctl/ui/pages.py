@@ -5,6 +5,7 @@ The words are the terminal's (wfctl.render), so that meaning never rests on colo
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -276,27 +277,36 @@ def timeline_svg(doc: dict[str, Any], events: list[dict[str, Any]], now: datetim
 
 
 def history_rows(events: list[dict[str, Any]], start: datetime | None) -> list[dict[str, Any]]:
-    """Each event with its line (the terminal's), its offset from the start, and whether it is
-    a timeout, a failure or a completion."""
+    """Each event with its line (the terminal's), its offset from the start, and its tone
+    (wfctl.render.tone): a timeout, a failure, a stop, a completion, or news."""
     rows = []
     for event in events:
-        kind = event["event_type"]
         offset = "+" + render.span(max(0.0, (event["at"] - start).total_seconds())) \
             if start else "-"
-        alarm = render.is_alarm(kind)
-        flag = "timeout" if "TimedOut" in kind or kind == "WorkflowDeadlineExceeded" or \
-            event["attributes"].get("timeout_kind") else "failure" if alarm else \
-            "ok" if kind in ("WorkflowCompleted", "ActivityCompleted") else ""
-        line = render.event_line(event)
-        timeout_kind = event["attributes"].get("timeout_kind")
-        # The timeout kind stands out in the line, as the terminal highlights it.
-        parts = [(line, False)]
-        if timeout_kind:
-            pieces = line.split(timeout_kind)
-            parts = [part for n, piece in enumerate(pieces)
-                     for part in ([(timeout_kind, True)] if n else []) + [(piece, False)]]
-        rows.append({**event, "offset": offset, "parts": parts, "flag": flag})
+        rows.append({**event, "offset": offset, "flag": render.tone(event),
+                     "parts": line_parts(render.event_line(event),
+                                         event["attributes"].get("timeout_kind"))})
     return rows
+
+
+# An instant as history's lines write it (clock.iso): kept on one line, as the terminal keeps it.
+_INSTANT = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?[+-]\d\d:\d\d")
+
+
+def line_parts(line: str, timeout_kind: str | None) -> list[tuple[str, str]]:
+    """A history line in pieces, each with what it is: `kind` (the timeout kind, which stands
+    out as the terminal highlights it), `instant` (never broken at its hyphens) or ''."""
+    words = [_INSTANT.pattern] + ([re.escape(timeout_kind)] if timeout_kind else [])
+    parts: list[tuple[str, str]] = []
+    written = 0
+    for found in re.finditer("|".join(words), line):
+        if found.start() > written:
+            parts.append((line[written:found.start()], ""))
+        parts.append((found.group(0), "kind" if found.group(0) == timeout_kind else "instant"))
+        written = found.end()
+    if written < len(line):
+        parts.append((line[written:], ""))
+    return parts
 
 
 # actions

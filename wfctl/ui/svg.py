@@ -1,9 +1,16 @@
 """The timeline of `wfctl timeline` as SVG: the same model (wfctl.timeline.runs), drawn with one
 lane per step, bars whose pattern (not only their colour) says what they are, deadlines as
-markers with their letter, and a `now` line the page's script moves."""
+markers with their letter, and a `now` line the page's script moves.
+
+The chart fits the width of the page, as the terminal's fits the terminal: the picture is the
+time axis alone, every instant on it placed by its share of the run in percent, so that text
+keeps its size however wide the page is; the stylesheet leaves a margin on its left for the lane
+names (drawn there, narrower on a phone) and one on its right for the letters of the deadlines
+beyond the axis."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -13,11 +20,16 @@ from markupsafe import Markup, escape
 from wfctl import clock, timeline
 from wfctl.timeline import Mark, Marker, Run
 
-WIDTH = 960
-LABEL = 150
-PLOT_LEFT = LABEL + 8
-PLOT_RIGHT = WIDTH - 40
+# The widths (px) the tick labels are chosen for: all of them on a wide page, every few on a
+# phone (ui.css hides the others there).
+WIDE_PLOT = 760
+NARROW_PLOT = 200
+# px a tick label takes per character, and between two labels.
+LABEL_CHAR = 6.5
+LABEL_GAP = 10
 TOP = 44
+# A run deadline's letter stands over the lanes down to here; its line goes on from under it.
+LETTER_BOTTOM = 35
 LANE = 24
 BAR = 14
 # An open run's axis goes on past now by this share of its length (at least MIN_AHEAD), so that
@@ -76,27 +88,31 @@ class _Axis:
         self.start, self.end = start, end
         self.seconds = (end - start).total_seconds()
 
-    def x(self, at: datetime) -> float:
-        share = (at - self.start).total_seconds() / self.seconds
-        return round(PLOT_LEFT + min(1.0, max(0.0, share)) * (PLOT_RIGHT - PLOT_LEFT), 1)
+    def share(self, at: datetime) -> float:
+        return min(1.0, max(0.0, (at - self.start).total_seconds() / self.seconds))
+
+    def x(self, at: datetime) -> str:
+        """Where `at` is on the axis, in percent of its width."""
+        return f"{self.share(at) * 100:.2f}%"
 
     def covers(self, at: datetime) -> bool:
         return self.start <= at <= self.end
 
-    def ticks(self) -> list[tuple[float, str]]:
-        """The finest spacing of timeline.TICKS whose labels do not overlap."""
-        room = PLOT_RIGHT - PLOT_LEFT
+    def ticks(self) -> list[tuple[str, str, bool]]:
+        """Each tick's x, label and whether its label shows on a phone too: the finest spacing
+        of timeline.TICKS whose labels do not overlap on a wide page, and of those every k-th,
+        the fewest that do not overlap on a narrow one."""
         for step in timeline.TICKS:
             count = int(self.seconds / step + 1e-9)
-            if count > room / 4:
+            if count > WIDE_PLOT / 4:
                 continue
             labels = [timeline.tick_label(k * step, step) for k in range(count + 1)]
-            if step / self.seconds * room >= max(len(label) for label in labels) * 6.5 + 10:
-                placed = [(self.x(self.start + timedelta(seconds=k * step)), label)
-                          for k, label in enumerate(labels)]
-                # A label that would run past the picture's edge is left out.
-                return [(x, label) for x, label in placed if x + len(label) * 6.5 <= WIDTH]
-        return [(PLOT_LEFT, "+0s")]
+            widest = max(len(label) for label in labels) * LABEL_CHAR + LABEL_GAP
+            if step / self.seconds * WIDE_PLOT >= widest:
+                every = math.ceil(widest / (step / self.seconds * NARROW_PLOT))
+                return [(self.x(self.start + timedelta(seconds=k * step)), label, k % every == 0)
+                        for k, label in enumerate(labels)]
+        return [("0.00%", "+0s", True)]
 
 
 def _chart(doc: dict[str, Any], run: Run, now: datetime) -> Chart:
@@ -106,27 +122,39 @@ def _chart(doc: dict[str, Any], run: Run, now: datetime) -> Chart:
     axis = _Axis(run.started_at, last)
     height = TOP + LANE * len(run.lanes) + 8
     parts: list[str] = [
-        f'<svg class="timeline" viewBox="0 0 {WIDTH} {height}" role="img" '
+        f'<svg class="timeline" width="100%" height="{height}" overflow="visible" role="img" '
         f'aria-label="timeline of run {run.number}" xmlns="http://www.w3.org/2000/svg">',
         _PATTERNS,
     ]
-    for x, label in axis.ticks():
+    for index, lane in enumerate(run.lanes):
+        # Cut to the margin of a wide page, and of a phone (the stylesheet shows one).
+        y = TOP + index * LANE
+        parts.append(f'<text class="lane-name" x="0" y="{y + BAR - 2}">'
+                     f'<title>{escape(lane.name)}</title>{escape(_cut(lane.name))}</text>'
+                     f'<text class="lane-name short" x="0" y="{y + BAR - 2}">'
+                     f'<title>{escape(lane.name)}</title>{escape(_cut(lane.name, 11))}</text>')
+    for x, label, major in axis.ticks():
+        minor = "" if major else " minor"
         parts.append(f'<line class="tick" x1="{x}" x2="{x}" y1="18" y2="{height - 6}"/>'
-                     f'<text class="tick-label" x="{x}" y="13">{escape(label)}</text>')
+                     f'<text class="tick-label{minor}" x="{x}" y="13">{escape(label)}</text>')
     used: dict[str, Key] = {}
     kinds: set[str] = set()
     for index, lane in enumerate(run.lanes):
         y = TOP + index * LANE
-        parts.append(f'<text class="lane-name" x="4" y="{y + BAR - 2}">'
-                     f'<title>{escape(lane.name)}</title>{escape(_cut(lane.name))}</text>')
         for segment in lane.segments:
             parts.append(_bar(segment, y, axis, run, now))
             css = CLASSES[segment.glyph]
             used.setdefault(css, Key(segment.glyph.char, css, segment.glyph.meaning))
-        for mark in sorted(lane.marks, key=lambda m: m.hit):
+        ahead = 0
+        for mark in sorted(lane.marks, key=lambda m: (m.hit, m.at)):
             if axis.covers(mark.at):
                 parts.append(_mark(mark, y, axis, run, now))
                 kinds.add(mark.kind)
+            elif mark.open and mark.at > axis.end:
+                # As the terminal notes it at the edge: its letter past the lane's end.
+                parts.append(_mark_beyond(mark, y, run, now, ahead))
+                kinds.add(mark.kind)
+                ahead += 1
     beyond = 0
     for marker in sorted(markers, key=lambda m: m.at):
         if axis.covers(marker.at):
@@ -163,8 +191,8 @@ def _bar(segment: timeline.Segment, y: int, axis: _Axis, run: Run, now: datetime
     css = CLASSES[segment.glyph]
     height = HEIGHTS.get(css, BAR)
     top = y + (BAR - height) / 2
-    x1, x2 = axis.x(segment.start), axis.x(segment.end)
-    width = max(2.0, round(x2 - x1, 1))
+    x1 = axis.share(segment.start) * 100
+    width = axis.share(segment.end) * 100 - x1
     # A bar still open at now grows with the now line (the page's script widens it).
     grows = run.closed_at is None and segment.end >= now and \
         segment.glyph in (timeline.RUNNING, timeline.RUN_OPEN, timeline.QUEUED, timeline.TIMER,
@@ -173,8 +201,8 @@ def _bar(segment: timeline.Segment, y: int, axis: _Axis, run: Run, now: datetime
     title = f"{segment.glyph.char} {segment.glyph.meaning}: {clock.iso(segment.start)} → " \
             f"{until} ({_span(segment.start, segment.end)})"
     grow = ' data-grow="1"' if grows else ""
-    return (f'<rect class="bar {css}" x="{x1}" y="{top}" width="{width}" height="{height}"'
-            f'{grow}><title>{escape(title)}</title></rect>')
+    return (f'<rect class="bar {css}" x="{x1:.2f}%" y="{top}" width="{width:.2f}%" '
+            f'height="{height}"{grow}><title>{escape(title)}</title></rect>')
 
 
 def _hit_text(mark: Mark) -> str:
@@ -189,7 +217,16 @@ def _mark(mark: Mark, y: int, axis: _Axis, run: Run, now: datetime) -> str:
     title = f"{mark.letter} {mark.label}: {clock.iso(mark.at)} ({state})"
     return (f'<g class="mark {css}" tabindex="0"><title>{escape(title)}</title>'
             f'<line x1="{x}" x2="{x}" y1="{y - 3}" y2="{y + BAR + 3}"/>'
-            f'<text x="{x + 2}" y="{y + BAR + 1}">{escape(mark.letter)}</text></g>')
+            f'<text x="{x}" dx="3" y="{y + BAR + 1}">{escape(mark.letter)}</text></g>')
+
+
+def _mark_beyond(mark: Mark, y: int, run: Run, now: datetime, ahead: int) -> str:
+    """A step's open deadline past the axis: its letter and an arrow past the lane's end."""
+    title = f"{mark.letter} {mark.label}: {clock.iso(mark.at)} " \
+            f"({timeline.when(mark.at, run, now)})"
+    return (f'<g class="mark open beyond" tabindex="0"><title>{escape(title)}</title>'
+            f'<text x="100%" dx="{6 + 16 * ahead}" y="{y + BAR - 2}">'
+            f'{escape(mark.letter)}→</text></g>')
 
 
 def _marker_class(marker: Marker) -> str:
@@ -206,10 +243,10 @@ def _marker(marker: Marker, axis: _Axis, run: Run, now: datetime, height: int) -
     if css == "now":
         # What the script needs to move the line: the axis in epoch milliseconds and in x.
         moving = (f' data-t0="{axis.start.timestamp() * 1000:.0f}"'
-                  f' data-t1="{axis.end.timestamp() * 1000:.0f}"'
-                  f' data-x0="{PLOT_LEFT}" data-x1="{PLOT_RIGHT}"')
+                  f' data-t1="{axis.end.timestamp() * 1000:.0f}"')
+    # The line starts under its letter: a deadline's line never hides which deadline it is.
     return (f'<g class="marker {css}" tabindex="0"{moving}><title>{escape(title)}</title>'
-            f'<line x1="{x}" x2="{x}" y1="20" y2="{height - 4}"/>'
+            f'<line x1="{x}" x2="{x}" y1="{LETTER_BOTTOM}" y2="{height - 4}"/>'
             f'<text x="{x}" y="32">{escape(marker.letter)}</text></g>')
 
 
@@ -218,10 +255,9 @@ def _beyond(marker: Marker, run: Run, now: datetime, y: int) -> str:
     css = _marker_class(marker)
     state = marker.hit or timeline.when(marker.at, run, now)
     title = f"{marker.letter} {marker.label}: {clock.iso(marker.at)} ({state})"
-    x, text = (PLOT_RIGHT + 6, f"{marker.letter}→") if after else (PLOT_LEFT - 30,
-                                                                   f"←{marker.letter}")
+    x, dx, text = ("100%", 6, f"{marker.letter}→") if after else ("0", -30, f"←{marker.letter}")
     return (f'<g class="marker {css} beyond" tabindex="0"><title>{escape(title)}</title>'
-            f'<text x="{x}" y="{y}">{escape(text)}</text></g>')
+            f'<text x="{x}" dx="{dx}" y="{y}">{escape(text)}</text></g>')
 
 
 # Patterns, so that a bar's kind shows without colour: stripes for running, a cross-hatch for a

@@ -46,9 +46,9 @@
     });
     document.querySelectorAll(".marker.now[data-t0]").forEach(function (g) {
       var t0 = +g.getAttribute("data-t0"), t1 = +g.getAttribute("data-t1");
-      var x0 = +g.getAttribute("data-x0"), x1 = +g.getAttribute("data-x1");
       var share = Math.min(1, Math.max(0, (now - t0) / (t1 - t0)));
-      var x = (x0 + share * (x1 - x0)).toFixed(1);
+      // The axis places an instant by its share of the run, in percent (svg.py).
+      var x = (share * 100).toFixed(2) + "%";
       g.querySelectorAll("line").forEach(function (line) {
         line.setAttribute("x1", x); line.setAttribute("x2", x);
       });
@@ -56,8 +56,8 @@
       var svg = g.ownerSVGElement;
       if (svg) {
         svg.querySelectorAll("rect[data-grow]").forEach(function (rect) {
-          var width = Math.max(2, x - rect.getAttribute("x"));
-          rect.setAttribute("width", width.toFixed(1));
+          var width = Math.max(0, share * 100 - parseFloat(rect.getAttribute("x")));
+          rect.setAttribute("width", width.toFixed(2) + "%");
         });
       }
       if (share >= 1) { refresh(); }
