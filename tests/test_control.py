@@ -646,6 +646,39 @@ def test_a_signal_arriving_after_the_wait_timed_out_does_not_satisfy_it(make_env
     assert wfh.calls == []
 
 
+def test_a_signal_before_the_timeout_wins_though_the_watchdog_comes_after_it(make_env):
+    env = make_env(GUARDED)
+    env.start("approval", "a1", now=0)
+    env.run(0)
+    env.clock.set(3599)
+    env.client.signal("a1", "approved", {"by": "ops"})
+
+    # No worker decided in between: the next pass sweeps after the timeout's instant.
+    env.run(3700)
+
+    doc = env.describe("a1")
+    assert doc["status"] == "completed"
+    assert doc["state"]["by"] == "ops"
+    assert "TimerFired" not in env.event_types("a1")
+    cancelled = env.events("a1", "TimerCancelled")[0]
+    assert cancelled["attributes"]["kind"] == "signal_timeout"
+    assert cancelled["attributes"]["reason"] == "signal_received"
+    assert wfh.calls == [("after", 1)]
+
+
+def test_a_signal_at_the_timeouts_instant_is_late_and_the_timer_fires(make_env):
+    env = make_env(GUARDED)
+    env.start("approval", "a1", now=0)
+    env.run(0)
+    env.clock.set(3600)
+    env.client.signal("a1", "approved")
+
+    env.run(3700)
+
+    assert env.describe("a1")["failure"]["timeout_kind"] == "signal_wait"
+    assert env.events("a1", "TimerFired")[0]["attributes"]["kind"] == "signal_timeout"
+
+
 def test_signalling_a_closed_instance_is_a_conflict(make_env):
     env = make_env(GUARDED)
     env.start("approval", "a1", now=0)

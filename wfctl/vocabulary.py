@@ -110,6 +110,8 @@ RETRY_CAUSES = ("activity", "run_timeout", SIGNAL_WAIT)
 # is a durable timer of this kind (the watchdog fires it like any other).
 RETRY_WAIT = "retry"
 RETRY_TIMER = "workflow_retry"
+# The timer of a signal wait's timeout.
+SIGNAL_TIMEOUT = "signal_timeout"
 
 # A failure record's `failure_category`.
 FAILURE_CATEGORIES = ("activity", "timeout", "deadline", "structural_limit", "child_workflow")
