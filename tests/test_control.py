@@ -679,6 +679,23 @@ def test_a_signal_at_the_timeouts_instant_is_late_and_the_timer_fires(make_env):
     assert env.events("a1", "TimerFired")[0]["attributes"]["kind"] == "signal_timeout"
 
 
+def test_history_instants_never_go_back_when_an_operation_was_given_an_earlier_one(make_env):
+    env = make_env(GUARDED)
+    env.start("approval", "a1", now=0)
+    env.run(0)
+    env.clock.set(100)
+    env.client.signal("a1", "approved")
+    # An operation whose clock was read before the signal's transaction committed.
+    env.clock.set(99.5)
+    env.client.pause("a1")
+
+    history = env.history("a1")
+    assert [e["event_type"] for e in history][-2:] == ["WorkflowTaskScheduled", "WorkflowPaused"]
+    assert history[-1]["at"] == at(100)
+    instants = [event["at"] for event in history]
+    assert instants == sorted(instants)
+
+
 def test_signalling_a_closed_instance_is_a_conflict(make_env):
     env = make_env(GUARDED)
     env.start("approval", "a1", now=0)
