@@ -14,7 +14,13 @@ from rich.text import Text
 
 from wfctl import clock, durations, jsonvalue
 from wfctl.layout import KEY, KEY_IF_ROOM, Column, Fitted, Flow, Titled
-from wfctl.vocabulary import ACTIVITY_TIMEOUTS_SHOWN, OPEN_ACTIVITY, RETRY_TIMER, WORKFLOW_TIMEOUTS
+from wfctl.vocabulary import (
+    ACTIVITY_TIMEOUTS_SHOWN,
+    OPEN_ACTIVITY,
+    RETRY_TIMER,
+    TIMEOUTS,
+    WORKFLOW_TIMEOUTS,
+)
 
 if TYPE_CHECKING:
     from wfctl.definitions import Definitions
@@ -192,6 +198,16 @@ def traceback_where(text: str | None) -> str | None:
     found = _FRAME.match(frames[-1][0])
     assert found is not None
     return f"{os.path.basename(found['file'])}:{found['line']} in {found['function']}"
+
+
+def error_line(error: dict[str, Any]) -> str:
+    """An attempt's last error on one line: the timeout and its attempt, or the exception and
+    where it was raised."""
+    if error.get("kind") == "timeout":
+        return f"{error.get('timeout_kind')} timeout (attempt {error.get('attempt')})"
+    where = traceback_where(error.get("traceback"))
+    return f"{error.get('exception_class')}: {error.get('message')}" \
+        + (f" (at {where})" if where else "")
 
 
 def traceback_tail(text: str, frames_shown: int = SHOWN_FRAMES) -> str:
@@ -415,9 +431,7 @@ def _activities(out: Console, activities: list[dict[str, Any]], now: datetime) -
         error = activity.get("last_error")
         error_text = styled("-")
         if error:
-            where = traceback_where(error.get("traceback"))
-            error_text = styled(f"{error.get('exception_class')}: {error.get('message')}"
-                                + (f" (at {where})" if where else ""), "red")
+            error_text = styled(error_line(error), "red")
         status = status_text(activity["status"])
         if activity["superseded"]:
             status.append(" (retried)", style="dim")
@@ -441,6 +455,13 @@ def _activity_times(out: Console, activities: list[dict[str, Any]]) -> Renderabl
             if value is not None and not (key == "available_at"
                                           and value == activity.get("scheduled_at")):
                 times.append(f"{label} {instant(value)}")
+        error = activity.get("last_error")
+        if error and error.get("kind") == "timeout" and error.get("deadline_at") is not None:
+            timeout = TIMEOUTS[error["timeout_kind"]]
+            # The timed-out attempt's deadline, which the attempt after it no longer holds.
+            if activity.get(timeout.column) != error["deadline_at"]:
+                times.append(f"{timeout.label} deadline {instant(error['deadline_at'])} "
+                             f"(attempt {error['attempt']} timed out)")
         grid.add_row(activity["activity_id"], activity["step"], activity["handler"],
                      activity.get("queue") or "-", ("; " if plain(out) else "\n").join(times))
     return _titled(out, "Activity times", grid)

@@ -231,14 +231,12 @@ def activity_row(activity: dict[str, Any]) -> dict[str, Any]:
             if activity.get(timeout.column) is not None:
                 deadlines.append((timeout.label, activity[timeout.column]))
     error = activity.get("last_error")
-    where = render.traceback_where(error.get("traceback")) if error else None
     return {
         **activity,
         "chips": render.retry_chips(activity["retry_policy"]) if activity.get("retry_policy")
         else [],
         "deadlines": deadlines,
-        "error": f"{error.get('exception_class')}: {error.get('message')}"
-                 + (f" (at {where})" if where else "") if error else None,
+        "error": render.error_line(error) if error else None,
         "traceback": error.get("traceback") if error else None,
     }
 
