@@ -266,12 +266,20 @@ class Client:
         return self.engine.terminate(workflow_id, reason, self._now())
 
     def retry(self, workflow_id: str, *, extend_deadline: Duration = None,
-              clear_deadline: bool = False, reason: str | None = None) -> dict[str, Any]:
-        """Run a failed or timed_out instance again from its failed step; see `warnings`."""
+              clear_deadline: bool = False, keep_deadline: bool = False,
+              reason: str | None = None) -> dict[str, Any]:
+        """Run a failed or timed_out instance again from its failed step; see `warnings`.
+
+        The deadline is kept unless `extend_deadline` or `clear_deadline` says otherwise; one
+        that has already passed is refused (InvalidInput) unless `keep_deadline` says so.
+        """
         _text("instance id", workflow_id)
         _text("reason", reason)
-        if extend_deadline is not None and clear_deadline:
-            raise InvalidInput("extend_deadline and clear_deadline exclude each other")
+        given = [name for name, value in (("extend_deadline", extend_deadline is not None),
+                                          ("clear_deadline", clear_deadline),
+                                          ("keep_deadline", keep_deadline)) if value]
+        if len(given) > 1:
+            raise InvalidInput(f"{', '.join(given[:-1])} and {given[-1]} exclude each other")
         extend = None
         if extend_deadline is not None:
             extend = _timeout("extend_deadline", extend_deadline)
@@ -279,7 +287,8 @@ class Client:
                 raise InvalidInput("extend_deadline: expected a duration, not NONE "
                                    "(pass clear_deadline=True to remove the deadline)")
         return self.engine.retry(workflow_id, self._now(), extend_deadline=extend,
-                                 clear_deadline=clear_deadline, reason=reason)
+                                 clear_deadline=clear_deadline, keep_deadline=keep_deadline,
+                                 reason=reason)
 
     def prune(self, *, older_than: Duration = None, dry_run: bool = False,
               vacuum: bool = False) -> dict[str, Any]:

@@ -571,6 +571,8 @@ def event_line(event: dict[str, Any]) -> str:
         error = a.get("handler_error")
         handler = f"; {a['handler']} raised {error['exception_class']}: {error['message']}" \
             if error else (f"; {a['handler']} ran" if a.get("handler") else "")
+        if a.get("handler_already_ran"):
+            handler = f"; {a['handler']} not run again (it ran for this deadline)"
         return f"Deadline exceeded (deadline {clock.iso(a['deadline_at'])}){handler}"
     if kind == "WorkflowFailed":
         timeout = f" [{a['timeout_kind']}]" if a.get("timeout_kind") else ""

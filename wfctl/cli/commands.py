@@ -607,15 +607,26 @@ def retry(
     extend_deadline: str | None = typer.Option(None, "--extend-deadline", metavar="DURATION",
                                                help="New deadline: now + this duration."),
     clear_deadline: bool = typer.Option(False, "--clear-deadline", help="Remove the deadline."),
+    keep_deadline: bool = typer.Option(False, "--keep-deadline",
+                                       help="Keep the deadline even if it has passed (the run "
+                                            "fails by it again; on_deadline does not run "
+                                            "again)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Run a closed instance again from the step that failed or was stopped (the deadline is
-    kept)."""
-    if extend_deadline is not None and clear_deadline:
-        _usage("--extend-deadline and --clear-deadline exclude each other")
+    kept).
+
+    A deadline that has already passed is kept only with --keep-deadline.
+    """
+    given = [flag for flag, value in (("--extend-deadline", extend_deadline is not None),
+                                      ("--clear-deadline", clear_deadline),
+                                      ("--keep-deadline", keep_deadline)) if value]
+    if len(given) > 1:
+        _usage(f"{', '.join(given[:-1])} and {given[-1]} exclude each other")
     extend = _duration("--extend-deadline", extend_deadline, allow_none=False)
     client = _client(ctx)
-    result = client.retry(instance_id, extend_deadline=extend, clear_deadline=clear_deadline)
+    result = client.retry(instance_id, extend_deadline=extend, clear_deadline=clear_deadline,
+                          keep_deadline=keep_deadline)
     if as_json:
         _print_json(result)
     else:
