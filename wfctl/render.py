@@ -426,8 +426,10 @@ def _activities(out: Console, activities: list[dict[str, Any]], now: datetime) -
                     deadlines.append_text(relative(activity[timeout.column], now))
         heartbeat = "-"
         if activity["last_heartbeat_at"]:
-            heartbeat = f"{ago(activity['last_heartbeat_at'], now)} " \
-                        f"{_json(activity['last_heartbeat_details'])}"
+            heartbeat = ago(activity["last_heartbeat_at"], now)
+            # A heartbeat without details shows none (not `null`).
+            if activity["last_heartbeat_details"] is not None:
+                heartbeat += f" {_json(activity['last_heartbeat_details'])}"
         error = activity.get("last_error")
         error_text = styled("-")
         if error:
