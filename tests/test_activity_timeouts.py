@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import sys
 
@@ -206,6 +208,39 @@ def test_start_to_close_expiry_retries_and_the_next_attempt_gets_its_own_clock(m
     assert env.sweep(39.999).activities_timed_out == 0
     assert env.sweep(40).activities_timed_out == 1
     assert env.events("a1", "ActivityTimedOut")[0]["attributes"]["attempt"] == 2
+
+
+def test_a_timed_out_attempt_is_the_activitys_last_error_in_describe(make_env, wfctl):
+    env = make_env(one_step(start_to_close="10s", max_attempts=2, backoff="[1m]"))
+    env.start("t", "a1")
+    env.decide(0)
+    env.claim(1)
+    env.sweep(11)
+
+    code, out, _ = wfctl(env, "describe", "a1", "--json")
+    assert code == 0
+    assert json.loads(out)["activities"][0]["last_error"] == {
+        "kind": "timeout", "attempt": 1, "timeout_kind": "start_to_close",
+        "deadline_at": "2026-04-12T12:00:11.000+00:00",
+        "exception_class": "ActivityTimeoutException",
+        "message": "Activity fetch timed out: start_to_close"}
+    assert activity(env)["last_error"]["deadline_at"] == at(11)
+    code, out, _ = wfctl(env, "describe", "a1")
+    assert re.search(r"fetch\s+retry_scheduled\s+2/2.*start_to_close timeout \(attempt 1\)",
+                     out)
+    assert "start-to-close deadline 2026-04-12T12:00:11.000+00:00 (attempt 1 timed out)" in out
+
+
+def test_a_failed_attempt_is_the_activitys_last_error_with_its_kind(make_env):
+    env = make_env(one_step(max_attempts=2))
+    env.start("t", "a1")
+    env.decide(0)
+    task = env.claim(1)
+    env.engine.fail_activity(task, "ConnectionError", "refused", at(2))
+
+    error = activity(env)["last_error"]
+    assert (error["kind"], error["attempt"]) == ("exception", 1)
+    assert (error["exception_class"], error["message"]) == ("ConnectionError", "refused")
 
 
 def test_a_terminal_timeout_records_every_deadline_and_fails_the_workflow(make_env):

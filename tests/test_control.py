@@ -15,7 +15,7 @@ from conftest import at
 from wfctl import ActivityCancelled, handlers
 from wfctl.context import ActivityContext, HeartbeatBuffer
 from wfctl.engine.time.deadlines import sweep_deadlines
-from wfctl.errors import Conflict, InvalidInput
+from wfctl.errors import Conflict, DeadlinePassed, InvalidInput
 
 pytestmark = pytest.mark.both_backends
 
@@ -86,12 +86,32 @@ def failed_by_deadline(env, instance_id: str = "g1") -> None:
 # retry and the deadline
 
 
-def test_retry_keeps_a_passed_deadline_warns_and_the_next_check_fails_it_again(make_env):
+def test_retry_refuses_to_keep_a_passed_deadline_unless_told(make_env):
+    env = make_env(GUARDED)
+    failed_by_deadline(env)
+    env.clock.set(100)
+    before = env.history("g1")
+
+    with pytest.raises(DeadlinePassed) as caught:
+        env.client.retry("g1")
+
+    assert isinstance(caught.value, InvalidInput)
+    assert str(caught.value) == (
+        f"cannot retry g1 keeping its deadline: it passed at {AT_90}, so the next deadline "
+        "check would fail it again; pass extend_deadline=D (a new deadline from now), "
+        "clear_deadline=True (none) or keep_deadline=True (fail it again; on_deadline does not "
+        "run twice)")
+    assert env.history("g1") == before
+    assert env.describe("g1")["status"] == "failed"
+
+
+def test_retry_keep_deadline_keeps_a_passed_deadline_warns_and_the_next_check_fails_it_again(
+        make_env):
     env = make_env(GUARDED)
     failed_by_deadline(env)
     env.clock.set(100)
 
-    result = env.client.retry("g1")
+    result = env.client.retry("g1", keep_deadline=True)
 
     assert result["deadline_change"] == "kept"
     assert result["deadline_at"] == at(90)
@@ -108,8 +128,25 @@ def test_retry_keeps_a_passed_deadline_warns_and_the_next_check_fails_it_again(m
     assert (doc["status"], doc["deadline_at"], doc["deadline_seconds"]) == ("running", at(90), 90)
 
     assert [f["workflow_instance_id"] for f in check(env, 100)] == ["g1"]
-    assert env.event_types("g1").count("WorkflowDeadlineExceeded") == 2
+    exceeded = env.events("g1", "WorkflowDeadlineExceeded")
+    assert [e["attributes"].get("handler_already_ran") for e in exceeded] == [None, True]
     assert env.describe("g1")["status"] == "failed"
+    # on_deadline ran once for its one deadline instant.
+    assert len(wfh.deadline_calls) == 1
+
+
+def test_a_deadline_extended_by_a_retry_runs_on_deadline_again_when_it_passes(make_env):
+    env = make_env(GUARDED)
+    failed_by_deadline(env)
+    env.clock.set(100)
+    env.client.retry("g1", extend_deadline="5m")
+    env.run(100)
+
+    check(env, 400)
+
+    assert len(wfh.deadline_calls) == 2
+    assert "handler_already_ran" not in env.events("g1", "WorkflowDeadlineExceeded")[1][
+        "attributes"]
 
 
 def test_retry_extend_deadline_sets_now_plus_the_duration(make_env):
@@ -198,13 +235,31 @@ def test_retry_refuses_extend_and_clear_together(make_env):
     with pytest.raises(InvalidInput) as caught:
         env.client.retry("g1", extend_deadline="5m", clear_deadline=True)
     assert str(caught.value) == "extend_deadline and clear_deadline exclude each other"
+    with pytest.raises(InvalidInput) as caught:
+        env.client.retry("g1", clear_deadline=True, keep_deadline=True)
+    assert str(caught.value) == "clear_deadline and keep_deadline exclude each other"
 
 
-def test_cli_retry_warns_on_stderr_when_the_deadline_passed(make_env, wfctl):
+def test_cli_retry_refuses_a_passed_deadline_naming_the_three_choices(make_env, wfctl):
     env = make_env(GUARDED)
     failed_by_deadline(env)
 
-    code, out, err = wfctl(env, "retry", "g1")
+    code, out, err = wfctl(env, "retry", "g1", "--json")
+
+    assert (code, out) == (1, "")
+    assert err == (
+        f"Error: cannot retry g1 keeping its deadline: it passed at {AT_90}, so the next "
+        "deadline check would fail it again; pass --extend-deadline D (a new deadline from "
+        "now), --clear-deadline (none) or --keep-deadline (fail it again; on_deadline does "
+        "not run twice)\n")
+    assert env.describe("g1")["status"] == "failed"
+
+
+def test_cli_retry_keep_deadline_warns_on_stderr_that_the_deadline_passed(make_env, wfctl):
+    env = make_env(GUARDED)
+    failed_by_deadline(env)
+
+    code, out, err = wfctl(env, "retry", "g1", "--keep-deadline")
 
     assert code == 0
     assert out == f"Retrying g1 from step delay 1h; deadline kept: {AT_90}\n"
@@ -228,6 +283,12 @@ def test_cli_retry_extend_deadline(make_env, wfctl):
     (["--extend-deadline", "NONE"], 1, "Error: --extend-deadline: expected a duration, not NONE\n"),
     (["--extend-deadline", "5m", "--clear-deadline"], 2,
      "Error: --extend-deadline and --clear-deadline exclude each other\n"),
+    (["--extend-deadline", "5m", "--keep-deadline"], 2,
+     "Error: --extend-deadline and --keep-deadline exclude each other\n"),
+    (["--clear-deadline", "--keep-deadline"], 2,
+     "Error: --clear-deadline and --keep-deadline exclude each other\n"),
+    (["--extend-deadline", "5m", "--clear-deadline", "--keep-deadline"], 2,
+     "Error: --extend-deadline, --clear-deadline and --keep-deadline exclude each other\n"),
 ])
 def test_cli_retry_refuses_a_deadline_change_that_is_not_one(make_env, wfctl, args, code, message):
     env = make_env(GUARDED)
@@ -644,6 +705,56 @@ def test_a_signal_arriving_after_the_wait_timed_out_does_not_satisfy_it(make_env
     assert doc["failure"]["timeout_kind"] == "signal_wait"
     assert "by" not in doc["state"]
     assert wfh.calls == []
+
+
+def test_a_signal_before_the_timeout_wins_though_the_watchdog_comes_after_it(make_env):
+    env = make_env(GUARDED)
+    env.start("approval", "a1", now=0)
+    env.run(0)
+    env.clock.set(3599)
+    env.client.signal("a1", "approved", {"by": "ops"})
+
+    # No worker decided in between: the next pass sweeps after the timeout's instant.
+    env.run(3700)
+
+    doc = env.describe("a1")
+    assert doc["status"] == "completed"
+    assert doc["state"]["by"] == "ops"
+    assert "TimerFired" not in env.event_types("a1")
+    cancelled = env.events("a1", "TimerCancelled")[0]
+    assert cancelled["attributes"]["kind"] == "signal_timeout"
+    assert cancelled["attributes"]["reason"] == "signal_received"
+    assert wfh.calls == [("after", 1)]
+
+
+def test_a_signal_at_the_timeouts_instant_is_late_and_the_timer_fires(make_env):
+    env = make_env(GUARDED)
+    env.start("approval", "a1", now=0)
+    env.run(0)
+    env.clock.set(3600)
+    env.client.signal("a1", "approved")
+
+    env.run(3700)
+
+    assert env.describe("a1")["failure"]["timeout_kind"] == "signal_wait"
+    assert env.events("a1", "TimerFired")[0]["attributes"]["kind"] == "signal_timeout"
+
+
+def test_history_instants_never_go_back_when_an_operation_was_given_an_earlier_one(make_env):
+    env = make_env(GUARDED)
+    env.start("approval", "a1", now=0)
+    env.run(0)
+    env.clock.set(100)
+    env.client.signal("a1", "approved")
+    # An operation whose clock was read before the signal's transaction committed.
+    env.clock.set(99.5)
+    env.client.pause("a1")
+
+    history = env.history("a1")
+    assert [e["event_type"] for e in history][-2:] == ["WorkflowTaskScheduled", "WorkflowPaused"]
+    assert history[-1]["at"] == at(100)
+    instants = [event["at"] for event in history]
+    assert instants == sorted(instants)
 
 
 def test_signalling_a_closed_instance_is_a_conflict(make_env):

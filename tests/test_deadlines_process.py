@@ -164,3 +164,64 @@ def test_twenty_workflows_resumed_after_their_deadline_all_fail_under_a_long_run
         resumed = types.index("WorkflowResumed")
         assert "ActivityScheduled" not in types[resumed:]
         assert types[-2:] == ["WorkflowDeadlineExceeded", "WorkflowFailed"]
+
+
+PAGED = """
+version: 1
+workflows:
+  paged:
+    deadline: 1s
+    on_deadline: busy_handlers:page
+    steps:
+      - delay: 1h
+"""
+
+
+def test_retry_after_a_passed_deadline_is_refused_and_keep_deadline_does_not_page_again(
+        tmp_path: Path, db: str):
+    (tmp_path / "busy_handlers.py").write_text(HANDLERS)
+    (tmp_path / "workflows.yaml").write_text(textwrap.dedent(PAGED))
+    workflows, log_path = tmp_path / "workflows.yaml", tmp_path / "w.log"
+    marker = tmp_path / "on_deadline_calls.txt"
+    env = worker_env()
+
+    def retry(*options: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "wfctl", "--db", db, "-w", str(workflows), "retry", "p1",
+             *options], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=60)
+
+    with log_path.open("w") as log_file:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "wfctl", "--db", db, "-w", str(workflows), "work"],
+            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=log_file, env=env,
+        )
+    try:
+        assert wait_for(lambda: "worker_started" in log_path.read_text(), 15), \
+            log_path.read_text()
+        with Client(db, workflows) as client:
+            client.start("paged", "p1", input={"marker": str(marker)})
+            assert wait_for(lambda: client.describe("p1")["status"] == "failed", 10), \
+                log_path.read_text()
+
+            refused = retry()
+            assert (refused.returncode, refused.stdout) == (1, "")
+            assert refused.stderr.startswith("Error: cannot retry p1 keeping its deadline")
+            assert refused.stderr.count("\n") == 1
+            assert client.describe("p1")["status"] == "failed"
+
+            kept = retry("--keep-deadline")
+            assert kept.returncode == 0, kept.stderr
+
+            def failed_twice() -> bool:
+                types = [e["event_type"] for e in client.history("p1")]
+                return client.describe("p1")["status"] == "failed" \
+                    and types.count("WorkflowDeadlineExceeded") == 2
+
+            assert wait_for(failed_twice, 10), log_path.read_text()
+            # Long enough for a second page, had the deadline runner sent one.
+            time.sleep(0.5)
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        code = worker.wait(20)
+    assert code == 0
+    assert marker.read_text() == "called\n"

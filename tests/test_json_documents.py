@@ -6,7 +6,8 @@ tests/data/documents/ holds what wfctl printed of five representative instances 
 7be3ed6, on SQLite, their random ids named by order of appearance (`normalised`): an activity
 that misses its heartbeat and is retried, a timer, a signal wait, a signal taken and one
 buffered, a child that runs into its deadline and fails its parent, two runs timed out (one
-retried, one in its backoff).
+retried, one in its backoff). Since then describe-i1.json adds what describe --json came to
+show: the heartbeat-timed-out attempt as its activity's `last_error`.
 """
 
 from __future__ import annotations

@@ -33,13 +33,20 @@ workflows:
       - activity: wfh:value_error
         name: parse
         non_retryable: [ValueError]
+  flaky:
+    steps:
+      - activity: wfh:fail_until
+        name: fetch
+        max_attempts: 2
+        backoff: [1h]
 """
 TEXT_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z (DEBUG|INFO|WARNING|ERROR)\s+"
                        r"[a-z_]+( [a-z_]+=\S.*)?$")
 
 
 def work_once(tmp_path: Path, db: str, *options: str) -> list[str]:
-    """Start one etl and one broken instance, run `wfctl work --once`; its stderr lines."""
+    """Start one etl, one broken and one flaky instance, run `wfctl work --once`; its stderr
+    lines."""
     workflows = tmp_path / "workflows.yaml"
     workflows.write_text(textwrap.dedent(DEFINITIONS))
     env = {**os.environ,
@@ -48,6 +55,7 @@ def work_once(tmp_path: Path, db: str, *options: str) -> list[str]:
     with Client(db, workflows) as client:
         client.start("etl", "e1")
         client.start("broken", "b1")
+        client.start("flaky", "f1")
     done = subprocess.run([sys.executable, "-m", "wfctl", "--db", db,
                            "-w", str(workflows), "work", "--once", *options],
                           env=env, capture_output=True, text=True, timeout=30)
@@ -69,6 +77,10 @@ def test_text_logs_are_one_plain_line_per_event(tmp_path, db):
     assert re.search(r" WARNING workflow_failed instance=b1 run=1 step=parse "
                      r"failure_category=activity exception_class=ValueError "
                      r'message="Activity parse failed: bad value"', failed)
+    retried = next(line for line in lines if " activity_retry_scheduled " in line)
+    assert re.search(r" WARNING activity_retry_scheduled instance=f1 run=1 step=fetch attempt=1 "
+                     r'reason=error exception_class=ConnectionError message="attempt 1 failed"',
+                     retried)
     # The step that completes the workflow is one line: the workflow's, naming the step.
     ended = [line for line in lines if " instance=e1 " in line and " extract " not in line
              and "step=extract" not in line]

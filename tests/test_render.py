@@ -235,6 +235,20 @@ def test_describe_shows_the_last_error_and_backoff_of_a_retrying_activity(make_e
     assert "available 2026-04-12T12:00:01.000+00:00" in text
 
 
+def test_a_heartbeat_without_details_shows_when_it_came_and_nothing_else(make_env):
+    env = make_env(DEFINITIONS)
+    env.start("data_import", "order-1")
+    env.decide(0)
+    env.engine.record_heartbeat(env.claim(0), None, at(1))
+    out = piped()
+
+    render.describe(out, env.describe("order-1"), at(2))
+
+    row = next(line for line in out.file.getvalue().splitlines() if line.startswith("fetch "))
+    assert re.search(r"heartbeat in 14s  1s ago +-$", row.rstrip())
+    assert "null" not in row
+
+
 def test_describe_lists_timers_and_children(make_env):
     env = make_env(DEFINITIONS)
     env.start("parent", "p1")

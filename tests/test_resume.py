@@ -76,7 +76,7 @@ def test_the_cli_resumes_a_terminated_instance_keeping_its_passed_deadline_with_
     env.clock.set(5)
     env.client.terminate("d1", "by mistake")
 
-    code, out, err = wfctl(env, "retry", "d1")
+    code, out, err = wfctl(env, "retry", "d1", "--keep-deadline")
 
     # The CLI's clock is the wall clock's: the deadline (T0 + 10s) passed long ago.
     assert code == 0

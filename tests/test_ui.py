@@ -373,9 +373,11 @@ def test_the_time_panel_holds_the_deadline_as_describe_says_and_lists_pending_si
         return text_of(re.search(r'<section aria-labelledby="h-time">.*?</section>', page,
                                  re.S).group(0))
 
-    assert "held while waiting: fires once it runs again" in time_panel()
+    assert re.search(r"held while waiting: due in [\dhms ]+, cannot fire while waiting\s",
+                     time_panel())
     env.client.pause("order-1")
-    assert "held while paused: fires once it runs again" in time_panel()
+    assert re.search(r"held while paused: due in [\dhms ]+, cannot fire while paused\s",
+                     time_panel())
     env.client.signal("order-1", "approved")
     env.client.signal("order-1", "nudge", force=True)
     page = get(app, "/instances/order-1").text
@@ -411,13 +413,16 @@ def test_a_page_lists_the_oldest_fifty_pending_signals_and_counts_the_rest(env):
 
 def test_the_page_takes_whether_the_deadline_is_held_from_describe():
     doc = {"execution_timeout_seconds": None, "deadline_seconds": 1800,
-           "deadline_at": "2026-04-12T12:30:00.000+00:00", "deadline_held_while": None,
+           "deadline_at": at(1800), "deadline_held_while": None,
            "run": {"status": "waiting", "run_timeout_seconds": None, "closed_at": None,
                    "execution_deadline_at": None, "run_deadline_at": None}}
     now = at(60)
     assert [row.state for row in pages.time_rows(doc, now)] == ["none", "none", "open"]
     held = pages.time_rows({**doc, "deadline_held_while": "paused"}, now)[2]
-    assert (held.state, held.note) == ("held", "held while paused: fires once it runs again")
+    assert (held.state, held.note) == ("held", "held while paused: due in 29m, cannot fire "
+                                               "while paused")
+    passed = pages.time_rows({**doc, "deadline_held_while": "waiting"}, at(1805))[2]
+    assert passed.note == "held while waiting: passed 5s ago, fails it once it runs again"
 
 
 def test_the_command_starts_without_typer_and_stops_on_sigterm(env):

@@ -66,6 +66,24 @@ def _filter_values(what: str, value: str | Sequence[str] | None) -> tuple[str, .
     return tuple(dict.fromkeys(values))
 
 
+def _retry_deadline(extend_deadline: Duration, clear_deadline: bool,
+                    keep_deadline: bool) -> float | None:
+    """The seconds `extend_deadline` gives a retry's deadline from now, the three deadline
+    options checked: they exclude each other."""
+    given = [name for name, value in (("extend_deadline", extend_deadline is not None),
+                                      ("clear_deadline", clear_deadline),
+                                      ("keep_deadline", keep_deadline)) if value]
+    if len(given) > 1:
+        raise InvalidInput(f"{', '.join(given[:-1])} and {given[-1]} exclude each other")
+    if extend_deadline is None:
+        return None
+    extend = _timeout("extend_deadline", extend_deadline)
+    if extend is None:
+        raise InvalidInput("extend_deadline: expected a duration, not NONE "
+                           "(pass clear_deadline=True to remove the deadline)")
+    return extend
+
+
 def _cursor(before: tuple[datetime | str, str] | None) -> tuple[datetime, str] | None:
     """`list`'s `before`: (created_at, instance id), the instant a datetime or ISO text."""
     if before is None:
@@ -307,27 +325,26 @@ class Client:
         return self.engine.terminate(workflow_id, reason, self._now())
 
     def retry(self, workflow_id: str, *, extend_deadline: Duration = None,
-              clear_deadline: bool = False, reason: str | None = None) -> dict[str, Any]:
-        """Run a failed or timed_out instance again from its failed step; see `warnings`."""
+              clear_deadline: bool = False, keep_deadline: bool = False,
+              reason: str | None = None) -> dict[str, Any]:
+        """Run a failed or timed_out instance again from its failed step; see `warnings`.
+
+        The deadline is kept unless `extend_deadline` or `clear_deadline` says otherwise; one
+        that has already passed is refused (InvalidInput) unless `keep_deadline` says so.
+        """
         _text("instance id", workflow_id)
         _text("reason", reason)
-        if extend_deadline is not None and clear_deadline:
-            raise InvalidInput("extend_deadline and clear_deadline exclude each other")
-        extend = None
-        if extend_deadline is not None:
-            extend = _timeout("extend_deadline", extend_deadline)
-            if extend is None:
-                raise InvalidInput("extend_deadline: expected a duration, not NONE "
-                                   "(pass clear_deadline=True to remove the deadline)")
+        extend = _retry_deadline(extend_deadline, clear_deadline, keep_deadline)
         return self.engine.retry(workflow_id, self._now(), extend_deadline=extend,
-                                 clear_deadline=clear_deadline, reason=reason)
+                                 clear_deadline=clear_deadline, keep_deadline=keep_deadline,
+                                 reason=reason)
 
     def batch(self, action: str, *, status: str | Sequence[str] | None = None,
               workflow_type: str | Sequence[str] | None = None, since: datetime | None = None,
               dry_run: bool = False, name: str | None = None,
               data: dict[str, Any] | None = None, force: bool = False,
               reason: str | None = None, extend_deadline: Duration = None,
-              clear_deadline: bool = False,
+              clear_deadline: bool = False, keep_deadline: bool = False,
               worded: Callable[[WfctlError], str] = str) -> dict[str, Any]:
         """Do `action` (one of `BATCH_ACTIONS`) to every instance the filters match, as `list`
         filters (a sequence: any of its values), newest first; `signal` sends the signal
@@ -358,7 +375,8 @@ class Client:
             raise InvalidInput("a batch needs at least one filter: status, workflow_type or "
                                "since")
         act = self._batch_action(action, name=name, data=data, force=force, reason=reason,
-                                 extend_deadline=extend_deadline, clear_deadline=clear_deadline)
+                                 extend_deadline=extend_deadline, clear_deadline=clear_deadline,
+                                 keep_deadline=keep_deadline)
         rows = self._matching(statuses, types, since)
         if dry_run:
             return {"matched": len(rows), "instances": rows}
@@ -379,7 +397,7 @@ class Client:
 
     def _batch_action(self, action: str, *, name: str | None, data: dict[str, Any] | None,
                       force: bool, reason: str | None, extend_deadline: Duration,
-                      clear_deadline: bool) -> Callable[[str, datetime], Any]:
+                      clear_deadline: bool, keep_deadline: bool) -> Callable[[str, datetime], Any]:
         """The engine's operation on one instance for `batch`, its options checked once."""
         if action not in BATCH_ACTIONS:
             raise InvalidInput(f"action must be one of {', '.join(BATCH_ACTIONS)} "
@@ -387,8 +405,9 @@ class Client:
         _text("reason", reason)
         if action != "signal" and (name is not None or data is not None or force):
             raise InvalidInput(f"name, data and force are for signal, not {action}")
-        if action != "retry" and (extend_deadline is not None or clear_deadline):
-            raise InvalidInput(f"extend_deadline and clear_deadline are for retry, not {action}")
+        if action != "retry" and (extend_deadline is not None or clear_deadline or keep_deadline):
+            raise InvalidInput("extend_deadline, clear_deadline and keep_deadline are for retry, "
+                               f"not {action}")
         engine = self.engine
         if action == "signal":
             _text("signal name", name)
@@ -398,17 +417,10 @@ class Client:
             return lambda instance_id, now: engine.signal(instance_id, name, data, now,
                                                           force=force, reason=reason)
         if action == "retry":
-            if extend_deadline is not None and clear_deadline:
-                raise InvalidInput("extend_deadline and clear_deadline exclude each other")
-            extend = None
-            if extend_deadline is not None:
-                extend = _timeout("extend_deadline", extend_deadline)
-                if extend is None:
-                    raise InvalidInput("extend_deadline: expected a duration, not NONE "
-                                       "(pass clear_deadline=True to remove the deadline)")
+            extend = _retry_deadline(extend_deadline, clear_deadline, keep_deadline)
             return lambda instance_id, now: engine.retry(
                 instance_id, now, extend_deadline=extend, clear_deadline=clear_deadline,
-                reason=reason)
+                keep_deadline=keep_deadline, reason=reason)
         if action in ("cancel", "terminate"):
             stop = getattr(engine, action)
             return lambda instance_id, now: stop(instance_id, reason, now)

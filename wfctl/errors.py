@@ -60,6 +60,25 @@ class SignalNotAwaited(InvalidInput):
                 f"{self.name!r}: its type {waits} ({override} delivers it anyway)")
 
 
+class DeadlinePassed(InvalidInput):
+    """A retry would keep a deadline that has already passed (`retry` refuses it unless told to
+    keep it): the run would fail by it again at once. `deadline_at` is that deadline, as text."""
+
+    def __init__(self, instance_id: str, deadline_at: str) -> None:
+        self.instance_id = instance_id
+        self.deadline_at = deadline_at
+        super().__init__(self.worded("extend_deadline=D", "clear_deadline=True",
+                                     "keep_deadline=True"))
+
+    def worded(self, extend: str, clear: str, keep: str) -> str:
+        """The message, naming the three ways on (`extend`, `clear`, `keep`) as the caller
+        spells them: keywords in Python, options on the command line."""
+        return (f"cannot retry {self.instance_id} keeping its deadline: it passed at "
+                f"{self.deadline_at}, so the next deadline check would fail it again; pass "
+                f"{extend} (a new deadline from now), {clear} (none) or {keep} (fail it "
+                "again; on_deadline does not run twice)")
+
+
 class NotFound(WfctlError):
     """No instance (or run) with that id."""
 

@@ -115,7 +115,7 @@ def live_view(doc: dict[str, Any], recent: list[dict[str, Any]], now: datetime) 
             f"attempt {activity['attempt']}/{activity['max_attempts']}",
             Text(f"{nearest[0]} ").append_text(render.relative(nearest[1], now))
             if nearest else Text(""),
-            Text(f"last error {error['exception_class']}: {error['message']}", style="red")
+            Text(f"last error {render.error_line(error)}", style="red")
             if error and activity["status"] in OPEN_ACTIVITY else Text(""),
         )
     events = Table.grid(padding=(0, 2))

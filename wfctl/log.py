@@ -246,6 +246,12 @@ def _line_fields(item: dict[str, Any]) -> dict[str, Any]:
     """An appended event's fields on its log line: its instance and run, then the attributes
     `_FIELDS` names that it has."""
     attributes = item["attributes"]
+    failure = attributes.get("failure")
+    if type(failure) is dict:
+        # A retried attempt's exception, which its event holds apart (the last one's event,
+        # ActivityFailed, holds it as its own attributes): the line names it alike.
+        attributes = {**attributes, **{key: failure.get(key)
+                                       for key in ("exception_class", "message")}}
     fields = {"instance": item["workflow_instance_id"], "run": item["run_number"]}
     for key in _shown(tuple(attributes)):
         value = attributes[key]

@@ -19,6 +19,7 @@ from wfctl.vocabulary import (
     OPEN_ACTIVITY,
     RETRY_TIMER,
     SIGNAL_TIMER,
+    TIMEOUTS,
     WORKFLOW_TIMEOUTS,
 )
 
@@ -197,6 +198,16 @@ def traceback_where(text: str | None) -> str | None:
     found = _FRAME.match(frames[-1][0])
     assert found is not None
     return f"{os.path.basename(found['file'])}:{found['line']} in {found['function']}"
+
+
+def error_line(error: dict[str, Any]) -> str:
+    """An attempt's last error on one line: the timeout and its attempt, or the exception and
+    where it was raised."""
+    if error.get("kind") == "timeout":
+        return f"{error.get('timeout_kind')} timeout (attempt {error.get('attempt')})"
+    where = traceback_where(error.get("traceback"))
+    return f"{error.get('exception_class')}: {error.get('message')}" \
+        + (f" (at {where})" if where else "")
 
 
 def traceback_tail(text: str, frames_shown: int = SHOWN_FRAMES) -> str:
@@ -415,14 +426,14 @@ def _activities(out: Console, activities: list[dict[str, Any]], now: datetime) -
                     deadlines.append_text(relative(activity[timeout.column], now))
         heartbeat = "-"
         if activity["last_heartbeat_at"]:
-            heartbeat = f"{ago(activity['last_heartbeat_at'], now)} " \
-                        f"{_json(activity['last_heartbeat_details'])}"
+            heartbeat = ago(activity["last_heartbeat_at"], now)
+            # A heartbeat without details shows none (not `null`).
+            if activity["last_heartbeat_details"] is not None:
+                heartbeat += f" {_json(activity['last_heartbeat_details'])}"
         error = activity.get("last_error")
         error_text = styled("-")
         if error:
-            where = traceback_where(error.get("traceback"))
-            error_text = styled(f"{error.get('exception_class')}: {error.get('message')}"
-                                + (f" (at {where})" if where else ""), "red")
+            error_text = styled(error_line(error), "red")
         status = status_text(activity["status"])
         if activity["superseded"]:
             status.append(" (retried)", style="dim")
@@ -446,6 +457,13 @@ def _activity_times(out: Console, activities: list[dict[str, Any]]) -> Renderabl
             if value is not None and not (key == "available_at"
                                           and value == activity.get("scheduled_at")):
                 times.append(f"{label} {instant(value)}")
+        error = activity.get("last_error")
+        if error and error.get("kind") == "timeout" and error.get("deadline_at") is not None:
+            timeout = TIMEOUTS[error["timeout_kind"]]
+            # The timed-out attempt's deadline, which the attempt after it no longer holds.
+            if activity.get(timeout.column) != error["deadline_at"]:
+                times.append(f"{timeout.label} deadline {instant(error['deadline_at'])} "
+                             f"(attempt {error['attempt']} timed out)")
         grid.add_row(activity["activity_id"], activity["step"], activity["handler"],
                      activity.get("queue") or "-", ("; " if plain(out) else "\n").join(times))
     return _titled(out, "Activity times", grid)
@@ -555,6 +573,8 @@ def event_line(event: dict[str, Any]) -> str:
         error = a.get("handler_error")
         handler = f"; {a['handler']} raised {error['exception_class']}: {error['message']}" \
             if error else (f"; {a['handler']} ran" if a.get("handler") else "")
+        if a.get("handler_already_ran"):
+            handler = f"; {a['handler']} not run again (it ran for this deadline)"
         return f"Deadline exceeded (deadline {clock.iso(a['deadline_at'])}){handler}"
     if kind == "WorkflowFailed":
         timeout = f" [{a['timeout_kind']}]" if a.get("timeout_kind") else ""

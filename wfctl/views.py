@@ -176,9 +176,17 @@ def _activity(activity: Activity) -> dict[str, Any]:
         "heartbeat_deadline_at": activity.heartbeat_deadline_at,
         "last_heartbeat_at": activity.last_heartbeat_at,
         "last_heartbeat_details": activity.last_heartbeat_details,
-        "last_error": activity.last_error,
+        "last_error": _last_error(activity.last_error),
         "superseded": activity.superseded,
     }
+
+
+def _last_error(error: Any) -> Any:
+    """An attempt's last failure; a timeout's deadline, stored as text in its JSON column, is
+    an instant here like every other."""
+    if isinstance(error, dict) and isinstance(error.get("deadline_at"), str):
+        return {**error, "deadline_at": datetime.fromisoformat(error["deadline_at"])}
+    return error
 
 
 def _timer(timer: Timer) -> dict[str, Any]:

@@ -470,6 +470,34 @@ def test_an_event_type_without_a_code_is_kept_by_name_in_a_file_and_refused_by_p
                       (len(named) + 2, "TimerFired", {"timer_id": "t"})]
 
 
+@covers("append_event", "append_values", "last_seq")
+def test_an_event_appended_at_an_earlier_instant_is_stamped_at_the_last_ones(store):
+    # Transactions given their instants before they waited for the writer before them.
+    later, earlier = T0 + timedelta(seconds=5), T0 + timedelta(seconds=2)
+    deadline = T0 + timedelta(minutes=1)
+    with store.write() as tx:
+        add_instance(tx, "i1")
+    with store.write() as tx:
+        tx.append_event(tx.get_run("i1-r1"), "WorkflowTaskScheduled", later, {"reason": "a"})
+    # The last event's instant read with the run, then (the run kept) without a read.
+    for reason in ("b", "c"):
+        with store.write() as tx:
+            tx.append_event(tx.get_run("i1-r1"), "WorkflowTaskScheduled", earlier,
+                            {"reason": reason})
+    # Read with the last seq alone, and within the transaction after it.
+    with store.write() as tx:
+        assert tx.last_seq("i1") == 3
+        kind = codec.event_kind("WorkflowTaskStarted", "scheduled_event_id worker_id timeout_at")
+        tx.append_values(tx.get_run("i1-r1"), kind, earlier, (1, "w", deadline))
+        tx.append_event(tx.get_run("i1-r1"), "WorkflowTaskScheduled", T0, {"reason": "e"})
+    with store.read() as tx:
+        events = tx.events("i1")
+    assert [(e.seq, e.at) for e in events] == [(seq, later) for seq in range(1, 6)]
+    # An instant an attribute holds is kept exact, whatever its event's stamp.
+    assert events[3].attributes == {"scheduled_event_id": 1, "worker_id": "w",
+                                    "timeout_at": deadline}
+
+
 def test_event_instants_and_attributes_round_trip(store):
     at = datetime(2026, 4, 12, 12, 0, 1, 234000, tzinfo=UTC)
     attributes = {"activity_id": "a", "result": {"ünïcode": "✓", "n": [1, 2.5, None, True]},

@@ -11,9 +11,8 @@ from typing import Any
 import typer
 
 from wfctl import jsonvalue
-from wfctl.cli.reads import check_choice, fail, instant_option, json_text, print_json, usage
+from wfctl.cli.reads import check_choice, error_message, fail, instant_option, json_text, print_json, usage
 from wfctl.client import Client
-from wfctl.errors import SignalNotAwaited, WfctlError
 from wfctl.vocabulary import INSTANCE_STATUSES
 
 # The options every batch command takes, shared by their definitions in `commands`.
@@ -33,13 +32,6 @@ JSON = typer.Option(False, "--json", help="Print JSON.")
 # What a batch's report says it did, by action.
 DONE = {"retry": "retried", "cancel": "cancel requested", "terminate": "terminated",
         "pause": "paused", "resume": "resumed", "signal": "signalled"}
-
-
-def worded(error: WfctlError) -> str:
-    """An error as the command line words it: naming its options, not the library's keywords."""
-    if isinstance(error, SignalNotAwaited):
-        return error.message("--force")
-    return str(error)
 
 
 def is_batch(instance_id: str | None, status: Sequence[str], workflow_type: Sequence[str],
@@ -77,7 +69,8 @@ def run(client: Client, action: str, *, status: Sequence[str], workflow_type: Se
             return
         if not typer.confirm(f"{action.capitalize()} {_count(preview['matched'])}?"):
             raise typer.Exit(1)
-    report = client.batch(action, **filters, **options, worded=worded)
+    report = client.batch(action, **filters, **options,
+                          worded=lambda error: error_message(error, client))
     if as_json:
         print_json(report)
     else:

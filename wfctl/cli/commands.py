@@ -22,7 +22,7 @@ from wfctl.cli.reads import fail as _fail
 from wfctl.cli.reads import print_json as _print_json
 from wfctl.cli.reads import usage as _usage
 from wfctl.client import Client
-from wfctl.errors import DefinitionError, SignalNotAwaited, WfctlError
+from wfctl.errors import DefinitionError, WfctlError
 from wfctl.systemd import ENVIRONMENT_FILE
 from wfctl.vocabulary import EVENT_TYPES, INSTANCE_STATUSES
 
@@ -721,6 +721,10 @@ def retry(
     extend_deadline: str | None = typer.Option(None, "--extend-deadline", metavar="DURATION",
                                                help="New deadline: now + this duration."),
     clear_deadline: bool = typer.Option(False, "--clear-deadline", help="Remove the deadline."),
+    keep_deadline: bool = typer.Option(False, "--keep-deadline",
+                                       help="Keep the deadline even if it has passed (the run "
+                                            "fails by it again; on_deadline does not run "
+                                            "again)."),
     status: list[str] = batches.STATUS, workflow_type: list[str] = batches.TYPE,
     since: str | None = batches.SINCE, dry_run: bool = batches.DRY_RUN, yes: bool = batches.YES,
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
@@ -728,18 +732,24 @@ def retry(
     """Run a closed instance again from the step that failed or was stopped (the deadline is
     kept).
 
-    With filters in place of ID, every instance they match."""
-    if extend_deadline is not None and clear_deadline:
-        _usage("--extend-deadline and --clear-deadline exclude each other")
+    A deadline that has already passed is kept only with --keep-deadline. With filters in place
+    of ID, every instance they match.
+    """
+    given = [flag for flag, value in (("--extend-deadline", extend_deadline is not None),
+                                      ("--clear-deadline", clear_deadline),
+                                      ("--keep-deadline", keep_deadline)) if value]
+    if len(given) > 1:
+        _usage(f"{', '.join(given[:-1])} and {given[-1]} exclude each other")
     extend = _duration("--extend-deadline", extend_deadline, allow_none=False)
     client = _client(ctx)
     if batches.is_batch(instance_id, status, workflow_type, since, dry_run, yes):
         batches.run(client, "retry", status=status, workflow_type=workflow_type, since=since,
                     dry_run=dry_run, yes=yes, as_json=as_json, extend_deadline=extend,
-                    clear_deadline=clear_deadline)
+                    clear_deadline=clear_deadline, keep_deadline=keep_deadline)
         return
     assert instance_id is not None
-    result = client.retry(instance_id, extend_deadline=extend, clear_deadline=clear_deadline)
+    result = client.retry(instance_id, extend_deadline=extend, clear_deadline=clear_deadline,
+                          keep_deadline=keep_deadline)
     if as_json:
         _print_json(result)
     else:
@@ -785,10 +795,7 @@ def signal(
                     force=force)
         return
     assert instance_id is not None
-    try:
-        result = client.signal(instance_id, name, payload, force=force)
-    except SignalNotAwaited as exc:
-        _fail(exc.message("--force"))
+    result = client.signal(instance_id, name, payload, force=force)
     if as_json:
         _print_json(result)
         return

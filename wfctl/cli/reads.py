@@ -12,13 +12,23 @@ from typing import Any, NoReturn, TextIO
 
 from wfctl import durations, jsonvalue
 from wfctl.client import Client
-from wfctl.errors import DefinitionError, NotFound, WfctlError
+from wfctl.errors import (
+    DeadlinePassed,
+    DefinitionError,
+    NotFound,
+    SignalNotAwaited,
+    WfctlError,
+)
 from wfctl.since import back_from
 from wfctl.vocabulary import EVENT_TYPES, INSTANCE_STATUSES
 
 
 def error_message(exc: WfctlError, client: Client | None) -> str:
     """What the `Error:` line says for an error of wfctl's."""
+    if isinstance(exc, DeadlinePassed):
+        return exc.worded("--extend-deadline D", "--clear-deadline", "--keep-deadline")
+    if isinstance(exc, SignalNotAwaited):
+        return exc.message("--force")
     message = str(exc)
     if isinstance(exc, DefinitionError) and isinstance(client, Client) \
             and not os.path.lexists(client.workflows_path):

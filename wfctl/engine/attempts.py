@@ -99,9 +99,16 @@ def fail_attempt(c: Ctx, run: Run, activity: Activity, *, retryable: bool, reaso
         "scheduled_event_id": activity.scheduled_event_id,
         "started_event_id": activity.started_event_id,
     }
-    error = None if timeout_kind else {"exception_class": exception_class, "message": message}
-    if error is not None and traceback:
-        error["traceback"] = traceback
+    failure = None if timeout_kind else {"exception_class": exception_class, "message": message}
+    if failure is not None and traceback:
+        failure["traceback"] = traceback
+    # The attempt's failure, whatever its kind, is what describe shows as its last error; a
+    # timeout's deadline with it, since the next attempt's deadlines replace the attempt's (a
+    # JSON column: the instant as the ISO text describe prints).
+    error = {"kind": "exception", "attempt": activity.attempt, **failure} if failure else {
+        "kind": "timeout", "attempt": activity.attempt, "timeout_kind": timeout_kind,
+        "deadline_at": clock.iso(deadline_at), "exception_class": "ActivityTimeoutException",
+        "message": f"Activity {activity.step} timed out: {timeout_kind}"}
     policy = activity.retry_policy
     if retryable and activity.attempt < activity.max_attempts:
         waits = policy["backoff_seconds"]
@@ -124,7 +131,7 @@ def fail_attempt(c: Ctx, run: Run, activity: Activity, *, retryable: bool, reaso
         if timeout_kind:
             attributes.update(timeout_kind=timeout_kind, deadline_at=deadline_at)
         else:
-            attributes["failure"] = error
+            attributes["failure"] = failure
         c.event(run, "ActivityRetryScheduled", **attributes)
         c.woke = True
         return

@@ -8,7 +8,13 @@ from typing import Any
 from wfctl import clock
 from wfctl.engine.closing import close_run, notify_parent, request_cancel
 from wfctl.engine.core import Ctx, EngineCore, check_payload, operation, schedule_workflow_task
-from wfctl.errors import Conflict, NotFound, SignalNotAwaited, StructuralLimitExceeded
+from wfctl.errors import (
+    Conflict,
+    DeadlinePassed,
+    NotFound,
+    SignalNotAwaited,
+    StructuralLimitExceeded,
+)
 from wfctl.store.records import Instance, Run
 from wfctl.vocabulary import (
     OPEN_RUN,
@@ -137,12 +143,13 @@ def terminate(engine: EngineCore, instance_id: str, reason: str | None,
 @operation
 def retry(engine: EngineCore, instance_id: str, now: datetime, *,
           extend_deadline: float | None = None, clear_deadline: bool = False,
-          reason: str | None = None) -> dict[str, Any]:
+          keep_deadline: bool = False, reason: str | None = None) -> dict[str, Any]:
     """Run a failed or timed-out instance again from the step that failed, or resume a
     cancelled or terminated one from the step that was stopped (see `retry_run`).
 
-    The deadline is kept unless told otherwise; the run timeout starts afresh. A type with a
-    retry policy starts a new series of attempts.
+    The deadline is kept unless told otherwise, but one that has passed only with
+    `keep_deadline`: the run would fail by it again at once. The run timeout starts afresh. A
+    type with a retry policy starts a new series of attempts.
     """
     with engine.transaction(now) as c:
         instance = c.tx.get_instance(instance_id)
@@ -154,6 +161,10 @@ def retry(engine: EngineCore, instance_id: str, now: datetime, *,
                            "(only failed, timed_out, cancelled or terminated instances can be "
                            "retried)")
         run = c.run(instance.current_run_id)
+        passed = run.deadline_at
+        if passed is not None and passed <= c.now and extend_deadline is None \
+                and not clear_deadline and not keep_deadline:
+            raise DeadlinePassed(instance_id, clock.iso(passed))
         return retry_run(c, instance, run, previous_status=instance.status,
                          extend_deadline=extend_deadline, clear_deadline=clear_deadline,
                          reason=reason)

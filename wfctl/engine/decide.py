@@ -32,6 +32,7 @@ from wfctl.store.records import Activity, Child, Instance, Run, WorkflowTask
 from wfctl.vocabulary import (
     CLOSED_RUN,
     RETRY_WAIT,
+    SIGNAL_TIMER,
     SIGNAL_WAIT,
     UNSUCCESSFUL_ACTIVITY,
     UNSUCCESSFUL_RUN,
@@ -286,7 +287,7 @@ def _begin_step(c: Ctx, run: Run, fixed: Fixed, wf: WorkflowType, step: Step,
         c.event(run, "SignalWaitOpened", signal=step.signal, step=step.name,
                 timeout_seconds=durations.whole_seconds(step.timeout), timeout_at=timeout_at)
         if step.timeout is not None:
-            _schedule_timer(c, run, step, "signal_timeout", step.timeout)
+            _schedule_timer(c, run, step, SIGNAL_TIMER, step.timeout)
     elif step.kind == "continue_as_new" and run.state.get(step.while_key):
         continue_as_new(c, run, c.instance(run.workflow_instance_id), wf, task_id)
         return CLOSED
@@ -483,7 +484,7 @@ def _check_signal(c: Ctx, run: Run, step: Step) -> str:
     signal = c.tx.first_pending_signal(run.workflow_instance_id, step.signal)
     # A signal received at or after the wait's timeout is late: the outcome depends on the
     # instants recorded, never on whether a worker happened to decide in between.
-    if signal is not None and any(t.kind == "signal_timeout"
+    if signal is not None and any(t.kind == SIGNAL_TIMER
                                   and t.fire_at <= signal.received_at for t in timers):
         signal = None
     if signal is not None:

@@ -16,8 +16,8 @@ again, wherever that is sure to be what the read would give:
 - the transaction committed: a rollback forgets everything.
 
 A run is kept only while it is open and has no open workflow task (what `GET_RUN` says of that is
-then known without a read), and its instance's last history seq is kept beside it, by instance,
-since any run of the instance may append to it.
+then known without a read), and its instance's last history seq and that event's instant are kept
+beside it, by instance, since any run of the instance may append to it.
 """
 
 from __future__ import annotations
@@ -83,7 +83,8 @@ def _sets(sql: str) -> str:
 
 class Kept:
     """What the write connection keeps: each run as `GET_RUN` reads it (stored values), and each
-    instance's last history seq; `doubt` is set by a statement that may have changed them."""
+    instance's last history seq with its event's instant; `doubt` is set by a statement that
+    may have changed them."""
 
     __slots__ = ("columns", "doubt", "plans", "rows", "seqs", "version")
 
@@ -93,7 +94,7 @@ class Kept:
         # For each set of columns an UPDATE writes: where each goes, and how it reads back.
         self.plans: dict[tuple[str, ...], tuple[tuple[int, Any], ...] | None] = {}
         self.rows: dict[str, tuple[Any, ...]] = {}
-        self.seqs: dict[str, int] = {}
+        self.seqs: dict[str, tuple[int, int | None]] = {}
         self.version: int | None = None
         self.doubt = False
 
@@ -138,15 +139,17 @@ class Kept:
         return tuple(plan)
 
     def keep(self, rows: dict[str, list[Any]], without_task: set[str],
-             seqs: dict[str, int]) -> None:
+             seqs: dict[str, int], ats: dict[str, int | None]) -> None:
         """After a commit: the transaction's runs (`rows`, as it wrote them) that are open and
-        have no open workflow task, and the last seq of the instances it knows (but those whose
-        run closed). Past `KEPT_RUNS` of either, everything is let go."""
+        have no open workflow task, and the last seq and its instant (`seqs`, `ats`) of the
+        instances it knows (but those whose run closed). Past `KEPT_RUNS` of either, everything
+        is let go."""
         if self.doubt:
             self.forget()
             return
         kept, known = self.rows, self.seqs
-        known.update(seqs)
+        known.update((instance_id, (seq, ats.get(instance_id)))
+                     for instance_id, seq in seqs.items())
         for run_id, row in rows.items():
             if row[STATUS] in CLOSED_RUN:
                 kept.pop(run_id, None)
@@ -238,9 +241,10 @@ _READ_BACK = {str: _as_text, int: _as_integer, float: _as_real}
 
 _RUN_COLUMNS = [field.name for field in dataclasses.fields(RunRead)]
 # Where `GET_RUN`'s row has the run's id, status and instance, its open workflow task and the
-# instance's last seq.
+# instance's last seq and its instant.
 RUN = _RUN_COLUMNS.index("workflow_run_id")
 STATUS = _RUN_COLUMNS.index("status")
 INSTANCE = _RUN_COLUMNS.index("workflow_instance_id")
 OPEN_TASK = _RUN_COLUMNS.index("read_open_task")
 LAST_SEQ = _RUN_COLUMNS.index("read_last_seq")
+LAST_AT = _RUN_COLUMNS.index("read_last_at")

@@ -1078,8 +1078,8 @@ class PostgresTx(SQLTx):
         self._locked(instance_id, lock.fetchone(), wait=True)
         found = self._tuple_cursor.fetchall()
         read = self._readers[RunRead](found[0]) if found else None
-        return keep_run_extras(read, self._keys, self._seq, self._without_task,
-                               self._instance_fields)
+        return keep_run_extras(read, self._keys, self._seq, self._last_at,
+                               self._without_task, self._instance_fields)
 
     def hold_run_and_close(self, instance_id: str, run_id: str,
                            accept: Callable[[Run | None], bool], activity_id: str,
@@ -1108,7 +1108,8 @@ class PostgresTx(SQLTx):
             found, closed = self._read_and_close(close) if held else \
                 self._lock_read_and_close(close)
         run = keep_run_extras(None if found is None else self._readers[RunRead](found),
-                              self._keys, self._seq, self._without_task, self._instance_fields)
+                              self._keys, self._seq, self._last_at, self._without_task,
+                              self._instance_fields)
         if accept(run):
             return run, closed
         if closed:
@@ -1451,8 +1452,8 @@ class PostgresTx(SQLTx):
         read = self._runs_ahead.pop(run_id, None) if self._runs_ahead else None
         if read is None:
             return super().get_run(run_id)
-        return keep_run_extras(read, self._keys, self._seq, self._without_task,
-                               self._instance_fields)
+        return keep_run_extras(read, self._keys, self._seq, self._last_at,
+                               self._without_task, self._instance_fields)
 
     def update_run(self, run_id: str, /, **fields: Any) -> None:
         self._runs_ahead.pop(run_id, None)

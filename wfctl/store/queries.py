@@ -111,11 +111,16 @@ _RUN_NEEDS_WAKING = (
 @dataclasses.dataclass(slots=True)
 class RunRead(Run):
     """A run as `GET_RUN` reads it, with what `keep_run_extras` keeps: its instance's history
-    key, last seq and unchanging fields, and an open workflow task of the run (if it has one)."""
+    key, last seq and its instant, unchanging fields, and an open workflow task of the run (if
+    it has one)."""
 
     read_instance_key: int | None = dataclasses.field(metadata={"column": "i.instance_key"})
     read_last_seq: int | None = dataclasses.field(metadata={
         "column": "(SELECT coalesce(max(seq), 0) FROM events WHERE instance_key = i.instance_key)"})
+    # The instant of that last event, in microseconds: the next is stamped no earlier.
+    read_last_at: int | None = dataclasses.field(metadata={
+        "column": "(SELECT at FROM events WHERE instance_key = i.instance_key "
+                  "ORDER BY seq DESC LIMIT 1)"})
     read_open_task: int | None = dataclasses.field(metadata={
         "column": "(SELECT t.task_id FROM workflow_tasks t WHERE t.workflow_run_id = "
                   f"r.workflow_run_id AND t.status IN {OPEN_WORKFLOW_TASK_SQL} LIMIT 1)"})
@@ -215,10 +220,11 @@ def current_attempt(activity_id: str, attempt: str, owner: str, started: str) ->
 
 
 def keep_run_extras(read: RunRead | None, keys: dict[str, int], seqs: dict[str, int],
-                    without_task: set[str] | None,
+                    ats: dict[str, int | None], without_task: set[str] | None,
                     fields: dict[str, tuple[str, str, int, str]]) -> Run | None:
-    """The run read with `GET_RUN`, what came with it kept: its instance's history key and
-    last seq go into a transaction's caches (`keys`, `seqs`: what it knew already stays), its
+    """The run read with `GET_RUN`, what came with it kept: its instance's history key, last
+    seq and that event's instant go into a transaction's caches (`keys`, `seqs`, `ats`: what it
+    knew already stays), its
     instance's unchanging fields into `fields` (`run_instance_fields`), and, in a write
     transaction (`without_task` given), that the run has no open workflow task, so that
     `open_workflow_task` need not ask (inserting one for the run forgets it). The read is the
@@ -229,6 +235,7 @@ def keep_run_extras(read: RunRead | None, keys: dict[str, int], seqs: dict[str, 
     if read.read_instance_key is not None:
         keys.setdefault(read.workflow_instance_id, read.read_instance_key)
         seqs.setdefault(read.workflow_instance_id, read.read_last_seq)
+        ats.setdefault(read.workflow_instance_id, read.read_last_at)
         fields[read.workflow_run_id] = (read.read_definitions_digest, read.read_workflow_type,
                                         read.read_child_depth, read.read_child_policy)
     if without_task is not None and read.read_open_task is None:
@@ -290,6 +297,8 @@ class SQLTx:
 
     def __init__(self, *, writing: bool) -> None:
         self._seq: dict[str, int] = {}
+        # The instant of each instance's last event (`_seq`'s), in microseconds; None: none yet.
+        self._last_at: dict[str, int | None] = {}
         self._keys: dict[str, int] = {}
         # In a write transaction: runs read without an open workflow task (`keep_run_extras`).
         self._without_task: set[str] | None = set() if writing else None
@@ -497,7 +506,7 @@ class SQLTx:
         history key and last seq come along in the same statement, since a transaction that
         reads a run mostly appends to its history."""
         return keep_run_extras(self._owned(GET_RUN, (run_id,), RunRead), self._keys, self._seq,
-                               self._without_task, self._instance_fields)
+                               self._last_at, self._without_task, self._instance_fields)
 
     def hold_run(self, instance_id: str, run_id: str) -> Run | None:
         self.hold(instance_id)
@@ -538,32 +547,32 @@ class SQLTx:
         if seq is None:
             key = self._keys.get(instance_id)
             if key is None:
-                # The key and the last seq in one statement: both are read once per transaction.
+                # The key, the last seq and its instant in one statement: each is read once per
+                # transaction.
                 row = self._one(
                     "SELECT i.instance_key, (SELECT coalesce(max(seq), 0) FROM events "
-                    "WHERE instance_key = i.instance_key) AS seq FROM instances i "
-                    "WHERE i.workflow_instance_id = %s", (instance_id,),
+                    "WHERE instance_key = i.instance_key) AS seq, (SELECT at FROM events "
+                    "WHERE instance_key = i.instance_key ORDER BY seq DESC LIMIT 1) AS micros "
+                    "FROM instances i WHERE i.workflow_instance_id = %s", (instance_id,),
                 )
                 if row is None:
                     return 0
                 self._keys[instance_id] = row["instance_key"]
-                seq = row["seq"]
             else:
-                seq = self._one(
-                    "SELECT coalesce(max(seq), 0) AS seq FROM events WHERE instance_key = %s",
-                    (key,),
-                )["seq"]
-            self._seq[instance_id] = seq
+                row = self._one(
+                    "SELECT seq, at AS micros FROM events WHERE instance_key = %s "
+                    "ORDER BY seq DESC LIMIT 1", (key,),
+                ) or {"seq": 0, "micros": None}
+            # `micros`: history's stored instant, which no column name would convert.
+            seq = self._seq[instance_id] = row["seq"]
+            self._last_at[instance_id] = row["micros"]
         return seq
 
     def append_event(self, run: Run, event_type: str, at: datetime, attributes: Row) -> int:
         """Append one event to the instance's history; returns its seq (the event id). The events
         one transaction appends to one run at one instant, their seqs one after another, share
         a row keyed by the last seq (see codec.py)."""
-        if at is not self._event_at:
-            self._event_at = at
-            self._event_micros = codec.micros(at)
-        stored_at = self._event_micros
+        stored_at = self._stamp(run.workflow_instance_id, at)
         code = _PLAIN_CODES.get(event_type)
         if code is None:
             code = self._uncommon_event(event_type, attributes)
@@ -572,12 +581,24 @@ class SQLTx:
     def append_values(self, run: Run, kind: codec.EventKind, at: datetime,
                       values: tuple[Any, ...]) -> int:
         """`append_event` of an event of `kind` with these attribute values, in its order."""
+        stored_at = self._stamp(run.workflow_instance_id, at)
+        return self._append(run, kind.code, stored_at,
+                            codec.stored_values(kind.head, kind.special, values, stored_at))
+
+    def _stamp(self, instance_id: str, at: datetime) -> int:
+        """The instant, in microseconds, an event appended at `at` is stored at: never before
+        the instance's last event. A transaction acts at the instant it was given, read before
+        it waited for the write lock or its family's; one that began later may have appended to
+        the instance meanwhile, and history's instants never go back as its seqs go up."""
         if at is not self._event_at:
             self._event_at = at
             self._event_micros = codec.micros(at)
         stored_at = self._event_micros
-        return self._append(run, kind.code, stored_at,
-                            codec.stored_values(kind.head, kind.special, values, stored_at))
+        last_at = self._last_at.get(instance_id)
+        if last_at is None and instance_id not in self._seq:
+            self.last_seq(instance_id)
+            last_at = self._last_at.get(instance_id)
+        return stored_at if last_at is None or last_at <= stored_at else last_at
 
     def _append(self, run: Run, code: int | str, stored_at: int, stored: list[Any]) -> int:
         instance_id = run.workflow_instance_id
@@ -589,6 +610,7 @@ class SQLTx:
             return seq
         seq = self._seq.get(instance_id)
         seq = self._seq[instance_id] = (self.last_seq(instance_id) if seq is None else seq) + 1
+        self._last_at[instance_id] = stored_at
         if row is not None:
             self._closed_rows.append(_history_row(row))
         self._open_rows[instance_id] = [seq, run.run_number, stored_at, [code, stored],

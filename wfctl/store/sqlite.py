@@ -787,18 +787,18 @@ class SQLiteTx(SQLTx):
         row = self._run_rows.get(run_id)
         if row is None:
             stored = runs.rows.get(run_id)
-            seq = None if stored is None else runs.seqs.get(stored[kept.INSTANCE])
-            if seq is None:
+            last = None if stored is None else runs.seqs.get(stored[kept.INSTANCE])
+            if last is None:
                 found = self._tuples(GET_RUN, (run_id,))
                 if not found:
                     return None
                 row = list(found[0])
             else:
                 row = list(stored)
-                row[kept.LAST_SEQ] = seq
+                row[kept.LAST_SEQ], row[kept.LAST_AT] = last
             self._run_rows[run_id] = row
         return keep_run_extras(self._readers[RunRead](row), self._keys, self._seq,
-                               self._without_task, self._instance_fields)
+                               self._last_at, self._without_task, self._instance_fields)
 
     def update_run(self, run_id: str, /, **fields: Any) -> None:
         runs = self._kept
@@ -840,7 +840,7 @@ class SQLiteTx(SQLTx):
     def keep(self) -> None:
         """After the commit: what this transaction read and wrote of runs is kept."""
         if self._kept is not None and self._without_task is not None:
-            self._kept.keep(self._run_rows, self._without_task, self._seq)
+            self._kept.keep(self._run_rows, self._without_task, self._seq, self._last_at)
 
     def _any(self, column: str, values: Sequence[Any], name: str | None = None) -> \
             tuple[str, Any]:
@@ -915,7 +915,8 @@ class SQLiteTx(SQLTx):
             self._run_rows.setdefault(found[_ACTIVITY_FIELDS + kept.RUN],
                                       list(found[_ACTIVITY_FIELDS:]))
         run = keep_run_extras(self._readers[RunRead](found[_ACTIVITY_FIELDS:]), self._keys,
-                              self._seq, self._without_task, self._instance_fields)
+                              self._seq, self._last_at, self._without_task,
+                              self._instance_fields)
         return self._readers[Activity](found[:_ACTIVITY_FIELDS]), run
 
     def _oldest_ready(self, sql: str, queues: Sequence[str], now: datetime) -> \

@@ -210,8 +210,7 @@ def time_rows(doc: dict[str, Any], now: datetime) -> list[Deadline]:
                                  render.at_close(at, run["closed_at"]).plain))
         elif name == "deadline" and doc.get("deadline_held_while"):
             rows.append(Deadline(name, configured, at, "held",
-                                 f"held while {doc['deadline_held_while']}: fires once it "
-                                 "runs again"))
+                                 _held_note(doc["deadline_held_while"], at, now)))
         else:
             rows.append(Deadline(name, configured, at, "open"))
     retry = doc.get("workflow_retry")
@@ -220,6 +219,15 @@ def time_rows(doc: dict[str, Any], now: datetime) -> list[Deadline]:
         rows.append(Deadline("retry attempt", f"{retry['attempt']} of {retry['max_attempts']}",
                              at, "open" if at else "none", "next attempt" if at else ""))
     return rows
+
+
+def _held_note(status: str, at: datetime, now: datetime) -> str:
+    """A deadline that cannot fire while the instance is `status`: when it is due, and what
+    happens then: nothing while it waits, and a passed one fails it once it runs again."""
+    seconds = (at - now).total_seconds()
+    if seconds > 0:
+        return f"held while {status}: due in {span(seconds)}, cannot fire while {status}"
+    return f"held while {status}: passed {span(-seconds)} ago, fails it once it runs again"
 
 
 def activity_row(activity: dict[str, Any]) -> dict[str, Any]:
@@ -232,14 +240,12 @@ def activity_row(activity: dict[str, Any]) -> dict[str, Any]:
             if activity.get(timeout.column) is not None:
                 deadlines.append((timeout.label, activity[timeout.column]))
     error = activity.get("last_error")
-    where = render.traceback_where(error.get("traceback")) if error else None
     return {
         **activity,
         "chips": render.retry_chips(activity["retry_policy"]) if activity.get("retry_policy")
         else [],
         "deadlines": deadlines,
-        "error": f"{error.get('exception_class')}: {error.get('message')}"
-                 + (f" (at {where})" if where else "") if error else None,
+        "error": render.error_line(error) if error else None,
         "traceback": error.get("traceback") if error else None,
     }
 

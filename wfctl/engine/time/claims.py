@@ -19,6 +19,9 @@ class DeadlineClaim:
     on_deadline: str | None
     state: dict[str, Any]
     reclaimed: bool
+    # on_deadline already ran for this deadline instant (the run was retried keeping it): it
+    # runs once per deadline, and the expiry is only recorded.
+    handler_ran: bool = False
 
 
 class ClaimsInHand:

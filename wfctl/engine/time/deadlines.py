@@ -94,7 +94,19 @@ def _claim(c: Ctx, worker_id: str, run: Run, *, reclaimed: bool) -> DeadlineClai
         on_deadline=instance.on_deadline,
         state=public_state(run.state),
         reclaimed=reclaimed,
+        handler_ran=instance.on_deadline is not None and _handler_ran(c, run),
     )
+
+
+def _handler_ran(c: Ctx, run: Run) -> bool:
+    """Whether an expiry of this very deadline was recorded before, its handler run: a retry
+    that kept the passed deadline (`retry --keep-deadline`) fails the run again, but does not
+    alert again."""
+    return any(event.attributes.get("deadline_at") == run.deadline_at
+               and event.attributes.get("handler") is not None
+               and not event.attributes.get("handler_already_ran")
+               for event in c.tx.events(run.workflow_instance_id,
+                                        event_types=("WorkflowDeadlineExceeded",)))
 
 
 @operation
@@ -124,7 +136,8 @@ def _record(engine: EngineCore, claim: DeadlineClaim, handler_error: dict[str, s
         cancel_open_work(c, run, "deadline_exceeded")
         c.event(run, "WorkflowDeadlineExceeded", deadline_at=claim.deadline_at,
                 handler=claim.on_deadline, handler_error=handler_error,
-                claimed_at=run.deadline_claimed_at)
+                claimed_at=run.deadline_claimed_at,
+                **({"handler_already_ran": True} if claim.handler_ran else {}))
         failure_id = record_failure(
             c, run, category="deadline", message=DEADLINE_MESSAGE,
             exception_class="WorkflowDeadlineExceeded", deadline_at=claim.deadline_at,
@@ -205,9 +218,9 @@ def run_on_deadline(run_handler: HandlerRunner, claim: DeadlineClaim) -> Handler
 
     Whatever it raises is recorded, never dropped (SystemExit and KeyboardInterrupt too: they
     are the handler's, the worker stops on signals, not exceptions). Its return value is
-    ignored.
+    ignored. It runs once per deadline instant: not for a claim whose handler already ran.
     """
-    if not claim.on_deadline:
+    if not claim.on_deadline or claim.handler_ran:
         return None
     try:
         run_handler(claim.on_deadline, claim.state)

@@ -20,7 +20,7 @@ from wfctl.engine.time.timeouts import (
     time_out_workflow_task,
 )
 from wfctl.store.records import Activity, Run, Timer
-from wfctl.vocabulary import RETRY_TIMER, RETRY_WAIT
+from wfctl.vocabulary import RETRY_TIMER, RETRY_WAIT, SIGNAL_TIMER
 
 
 @dataclass
@@ -163,6 +163,8 @@ def fire_timer(c: Ctx, timer: Timer) -> bool:
     run = c.run(timer.workflow_run_id)
     if _times_out_first(c, run, timer.fire_at):
         return False
+    if timer.kind == SIGNAL_TIMER and _signal_came_first(c, run, timer):
+        return False
     if not c.tx.update_timer(timer.timer_id, expect_status="scheduled", status="fired",
                              closed_at=c.now):
         return False
@@ -170,6 +172,25 @@ def fire_timer(c: Ctx, timer: Timer) -> bool:
             kind=timer.kind, fire_at=timer.fire_at,
             scheduled_event_id=timer.scheduled_event_id)
     schedule_workflow_task(c, run, "timer_fired")
+    return True
+
+
+def _signal_came_first(c: Ctx, run: Run, timer: Timer) -> bool:
+    """A signal the wait takes arrived before its timeout: the wait ended then, however late
+    the watchdog comes, so the timeout never happened. The timer is cancelled as the decision
+    that takes the signal would have cancelled it, and that decision is left to take it."""
+    if run.step_index != timer.step_index:
+        return False
+    step = c.fixed(run).wf.steps[timer.step_index]
+    signal = c.tx.first_pending_signal(run.workflow_instance_id, step.signal)
+    # The same rule as the decision's (`decide._check_signal`): at the timeout's instant is late.
+    if signal is None or signal.received_at >= timer.fire_at:
+        return False
+    if c.tx.update_timer(timer.timer_id, expect_status="scheduled", status="cancelled",
+                         closed_at=c.now):
+        c.event(run, "TimerCancelled", timer_id=timer.timer_id, step=timer.step,
+                kind=timer.kind, fire_at=timer.fire_at, reason="signal_received",
+                scheduled_event_id=timer.scheduled_event_id)
     return True
 
 
