@@ -57,7 +57,8 @@ from typing import Any
 import pglib
 from benchlib import Scratch, checkpoint, header, load, noop, remove_database
 
-from wfctl import clock, log
+from wfctl import clock
+from wfctl.ops import log
 from wfctl.store import kept
 from wfctl.store import sqlite as sqlite_store
 from wfctl.worker import WorkerOptions

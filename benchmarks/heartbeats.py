@@ -89,7 +89,7 @@ def quiet_logs() -> Iterator[None]:
     """The worker's log lines are not what is measured."""
     import logging
 
-    from wfctl import log
+    from wfctl.ops import log
 
     level = log.LOGGER.level
     log.LOGGER.setLevel(logging.ERROR)

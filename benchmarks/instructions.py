@@ -50,7 +50,8 @@ sys.path.insert(0, sys.argv[1])
 sys.path.insert(0, sys.argv[1] + "/benchmarks")
 from benchlib import Scratch
 from wfctl import clock
-from wfctl.worker import WorkerOptions, slots
+from wfctl.worker import WorkerOptions
+from wfctl.worker import slots
 # Under callgrind everything runs some fifty times slower, a no-op handler's call too: judged by
 # its time, it would not be quick, and each step would be a transaction of its own, where the
 # worker batches up to `QUICK_BATCH` of them. The no-op handlers are quick, as they are natively.

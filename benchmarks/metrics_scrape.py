@@ -36,8 +36,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from scale import kept_database
 
 import wfctl
-from wfctl import clock, metrics
+from wfctl import clock
 from wfctl.engine.start import create_instance
+from wfctl.ops import metrics
 from wfctl.worker import Worker, WorkerOptions
 
 TARGET_MS = 20.0

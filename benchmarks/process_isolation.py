@@ -26,8 +26,8 @@ from typing import Any
 
 from benchlib import header
 
-from wfctl import handlers
-from wfctl.context import ActivityContext, HeartbeatBuffer
+from wfctl.lang import handlers
+from wfctl.lang.context import ActivityContext, HeartbeatBuffer
 from wfctl.worker.executor import HandlerCall
 from wfctl.worker.isolation import ProcessPool
 
@@ -146,7 +146,7 @@ def child_start(repeat: int) -> None:
     fresh = []
     for _ in range(repeat):
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "import wfctl.handlers, wfctl.context"], check=True)
+        subprocess.run([sys.executable, "-c", "import wfctl.lang.handlers, wfctl.lang.context"], check=True)
         fresh.append(time.perf_counter() - started)
     for size, times in boots.items():
         print(f"   ProcessPool({size}): fork server start + {size} fork{'s' if size > 1 else ' '}"
@@ -171,7 +171,7 @@ def child_memory(size: int) -> None:
     finally:
         pool.close()
     # What a child started as a fresh interpreter (spawn) would hold, for comparison.
-    fresh = subprocess.Popen([sys.executable, "-c", "import sys, wfctl.handlers, wfctl.context; "
+    fresh = subprocess.Popen([sys.executable, "-c", "import sys, wfctl.lang.handlers, wfctl.lang.context; "
                               "print(flush=True); sys.stdin.read()"],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert fresh.stdout is not None

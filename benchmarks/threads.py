@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 from benchlib import Scratch, header, load
 
-from wfctl import log
+from wfctl.ops import log
 from wfctl.worker import WorkerOptions
 
 STEPS_PER_WORKFLOW = 3

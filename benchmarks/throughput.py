@@ -421,7 +421,7 @@ def _threads(workflows: int, concurrency: int, where: Where | None = None, *,
     process's write lock and time holding it (summed over threads), and with `trace` the
     statements run on the SQLite write connection (triggers' included, as its trace counts
     them); `around` is entered for the run alone (what measures it on PostgreSQL)."""
-    from wfctl import log
+    from wfctl.ops import log
 
     with (where or Where()).scratch() as scratch:
         client = scratch.client()

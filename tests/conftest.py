@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 
 from wfctl import Client, jsonvalue
-from wfctl.context import ActivityContext, HeartbeatBuffer
 from wfctl.engine import Engine
 from wfctl.engine.tasks import ActivityTask
 from wfctl.engine.time.sweep import SweepReport, sweep
-from wfctl.handlers import HandlerCall
+from wfctl.lang.context import ActivityContext, HeartbeatBuffer
+from wfctl.lang.handlers import HandlerCall
 from wfctl.worker import Worker, WorkerOptions
 
 TESTS = Path(__file__).parent

@@ -16,9 +16,10 @@ from conftest import T0, Clock, at
 from rich.console import Console
 from typer.testing import CliRunner
 
-from wfctl import Client, render
+from wfctl import Client
 from wfctl.cli import app
-from wfctl.live import live_view, watch_list
+from wfctl.show import render
+from wfctl.show.live import live_view, watch_list
 from wfctl.worker import Worker, WorkerOptions
 
 DEFINITIONS = """

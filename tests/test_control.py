@@ -12,10 +12,11 @@ import wfh
 import wfh_deadlines
 from conftest import at
 
-from wfctl import ActivityCancelled, handlers
-from wfctl.context import ActivityContext, HeartbeatBuffer
+from wfctl import ActivityCancelled
 from wfctl.engine.time.deadlines import sweep_deadlines
 from wfctl.errors import Conflict, DeadlinePassed, InvalidInput
+from wfctl.lang import handlers
+from wfctl.lang.context import ActivityContext, HeartbeatBuffer
 
 pytestmark = pytest.mark.both_backends
 

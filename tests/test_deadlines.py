@@ -15,12 +15,14 @@ import wfh_deadlines
 from conftest import at
 from typer.testing import CliRunner
 
-from wfctl import Client, clock, handlers, log
+from wfctl import Client, clock
 from wfctl.cli import app
 from wfctl.engine.time import deadlines
 from wfctl.engine.time.deadlines import sweep_deadlines
 from wfctl.engine.time.workers import worker_alive
 from wfctl.errors import StoreUnavailable
+from wfctl.lang import handlers
+from wfctl.ops import log
 from wfctl.worker import ONCE_NOTICE, Worker, WorkerOptions
 
 pytestmark = pytest.mark.both_backends

@@ -10,11 +10,12 @@ import pytest
 import wfh
 from conftest import at
 
-from wfctl import clock, handlers
+from wfctl import clock
 from wfctl.engine.time import deadlines
 from wfctl.engine.time.deadlines import sweep_deadlines
 from wfctl.engine.time.workers import worker_alive
 from wfctl.errors import StoreUnavailable
+from wfctl.lang import handlers
 from wfctl.worker import Worker, WorkerOptions
 
 pytestmark = pytest.mark.both_backends

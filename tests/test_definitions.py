@@ -6,8 +6,8 @@ import textwrap
 
 import pytest
 
-from wfctl import definitions
 from wfctl.errors import DefinitionError
+from wfctl.lang import definitions
 
 FULL = """\
 version: 1

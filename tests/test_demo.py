@@ -18,7 +18,7 @@ import pytest
 from rich.console import Console
 from test_bad_input import as_an_ordinary_user
 
-from wfctl import demo
+from wfctl.cli import demo
 from wfctl.errors import InvalidInput
 
 REPO = Path(__file__).parent.parent

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from wfctl import durations
+from wfctl.lang import durations
 
 
 @pytest.mark.parametrize(("value", "seconds"), [

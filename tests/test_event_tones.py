@@ -11,7 +11,7 @@ import pytest
 from conftest import at
 from rich.console import Console
 
-from wfctl import render
+from wfctl.show import render
 from wfctl.ui.app import App
 
 pytestmark = pytest.mark.both_backends

@@ -40,8 +40,8 @@ workflows:
 # What a read must not import: typer and rich, the YAML parser (a completed run needs no
 # definitions), the migration library, the engine's write machinery and the worker.
 NOT_FOR_READS = ("typer", "click", "rich", "pydantic", "yaml", "sqlite_utils", "dateutil",
-                 "wfctl.engine", "wfctl.worker", "wfctl.definitions",
-                 "wfctl.handlers", "wfctl.render", "wfctl.live")
+                 "wfctl.engine", "wfctl.worker", "wfctl.lang.definitions",
+                 "wfctl.lang.handlers", "wfctl.show.render", "wfctl.show.live")
 
 
 @pytest.fixture
@@ -299,7 +299,7 @@ def test_describing_an_open_run_reads_its_definitions_and_nothing_more(env):
     modules = imported(env.folder, "from wfctl.cli import main\nmain()",
                        "--db", env.db, "describe", "r1", "--json")
     assert "yaml" in modules
-    assert loaded(modules, NOT_FOR_READS) == loaded(modules, ("wfctl.definitions", "yaml"))
+    assert loaded(modules, NOT_FOR_READS) == loaded(modules, ("wfctl.lang.definitions", "yaml"))
 
 
 @pytest.mark.process
@@ -318,7 +318,7 @@ def test_a_read_through_typer_imports_neither_yaml_nor_the_engine(env):
                        "--db", env.db, "describe", "l1", "--run", "03", "--json")
     assert "typer" in modules
     assert loaded(modules, ("yaml", "sqlite_utils", "wfctl.engine", "wfctl.worker",
-                            "wfctl.definitions", "wfctl.render")) == []
+                            "wfctl.lang.definitions", "wfctl.show.render")) == []
 
 
 @pytest.mark.process

@@ -9,7 +9,7 @@ import wfh_activities
 from conftest import at
 
 from wfctl import ActivityCancelled, ActivityContext
-from wfctl.context import HeartbeatBuffer
+from wfctl.lang.context import HeartbeatBuffer
 
 # The engine on both backends: PostgreSQL gives the same outcomes and histories as SQLite.
 pytestmark = pytest.mark.both_backends

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from wfctl import Client, definitions
+from wfctl import Client
+from wfctl.lang import definitions
 
 DEFINITIONS = """
 version: 1

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from conftest import T0, Held
 
-from wfctl.context import HeartbeatBuffer
 from wfctl.errors import StoreUnavailable
-from wfctl.handlers import HandlerCall, Outcome
+from wfctl.lang.context import HeartbeatBuffer
+from wfctl.lang.handlers import HandlerCall, Outcome
 from wfctl.worker import isolation
 from wfctl.worker.isolation import ProcessPool, ProcessPoolError
 
@@ -342,8 +342,8 @@ def test_a_pool_that_cannot_start_its_processes_says_why(monkeypatch: pytest.Mon
 
 WORKER = textwrap.dedent("""
     import sys, threading, time
-    from wfctl.context import HeartbeatBuffer
-    from wfctl.handlers import HandlerCall
+    from wfctl.lang.context import HeartbeatBuffer
+    from wfctl.lang.handlers import HandlerCall
     from wfctl.worker.isolation import ProcessPool
 
     tests, pidfile = sys.argv[1:]

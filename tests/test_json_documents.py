@@ -20,8 +20,9 @@ from typing import Any
 import pytest
 from conftest import at
 
-from wfctl import handlers, to_json
+from wfctl import to_json
 from wfctl.engine.time.deadlines import sweep_deadlines
+from wfctl.lang import handlers
 
 pytestmark = pytest.mark.both_backends
 

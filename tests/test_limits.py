@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from wfctl import Client
 from wfctl.cli import app
-from wfctl.definitions import LIMIT_DEFAULTS
 from wfctl.errors import StructuralLimitExceeded
+from wfctl.lang.definitions import LIMIT_DEFAULTS
 
 pytestmark = pytest.mark.both_backends
 

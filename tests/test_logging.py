@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from wfctl import Client, log
+from wfctl import Client
+from wfctl.ops import log
 
 pytestmark = pytest.mark.both_backends
 

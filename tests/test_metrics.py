@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 
 from wfctl import Client
 from wfctl.cli import app
-from wfctl.metrics import AttemptMetrics
+from wfctl.ops.metrics import AttemptMetrics
 from wfctl.worker import Worker, WorkerOptions
 
 pytestmark = pytest.mark.both_backends

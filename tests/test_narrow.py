@@ -21,7 +21,8 @@ import pytest
 from conftest import at
 from rich.console import Console
 
-from wfctl import clock, render
+from wfctl import clock
+from wfctl.show import render
 from wfctl.vocabulary import EVENT_TYPES
 
 pytestmark = pytest.mark.both_backends

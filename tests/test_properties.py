@@ -10,8 +10,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wfctl import clock, definitions, durations
+from wfctl import clock
 from wfctl.errors import DefinitionError
+from wfctl.lang import definitions, durations
 
 FIXED = settings(derandomize=True, database=None, deadline=None, max_examples=200)
 

@@ -19,9 +19,10 @@ from conftest import T0, at, printed
 from rich.console import Console
 from typer.testing import CliRunner
 
-from wfctl import Client, render
+from wfctl import Client
 from wfctl.cli import app
-from wfctl.live import follow_history
+from wfctl.show import render
+from wfctl.show.live import follow_history
 from wfctl.worker import Worker, WorkerOptions
 
 pytestmark = pytest.mark.both_backends

@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from wfctl import Client, systemd
+from wfctl import Client
 from wfctl.cli import app
+from wfctl.ops import systemd
 from wfctl.worker import Worker, WorkerOptions
 
 TESTS = Path(__file__).parent

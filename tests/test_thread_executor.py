@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from conftest import T0, Held
 
-from wfctl.context import ActivityContext, Flag, HeartbeatBuffer
-from wfctl.handlers import HandlerCall
+from wfctl.lang.context import ActivityContext, Flag, HeartbeatBuffer
+from wfctl.lang.handlers import HandlerCall
 from wfctl.worker.executor import ThreadExecutor
 
 CONTEXT: dict[str, Any] = {

@@ -12,9 +12,10 @@ from conftest import T0, at, printed
 from rich.console import Console
 from typer.testing import CliRunner
 
-from wfctl import handlers, timeline
 from wfctl.cli import app
 from wfctl.engine.time.deadlines import sweep_deadlines
+from wfctl.lang import handlers
+from wfctl.show import timeline
 
 pytestmark = pytest.mark.both_backends
 

@@ -11,8 +11,9 @@ from conftest import at
 from rich.console import Console
 from typer.testing import CliRunner
 
-from wfctl import handlers, render
 from wfctl.cli import app
+from wfctl.lang import handlers
+from wfctl.show import render
 
 pytestmark = pytest.mark.both_backends
 

@@ -18,8 +18,9 @@ import pytest
 from conftest import at, wait_until
 from typer.testing import CliRunner
 
-from wfctl import Client, timeline
+from wfctl import Client
 from wfctl.cli.commands import app as cli_app
+from wfctl.show import timeline
 from wfctl.store import SQLiteStore
 from wfctl.ui import pages
 from wfctl.ui.app import CSP, App, Response

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from wfctl import definitions, vocabulary
+from wfctl import vocabulary
+from wfctl.lang import definitions
 from wfctl.store import SQLiteStore
 
 V01 = Path(__file__).parent / "data" / "v01.db"

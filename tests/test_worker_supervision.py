@@ -14,15 +14,17 @@ import wfh_activities
 import wfh_supervision
 from conftest import Clock, at
 
-from wfctl import ActivityCancelled, ActivityContext, Client, clock, handlers, log
-from wfctl.context import HeartbeatBuffer
+from wfctl import ActivityCancelled, ActivityContext, Client, clock
 from wfctl.engine.time.deadlines import sweep_deadlines
 from wfctl.engine.time.sweep import sweep
 from wfctl.engine.time.workers import WorkerRecord, keeping_lease
 from wfctl.errors import InvalidInput, StoreUnavailable
-from wfctl.handlers import HandlerCall, Outcome
+from wfctl.lang import handlers
+from wfctl.lang.context import HeartbeatBuffer
+from wfctl.lang.handlers import HandlerCall, Outcome
+from wfctl.ops import log
 from wfctl.worker import Worker, WorkerOptions, slots
-from wfctl.worker.attempts import Attempt, Running
+from wfctl.worker.held_attempts import Attempt, Running
 from wfctl.worker.loop import BACKOFF_CAP, Backoff, Outage, Shared
 from wfctl.worker.slots import Slot, StepPath
 from wfctl.worker.watchdog import WATCH_TICK

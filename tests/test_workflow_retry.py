@@ -11,9 +11,10 @@ import pytest
 import wfh
 from conftest import at
 
-from wfctl import clock, handlers
+from wfctl import clock
 from wfctl.engine.time.deadlines import sweep_deadlines
 from wfctl.errors import Conflict
+from wfctl.lang import handlers
 
 pytestmark = pytest.mark.both_backends
 

@@ -13,7 +13,7 @@ import wfh
 from conftest import at
 from rich.console import Console
 
-from wfctl import render
+from wfctl.show import render
 
 pytestmark = pytest.mark.both_backends
 
@@ -160,7 +160,7 @@ def test_validate_shows_each_types_retry_policy_and_retention(env, wfctl):
 
 
 def test_the_timeline_draws_the_backoff_and_a_retry_that_came_late(env):
-    from wfctl import timeline
+    from wfctl.show import timeline
 
     env.run(90)
     picture = timeline.draw(env.describe("f1"), env.history("f1"), now=at(100), width=100)
@@ -175,7 +175,7 @@ def test_the_timeline_draws_the_backoff_and_a_retry_that_came_late(env):
 
 
 def test_start_wait_keeps_following_through_the_backoff_with_a_countdown(env):
-    from wfctl.live import live_view
+    from wfctl.show.live import live_view
 
     out = Console(file=io.StringIO(), force_terminal=True, width=160)
 

@@ -13,11 +13,12 @@ import pytest
 from conftest import at
 from typer.testing import CliRunner, Result
 
-from wfctl import Client, clock, log
+from wfctl import Client, clock
 from wfctl.cli import app
-from wfctl.context import ActivityContext, HeartbeatBuffer
 from wfctl.engine.time.workers import worker_alive
 from wfctl.errors import ActivityCancelled, Conflict
+from wfctl.lang.context import ActivityContext, HeartbeatBuffer
+from wfctl.ops import log
 
 # The engine on both backends: PostgreSQL gives the same outcomes and histories as SQLite.
 pytestmark = pytest.mark.both_backends

@@ -8,7 +8,6 @@ wfctl raises.
 from typing import Any
 
 from wfctl.client import Client
-from wfctl.context import ActivityContext
 from wfctl.errors import (
     ActivityCancelled,
     Conflict,
@@ -24,6 +23,7 @@ from wfctl.errors import (
     StructuralLimitExceeded,
     WfctlError,
 )
+from wfctl.lang.context import ActivityContext
 
 __version__ = "0.3.0.dev0"
 

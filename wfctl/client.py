@@ -7,16 +7,18 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from wfctl import durations, jsonvalue, views
+from wfctl import jsonvalue
 from wfctl.errors import InvalidInput, WfctlError, brief
+from wfctl.lang import durations
+from wfctl.show import views
 from wfctl.store import Store, open_store
 from wfctl.vocabulary import INSTANCE_STATUSES
 
 # Reads (describe, history, list) need only the store: the engine, the worker and the definitions
 # (YAML) are imported by the calls that use them, so that `wfctl describe` starts fast.
 if TYPE_CHECKING:
-    from wfctl.definitions import Definitions
     from wfctl.engine import Engine
+    from wfctl.lang.definitions import Definitions
     from wfctl.worker import Worker, WorkerOptions
 
 Duration = str | int | float | dict[str, Any] | None
@@ -153,7 +155,7 @@ class Client:
     def definitions(self) -> Definitions:
         """The definitions file, read once (handler modules beside it become importable)."""
         if self._definitions is None:
-            from wfctl import definitions, handlers
+            from wfctl.lang import definitions, handlers
 
             self._definitions = definitions.load(self.workflows_path)
             handlers.add_search_path(self.workflows_path)
@@ -286,7 +288,7 @@ class Client:
 
     def metrics(self) -> str:
         """The metrics of SPEC §10 the database holds, in the Prometheus text format."""
-        from wfctl import metrics
+        from wfctl.ops import metrics
 
         return metrics.exposition(self.store, self._now)
 
@@ -491,9 +493,9 @@ class Client:
         the check's lease (and so its claims) alive: a lapsed lease would let a worker take the
         claims over and run their handlers a second time.
         """
-        from wfctl import handlers
         from wfctl.engine.time.deadlines import sweep_deadlines
         from wfctl.engine.time.workers import WorkerRecord, keeping_lease
+        from wfctl.lang import handlers
 
         checker = WorkerRecord(self.store, kind="deadlines")
         checker.register(self._now())
@@ -512,7 +514,7 @@ class Client:
     def worker(self, options: WorkerOptions | None = None) -> Worker:
         """A worker on this database, on this client's clock; handler modules beside the
         definitions file import."""
-        from wfctl import handlers
+        from wfctl.lang import handlers
         from wfctl.worker import Worker
 
         handlers.add_search_path(self.workflows_path)

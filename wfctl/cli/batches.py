@@ -98,7 +98,7 @@ def _print_matches(client: Client, action: str, preview: dict[str, Any], as_json
     if as_json:
         print_json(preview)
         return
-    from wfctl import render
+    from wfctl.show import render
 
     if preview["instances"]:
         render.instances(render.console(), preview["instances"], client.now())

@@ -16,14 +16,15 @@ import typer
 import typer.main
 from typer.core import TyperCommand, TyperGroup
 
-from wfctl import __version__, clock, durations, jsonvalue
+from wfctl import __version__, clock, jsonvalue
 from wfctl.cli import batches, reads
 from wfctl.cli.reads import fail as _fail
 from wfctl.cli.reads import print_json as _print_json
 from wfctl.cli.reads import usage as _usage
 from wfctl.client import Client
 from wfctl.errors import DefinitionError, WfctlError
-from wfctl.systemd import ENVIRONMENT_FILE
+from wfctl.lang import durations
+from wfctl.ops.systemd import ENVIRONMENT_FILE
 from wfctl.vocabulary import EVENT_TYPES, INSTANCE_STATUSES
 
 # Each command imports what only it needs (rich to render, YAML, the worker) inside its body, so
@@ -265,7 +266,7 @@ def _duration(option: str, value: str | None, *, allow_none: bool = True) -> flo
     given: Any = value
     try:
         if value.strip().startswith("{"):
-            from wfctl import definitions
+            from wfctl.lang import definitions
 
             given = definitions.yaml_value(value)
         seconds = durations.parse_timeout(given)
@@ -388,8 +389,9 @@ def validate(ctx: typer.Context,
 
     Every error is reported, each on its own `Error:` line with file:line (and every one in
     `errors` with --json), not only the first."""
-    from wfctl import definitions as definitions_module
-    from wfctl import handlers, render
+    from wfctl.lang import definitions as definitions_module
+    from wfctl.lang import handlers
+    from wfctl.show import render
 
     client = _client(ctx)
     try:
@@ -520,7 +522,7 @@ def start(
     if as_json:
         _print_json(result)
     else:
-        from wfctl import render
+        from wfctl.show import render
 
         render.started(render.console(), result, client.now())
     if result["outcome"] == "rejected_duplicate":
@@ -531,7 +533,7 @@ def start(
 def _warn_unimportable(client: Client, workflow_type: str) -> None:
     """A `Warning:` line for each handler of the type that cannot be imported here: the
     instance still starts (its workers may run elsewhere, with other modules)."""
-    from wfctl import handlers
+    from wfctl.lang import handlers
 
     definitions = client.definitions()
     if definitions.get(workflow_type) is None:
@@ -542,7 +544,7 @@ def _warn_unimportable(client: Client, workflow_type: str) -> None:
 
 
 def _follow_until_closed(client: Client, result: dict[str, Any], as_json: bool) -> None:
-    from wfctl.live import follow_start
+    from wfctl.show.live import follow_start
 
     instance_id = result["workflow_instance_id"]
     workflow_type = client.definitions().get(result["workflow_type"])
@@ -604,8 +606,8 @@ def work(
     """Run handlers until SIGTERM/SIGINT (the first drains, a second stops at once)."""
     import logging
 
-    from wfctl import log
     from wfctl.cli.streams import handlers_print_to_stderr
+    from wfctl.ops import log
     from wfctl.worker import WorkerOptions, install_signal_handlers
 
     options = WorkerOptions(
@@ -623,7 +625,7 @@ def work(
     if metrics_port is not None:
         from prometheus_client import CollectorRegistry
 
-        from wfctl import metrics
+        from wfctl.ops import metrics
 
         # Listening comes before the database is opened: a port in use stops the command with
         # nothing written.
@@ -913,7 +915,7 @@ def prune(
         given: Any = older_than
         try:
             if older_than.strip().startswith("{"):
-                from wfctl import definitions
+                from wfctl.lang import definitions
 
                 given = definitions.yaml_value(older_than)
             seconds = durations.parse_interval(given, minimum=0)
@@ -1010,7 +1012,7 @@ def systemd_unit(
              "so that no password is written into the unit."),
 ) -> None:
     """Print a systemd service unit (Type=notify) for `wfctl work` on these files."""
-    from wfctl import systemd
+    from wfctl.ops import systemd
 
     client = _client(ctx)
     executable = shutil.which("wfctl") or f"{sys.executable} -m wfctl"
@@ -1032,8 +1034,8 @@ def demo(folder: Path | None = typer.Option(
         help="Keep the demo's database here (default: a new temporary folder)."),
 ) -> None:
     """Watch a timeout and a deadline fire: the ETL example on a database that is kept."""
-    from wfctl import demo as demo_module
-    from wfctl import render
+    from wfctl.cli import demo as demo_module
+    from wfctl.show import render
 
     out = render.console()
     # Piped, the demo is laid out for COLUMNS (or 80), not for the 500 columns of a table.
@@ -1053,7 +1055,7 @@ def timeline_command(
                                      help="Draw this wide (default: the terminal's width)."),
 ) -> None:
     """A picture of a run: a lane per step, attempts as bars, deadlines as markers in time."""
-    from wfctl import render, timeline
+    from wfctl.show import render, timeline
 
     if run is not None and all_runs:
         _usage("--run and --all-runs exclude each other")

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, NoReturn, TextIO
 
-from wfctl import durations, jsonvalue
+from wfctl import jsonvalue
 from wfctl.client import Client
 from wfctl.errors import (
     DeadlinePassed,
@@ -19,7 +19,8 @@ from wfctl.errors import (
     SignalNotAwaited,
     WfctlError,
 )
-from wfctl.since import back_from
+from wfctl.lang import durations
+from wfctl.lang.since import back_from
 from wfctl.vocabulary import EVENT_TYPES, INSTANCE_STATUSES
 
 
@@ -92,7 +93,7 @@ def list_instances(client: Client, *, status: str | None = None, workflow_type: 
         return client.list(status=status, workflow_type=workflow_type, since=since, limit=limit)
 
     if watch and not as_json:
-        from wfctl.live import watch_list
+        from wfctl.show.live import watch_list
 
         watch_list(lambda: rows(window()), now=client.now)
         return
@@ -106,7 +107,7 @@ def list_instances(client: Client, *, status: str | None = None, workflow_type: 
             # The document stays the list it has always been: the count goes beside it.
             sys.stderr.write(f"Note: {more} more past --limit {limit}\n")
         return
-    from wfctl import render
+    from wfctl.show import render
 
     render.instances(render.console(), shown, client.now(), more=more)
 
@@ -129,7 +130,7 @@ def _warn_unknown_type(client: Client, workflow_type: str) -> None:
 
 def instant_option(option: str, text: str,
                    now: Callable[[], datetime]) -> Callable[[], datetime]:
-    """An option that takes an instant (wfctl.since.back_from); one `Error:` line if not one."""
+    """An option that takes an instant (wfctl.lang.since.back_from); one `Error:` line if not one."""
     try:
         return back_from(text, now)
     except durations.DurationError as exc:
@@ -149,7 +150,7 @@ def describe(client: Client, *, instance_id: str, run: int | None = None,
     if as_json:
         print_json(doc)
     else:
-        from wfctl import render
+        from wfctl.show import render
 
         render.describe(render.console(), doc, client.now(), full_state=full_state)
 
@@ -174,13 +175,13 @@ def history(client: Client, *, instance_id: str, run: int | None = None, all_run
     if as_json:
         print_json(events)
         return
-    from wfctl import render
+    from wfctl.show import render
 
     out = render.console()
     started_at = start_at(client, instance_id)
     render.history(out, events, start_at=started_at, show_run=all_runs)
     if follow:
-        from wfctl.live import follow_history
+        from wfctl.show.live import follow_history
 
         # Without --run, following goes on into the runs a continue-as-new starts; Ctrl-C
         # ends it with 130, as every follow or wait mode.
@@ -194,7 +195,7 @@ def follow_json(client: Client, instance_id: str, events: list[dict[str, Any]], 
                 all_runs: bool, event_types: tuple[str, ...]) -> None:
     """`history --follow --json`: one event per line (NDJSON), each as an element of `history
     --json`, written as it is recorded, until the instance closes."""
-    from wfctl.live import new_events
+    from wfctl.show.live import new_events
 
     def emit(batch: list[dict[str, Any]]) -> None:
         for event in batch:
@@ -229,7 +230,7 @@ def ui(client: Client, *, host: str = "127.0.0.1", port: int = 8484, open_browse
 
     if find_spec("jinja2") is None:
         fail("the web view needs Jinja2: pip install 'wfctl[ui]'")
-    from wfctl import log
+    from wfctl.ops import log
 
     log.configure("info")
     try:

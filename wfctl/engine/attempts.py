@@ -9,9 +9,10 @@ import dataclasses
 from datetime import datetime, timedelta
 from typing import Any
 
-from wfctl import clock, durations
+from wfctl import clock
 from wfctl.engine.core import ACTIVITY_STARTED, Ctx, record_failure, schedule_workflow_task
 from wfctl.engine.tasks import ActivityTask
+from wfctl.lang import durations
 from wfctl.store.records import Activity, Run
 from wfctl.vocabulary import CLOSED_RUN
 

@@ -9,11 +9,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from wfctl import durations, jsonvalue
-from wfctl.definitions import Definitions
+from wfctl import jsonvalue
 from wfctl.engine import start as starting
 from wfctl.engine.core import OPERATION_RUNS, EngineCore
 from wfctl.errors import Conflict, InvalidInput, NotFound, TransientConflict, WfctlError
+from wfctl.lang import durations
+from wfctl.lang.definitions import Definitions
 from wfctl.store.records import Instance
 
 # Starts in one transaction at most: one commit (one fsync) for all of them.

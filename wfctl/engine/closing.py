@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from wfctl import clock, durations
+from wfctl import clock
 from wfctl.engine.core import (
     Ctx,
     cancel_open_work,
@@ -15,7 +15,8 @@ from wfctl.engine.core import (
     record_failure,
     schedule_workflow_task,
 )
-from wfctl.reasons import failure_view
+from wfctl.lang import durations
+from wfctl.store.reasons import failure_view
 from wfctl.store.records import Run
 from wfctl.vocabulary import (
     ACTIVITY_TIMEOUT_KINDS,

@@ -16,10 +16,10 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from wfctl import clock
-from wfctl import definitions as defs_module
-from wfctl.definitions import Definitions, Limits, WorkflowType
 from wfctl.engine.time.claims import ClaimsInHand
 from wfctl.errors import StructuralLimitExceeded, TransientConflict
+from wfctl.lang import definitions as defs_module
+from wfctl.lang.definitions import Definitions, Limits, WorkflowType
 from wfctl.store import Row, Store, Tx, dumps
 from wfctl.store.codec import EventKind, event_kind
 from wfctl.store.records import ClosedAttempt, Instance, PlannedClose, Run, assign

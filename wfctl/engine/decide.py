@@ -7,8 +7,7 @@ import os
 from datetime import datetime
 from typing import Any
 
-from wfctl import clock, durations
-from wfctl.definitions import Step, WorkflowType
+from wfctl import clock
 from wfctl.engine.attempts import started, started_fields
 from wfctl.engine.closing import close_run, fail_run
 from wfctl.engine.core import (
@@ -27,7 +26,9 @@ from wfctl.engine.core import (
 )
 from wfctl.engine.time.deadlines import deadline_passed, hand_over_deadline
 from wfctl.engine.time.timeouts import expired_workflow_timeout, time_out_run, time_out_workflow_task
-from wfctl.reasons import stop_reason
+from wfctl.lang import durations
+from wfctl.lang.definitions import Step, WorkflowType
+from wfctl.store.reasons import stop_reason
 from wfctl.store.records import Activity, Child, Instance, Run, WorkflowTask
 from wfctl.vocabulary import (
     CLOSED_RUN,

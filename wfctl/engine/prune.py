@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from wfctl import durations
 from wfctl.engine.core import EngineCore
+from wfctl.lang import durations
 from wfctl.store import Store
 
 # A batch deletes whole instances until their histories add up to this many events (an

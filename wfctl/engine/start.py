@@ -7,8 +7,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from wfctl import clock, durations
-from wfctl.definitions import Definitions, WorkflowType
+from wfctl import clock
 from wfctl.engine.core import (
     FIRST_TASK,
     Ctx,
@@ -19,6 +18,8 @@ from wfctl.engine.core import (
     schedule_workflow_task,
 )
 from wfctl.errors import Conflict, InvalidInput
+from wfctl.lang import durations
+from wfctl.lang.definitions import Definitions, WorkflowType
 from wfctl.store.records import Instance, Run
 from wfctl.vocabulary import OPEN_RUN
 

@@ -15,9 +15,10 @@ from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from wfctl import clock, jsonvalue, render
+from wfctl import clock, jsonvalue
 from wfctl.client import Client
 from wfctl.errors import InvalidInput, NotFound, WfctlError
+from wfctl.show import render
 from wfctl.ui import pages
 
 # Every response says where its parts may come from: this server alone, nothing inline, no

@@ -1,6 +1,6 @@
 """What the pages show, made from the documents of `list`, `describe` and `history`: the rows of the
 Time panel with their countdowns, the activities, the history's lines, the filters and the actions.
-The words are the terminal's (wfctl.render), so that meaning never rests on colour alone."""
+The words are the terminal's (wfctl.show.render), so that meaning never rests on colour alone."""
 
 from __future__ import annotations
 
@@ -11,10 +11,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from wfctl import clock, durations, jsonvalue, render
+from wfctl import clock, jsonvalue
 from wfctl.client import Client
 from wfctl.errors import InvalidInput, brief
-from wfctl.since import back_from
+from wfctl.lang import durations
+from wfctl.lang.since import back_from
+from wfctl.show import render
 from wfctl.vocabulary import (
     ACTIVITY_TIMEOUTS_SHOWN,
     EVENT_TYPES,
@@ -142,7 +144,7 @@ def _count(name: str, text: str | None, default: int) -> int:
 
 
 def since_instant(text: str, now: datetime) -> datetime:
-    """`list --since`'s forms and meaning (wfctl.since.back_from): a duration back from now
+    """`list --since`'s forms and meaning (wfctl.lang.since.back_from): a duration back from now
     (`1h`), or an ISO date or instant, UTC when it names no offset."""
     try:
         return back_from(text, lambda: now)()
@@ -284,7 +286,7 @@ def timeline_svg(doc: dict[str, Any], events: list[dict[str, Any]], now: datetim
 
 def history_rows(events: list[dict[str, Any]], start: datetime | None) -> list[dict[str, Any]]:
     """Each event with its line (the terminal's), its offset from the start, and its tone
-    (wfctl.render.tone): a timeout, a failure, a stop, a completion, or news."""
+    (wfctl.show.render.tone): a timeout, a failure, a stop, a completion, or news."""
     rows = []
     for event in events:
         offset = "+" + render.span(max(0.0, (event["at"] - start).total_seconds())) \

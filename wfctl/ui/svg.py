@@ -1,4 +1,4 @@
-"""The timeline of `wfctl timeline` as SVG: the same model (wfctl.timeline.runs), drawn with one
+"""The timeline of `wfctl timeline` as SVG: the same model (wfctl.show.timeline.runs), drawn with one
 lane per step, bars whose pattern (not only their colour) says what they are, deadlines as
 markers with their letter, and a `now` line the page's script moves.
 
@@ -17,8 +17,9 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
-from wfctl import clock, timeline
-from wfctl.timeline import Mark, Marker, Run
+from wfctl import clock
+from wfctl.show import timeline
+from wfctl.show.timeline import Mark, Marker, Run
 
 # The widths (px) the tick labels are chosen for: all of them on a wide page, every few on a
 # phone (ui.css hides the others there).

@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from wfctl import log
 from wfctl.errors import StoreUnavailable
+from wfctl.ops import log
 from wfctl.worker.loop import Backoff, Loop, Shared
 
 # How often the WAL is copied: a few hundred commits' worth at full speed.

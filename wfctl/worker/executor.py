@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from wfctl import handlers
 from wfctl.errors import InvalidInput
-from wfctl.handlers import Outcome
-from wfctl.worker.attempts import Running
+from wfctl.lang import handlers
+from wfctl.lang.handlers import Outcome
+from wfctl.worker.held_attempts import Running
 
 
 class Executor(Protocol):

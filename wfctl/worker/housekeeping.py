@@ -7,9 +7,9 @@ import time
 from collections.abc import Callable
 from datetime import datetime
 
-from wfctl import log, systemd
 from wfctl.engine.prune import Pacer, prune_batch
-from wfctl.worker.attempts import Attempt, Attempts
+from wfctl.ops import log, systemd
+from wfctl.worker.held_attempts import Attempt, Attempts
 from wfctl.worker.loop import Loop, Shared
 
 HOUSEKEEPING_TICK = 0.1

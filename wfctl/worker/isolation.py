@@ -34,13 +34,14 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from wfctl import clock, handlers, jsonvalue
-from wfctl.context import _NOTHING, ActivityContext, Flag, HeartbeatBuffer
+from wfctl import clock, jsonvalue
 from wfctl.errors import ActivityCancelled, WfctlError
-from wfctl.handlers import HandlerCall, HandlerError, Outcome
+from wfctl.lang import handlers
+from wfctl.lang.context import _NOTHING, ActivityContext, Flag, HeartbeatBuffer
+from wfctl.lang.handlers import HandlerCall, HandlerError, Outcome
 
 if TYPE_CHECKING:
-    from wfctl.worker.attempts import Running
+    from wfctl.worker.held_attempts import Running
 
 # A run() waiting on its child looks at `abandon` this often: the kill comes at most this late.
 ABANDON_POLL = 0.05

@@ -6,7 +6,7 @@ import time
 from datetime import datetime
 
 from wfctl.engine.time.workers import WorkerRecord
-from wfctl.worker.attempts import Attempts
+from wfctl.worker.held_attempts import Attempts
 from wfctl.worker.loop import Loop, Shared
 
 LEASE_TICK = 0.1

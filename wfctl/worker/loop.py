@@ -12,8 +12,8 @@ from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, TypeVar
 
-from wfctl import log
 from wfctl.errors import StoreUnavailable
+from wfctl.ops import log
 
 if TYPE_CHECKING:
     from wfctl.engine import Engine

@@ -14,14 +14,14 @@ from datetime import datetime
 from types import FrameType
 
 from wfctl import clock as wall_clock
-from wfctl import log, systemd
 from wfctl.engine import Engine
 from wfctl.engine.time.workers import WorkerRecord
 from wfctl.errors import StoreUnavailable, WfctlError
-from wfctl.worker.attempts import AttemptObserver, Attempts
+from wfctl.ops import log, systemd
 from wfctl.worker.checkpoint import Checkpointer
-from wfctl.worker.deadlines import DeadlineRunner
+from wfctl.worker.deadline_runner import DeadlineRunner
 from wfctl.worker.executor import Executor, executor_for
+from wfctl.worker.held_attempts import AttemptObserver, Attempts
 from wfctl.worker.housekeeping import Housekeeping, Pruner
 from wfctl.worker.lease import LeaseKeeper
 from wfctl.worker.loop import Backoff, Loop, Outage, Shared

@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from wfctl import log
 from wfctl.engine.activities import RECORDED_ALREADY, completion_close
 from wfctl.engine.tasks import ActivityTask, Offer
 from wfctl.errors import ActivityCancelled, StoreUnavailable, TransientConflict
-from wfctl.handlers import HandlerError, Outcome, format_traceback
-from wfctl.worker.attempts import Attempt, AttemptObserver, Attempts
+from wfctl.lang.handlers import HandlerError, Outcome, format_traceback
+from wfctl.ops import log
 from wfctl.worker.executor import Executor
+from wfctl.worker.held_attempts import Attempt, AttemptObserver, Attempts
 from wfctl.worker.loop import Backoff, Loop, Shared
 
 if TYPE_CHECKING:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import TypeVar
 
-from wfctl import log
+from wfctl.ops import log
 from wfctl.store import Row, Store
 from wfctl.store.records import RegisteredWorker
 

@@ -46,15 +46,16 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest, mak
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from wfctl import clock, log
+from wfctl import clock
 from wfctl.errors import InvalidInput, WfctlError
+from wfctl.ops import log
 from wfctl.store import Store
 from wfctl.vocabulary import OPEN_ACTIVITY, SIGNAL_WAIT, TIMEOUT_KINDS
 
 if TYPE_CHECKING:
     from wfctl.engine.tasks import ActivityTask
-    from wfctl.handlers import Outcome
-    from wfctl.worker.attempts import Attempt
+    from wfctl.lang.handlers import Outcome
+    from wfctl.worker.held_attempts import Attempt
 
 # The kinds `wfctl_timeouts_total` and `wfctl_next_deadline_seconds` report, each always present
 # in the counter (at 0 until the first one) so that `increase()` sees the first timeout.

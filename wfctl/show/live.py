@@ -5,16 +5,19 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from wfctl import clock, render
-from wfctl.client import Client
+from wfctl import clock
+from wfctl.show import render
 from wfctl.vocabulary import ACTIVITY_TIMEOUTS_SHOWN, OPEN_ACTIVITY
+
+if TYPE_CHECKING:
+    from wfctl.client import Client
 
 # How often a follower looks at the database again; it only reads, so this costs little.
 POLL = 0.2

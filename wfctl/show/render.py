@@ -12,8 +12,9 @@ from rich import box
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
-from wfctl import clock, durations, jsonvalue
-from wfctl.layout import KEY, KEY_IF_ROOM, Column, Fitted, Flow, Titled
+from wfctl import clock, jsonvalue
+from wfctl.lang import durations
+from wfctl.show.layout import KEY, KEY_IF_ROOM, Column, Fitted, Flow, Titled
 from wfctl.vocabulary import (
     ACTIVITY_TIMEOUTS_SHOWN,
     OPEN_ACTIVITY,
@@ -24,7 +25,7 @@ from wfctl.vocabulary import (
 )
 
 if TYPE_CHECKING:
-    from wfctl.definitions import Definitions
+    from wfctl.lang.definitions import Definitions
 
 STATUS_STYLE = {
     "running": "cyan", "waiting": "blue", "paused": "yellow", "completed": "green",
@@ -62,7 +63,7 @@ def emit(out: Console, *renderables: RenderableType) -> None:
 
 def table(out: Console, *columns: str | Column, show_header: bool = True,
           show_edge: bool = True, squeeze: bool = False) -> Fitted:
-    """A table that fits the console's width without splitting a word (wfctl.layout)."""
+    """A table that fits the console's width without splitting a word (wfctl.show.layout)."""
     return Fitted([column if isinstance(column, Column) else Column(column)
                    for column in columns], plain=plain(out), show_header=show_header,
                   show_edge=show_edge, squeeze=squeeze)

@@ -10,10 +10,11 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from wfctl import clock, log
-from wfctl.context import _NOTHING, ActivityContext, Flag, HeartbeatBuffer
+from wfctl import clock
 from wfctl.engine.tasks import ActivityTask
-from wfctl.handlers import HandlerCall, Outcome
+from wfctl.lang.context import _NOTHING, ActivityContext, Flag, HeartbeatBuffer
+from wfctl.lang.handlers import HandlerCall, Outcome
+from wfctl.ops import log
 from wfctl.vocabulary import ACTIVITY_TIMEOUTS
 
 if TYPE_CHECKING:

@@ -10,15 +10,15 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from wfctl import durations
 from wfctl.errors import NotFound
-from wfctl.reasons import failure_view, stop_reason
+from wfctl.lang import durations
 from wfctl.store import Store, Tx
+from wfctl.store.reasons import failure_view, stop_reason
 from wfctl.store.records import Activity, Child, Instance, Run, Timer
 from wfctl.vocabulary import RETRY_TIMER, WORKFLOW_TIMEOUTS
 
 if TYPE_CHECKING:
-    from wfctl.definitions import WorkflowType
+    from wfctl.lang.definitions import WorkflowType
 
 _DEADLINE_COLUMNS = (
     *((timeout.kind, timeout.column) for timeout in WORKFLOW_TIMEOUTS),
@@ -126,7 +126,7 @@ def _workflow_type(tx: Tx, instance: Instance) -> WorkflowType:
     key = (instance.definitions_digest, instance.workflow_type)
     found = _types.get(key)
     if found is None:
-        from wfctl import definitions
+        from wfctl.lang import definitions
 
         row = tx.get_definitions(key[0])
         if row is None:

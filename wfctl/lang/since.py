@@ -7,8 +7,8 @@ import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from wfctl.durations import BLANKS, EXPECTED, DurationError, parse_interval
 from wfctl.errors import DefinitionError, brief
+from wfctl.lang.durations import BLANKS, EXPECTED, DurationError, parse_interval
 
 # An ISO 8601 date in the extended form, which starts every date or instant `back_from` takes;
 # anything else is read as a duration ("20261201" is 20,261,201 seconds, not a date).
@@ -36,7 +36,7 @@ def back_from(text: str, now: Callable[[], datetime]) -> Callable[[], datetime]:
     try:
         if value.startswith("{"):
             # Imported here: a plain read (`list --since 1h`) loads no YAML parser.
-            from wfctl import definitions
+            from wfctl.lang import definitions
 
             given = definitions.yaml_value(value)
         seconds = parse_interval(given, minimum=0)

@@ -1,6 +1,6 @@
 """A run drawn for the terminal: a lane per step, attempts as bars, deadlines as markers on a time axis.
 
-Built only from the documents `describe --json` and `history --json` print (as wfctl.views gives
+Built only from the documents `describe --json` and `history --json` print (as wfctl.show.views gives
 them, instants as datetimes), and given `now` and a width, so that it draws the same picture
 whatever store is behind those documents.
 """
@@ -18,7 +18,8 @@ from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.text import Text
 
-from wfctl import clock, durations
+from wfctl import clock
+from wfctl.lang import durations
 from wfctl.vocabulary import RUN_CLOSED_EVENT, SIGNAL_WAIT, TIMEOUTS
 
 MIN_WIDTH = 40

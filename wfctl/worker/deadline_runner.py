@@ -8,10 +8,11 @@ import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from wfctl import handlers, log
 from wfctl.engine.time.claims import DeadlineClaim
 from wfctl.engine.time.deadlines import fire_deadline
 from wfctl.engine.time.workers import worker_alive
+from wfctl.lang import handlers
+from wfctl.ops import log
 from wfctl.worker.loop import Loop, Shared, until_written
 from wfctl.worker.watchdog import WATCH_TICK
 

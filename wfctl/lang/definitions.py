@@ -14,8 +14,8 @@ from typing import Any, TypeVar
 
 import yaml
 
-from wfctl import durations
 from wfctl.errors import DefinitionError, brief
+from wfctl.lang import durations
 from wfctl.vocabulary import CHILD_POLICIES, RETRY_CAUSES
 
 STEP_KINDS = ("activity", "delay", "wait_for_signal", "parallel", "workflow", "continue_as_new")

@@ -13,12 +13,12 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from wfctl import render, timeline
 from wfctl.client import Client
 from wfctl.errors import InvalidInput
+from wfctl.show import render, timeline
 from wfctl.worker import WorkerOptions
 
-EXAMPLES = Path(__file__).parent / "examples"
+EXAMPLES = Path(__file__).parent.parent / "examples"
 # What the demo writes into its folder: its database (empty, for SQLite to fill), and a template
 # to edit: the definitions, and the module of handlers they name (`etl:extract`), which imports
 # from the definitions' folder.

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from wfctl import clock
-from wfctl.handlers import format_traceback
+from wfctl.lang.handlers import format_traceback
 from wfctl.vocabulary import EVENT_TYPES
 
 LOGGER = logging.getLogger("wfctl")

@@ -1,0 +1,1 @@
+"""Running wfctl in production: its logs, systemd's notify protocol, Prometheus metrics."""
