@@ -376,3 +376,17 @@ def test_validate_shows_each_schedules_next_tick(tmp_path, backend):
     shown = json.loads(out)["schedules"]["nightly"]
     assert shown["description"] == "At 03:00, Monday through Friday (Europe/Berlin)"
     assert datetime.fromisoformat(shown["next_tick_at"]) > datetime.now(UTC)
+
+
+def test_metrics_count_each_schedules_ticks_by_outcome_and_the_lag_of_its_last_start(ticks):
+    from wfctl import metrics
+
+    ticks.define(EVERY_MINUTE.format(overlap="skip"))
+    ticks.sync(at(0))
+    ticks.fire(at(30.25))
+    ticks.fire(at(90))
+    text = metrics.exposition(ticks.engine.store, lambda: at(91))
+    assert 'wfctl_schedule_ticks_total{outcome="started",schedule="s"} 1.0' in text
+    assert 'wfctl_schedule_ticks_total{outcome="skipped",schedule="s"} 1.0' in text
+    assert 'wfctl_schedule_ticks_total{outcome="missed",schedule="s"} 0.0' in text
+    assert 'wfctl_schedule_last_start_lag_seconds{schedule="s"} 0.25' in text
