@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from wfctl import clock
 from wfctl.cli.reads import fail, instant_option, print_json
 from wfctl.client import Client
-from wfctl.definitions import Definitions
+
+# The definitions (YAML) are read by the commands that need them, so that `wfctl describe`
+# starts fast.
+if TYPE_CHECKING:
+    from wfctl.definitions import Definitions
 
 
 def _client(ctx: typer.Context) -> Client:
