@@ -181,7 +181,8 @@ def test_missing_version_and_unknown_sections():
     assert error("version: 2\nworkflows: {w: {steps: [delay: 1s]}}\n") == \
         "workflows.yaml:1: version: expected 1 (got 2)"
     assert error("version: 1\nextra: 1\nworkflows: {w: {steps: [delay: 1s]}}\n") == \
-        "workflows.yaml:2: extra: unknown key (expected one of: version, defaults, limits, workflows)"
+        ("workflows.yaml:2: extra: unknown key (expected one of: version, defaults, limits, "
+         "workflows, schedules)")
     assert "workflows.yaml:2: workflow: unknown key (did you mean workflows?)" in \
         errors("version: 1\nworkflow: {w: {steps: [delay: 1s]}}\n")
 

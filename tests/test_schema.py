@@ -25,6 +25,7 @@ EXPECTED = {
         "current_run_id", "run_count", "execution_timeout_seconds", "deadline_seconds",
         "deadline_at", "on_deadline", "child_policy", "parent_instance_id", "created_at",
         "updated_at", "closed_at", "child_depth", "instance_key", "retry_policy", "retain_until",
+        "schedule_name", "schedule_tick_at",
     ],
     "runs": [
         "workflow_run_id", "workflow_instance_id", "run_number", "status", "closed_reason",
@@ -72,6 +73,14 @@ EXPECTED = {
     "instance_counts": ["workflow_type", "status", "count"],
     "timeout_event_counts": ["event_type", "timeout_kind", "failure_category", "count"],
     "pruning": ["workflow_instance_id", "instance_key", "started_at"],
+    "schedules": [
+        "name", "workflow_type", "spec_digest", "file_paused", "paused", "paused_reason",
+        "next_tick_at", "due_at", "buffered_tick_at", "last_tick_at", "last_action",
+        "last_instance_id", "last_action_at", "last_lag_seconds", "started_count",
+        "skipped_count", "missed_count", "buffered_count", "removed_at", "created_at",
+    ],
+    "schedule_actions": ["action_id", "schedule_name", "tick_at", "action", "instance_id",
+                         "reason", "at"],
 }
 
 

@@ -242,7 +242,8 @@ class Client:
 
     def list(self, *, status: str | None = None, workflow_type: str | None = None,
              since: datetime | None = None, limit: int = 50,
-             before: tuple[datetime | str, str] | None = None) -> list[dict[str, Any]]:
+             before: tuple[datetime | str, str] | None = None,
+             schedule: str | None = None) -> list[dict[str, Any]]:
         """Instances, newest first. `before=(created_at, id)` of a row listed (its `created_at`
         as the row gives it) lists the ones after it: the next page, read through an index
         however deep it is."""
@@ -253,16 +254,16 @@ class Client:
             raise InvalidInput(f"limit must be a whole number of at least 1 (got {limit!r})")
         return views.list_instances(self.store, status=status, workflow_type=workflow_type,
                                     since=since, limit=min(limit, _MAX_LIMIT),
-                                    before=_cursor(before))
+                                    before=_cursor(before), schedule=schedule)
 
     def count(self, *, status: str | None = None, workflow_type: str | None = None,
-              since: datetime | None = None) -> int:
+              since: datetime | None = None, schedule: str | None = None) -> int:
         """How many instances `list` with these filters would show without a limit."""
         if status is not None and status not in INSTANCE_STATUSES:
             raise InvalidInput(f"status must be one of {', '.join(INSTANCE_STATUSES)} (got {status!r})")
         _text("workflow type", workflow_type)
         return views.count_instances(self.store, status=status, workflow_type=workflow_type,
-                                     since=since)
+                                     since=since, schedule=schedule)
 
     def instance_ids(self, prefix: str = "", limit: int = 200) -> list[str]:
         """Instance ids starting with `prefix`, newest first (shell completion)."""
@@ -511,6 +512,63 @@ class Client:
         finally:
             checker.unregister(self._now())
 
+    # schedules (SPEC §12): each call records the file's schedules first (a schedule's ticks
+    # begin when it is first seen)
+
+    def _schedules(self) -> Definitions:
+        from wfctl.engine.schedules import sync_schedules
+
+        definitions = self.definitions()
+        sync_schedules(self.engine, definitions, self._now())
+        return definitions
+
+    def schedules(self) -> list[dict[str, Any]]:
+        """The `schedules --json` document."""
+        from wfctl.show import schedule_views
+
+        return schedule_views.schedules(self.store, self._schedules())
+
+    def schedule(self, name: str) -> dict[str, Any]:
+        """The `schedule describe --json` document; raises NotFound for an unknown name."""
+        from wfctl.show import schedule_views
+
+        _text("schedule", name)
+        return schedule_views.schedule(self.store, self._schedules(), name)
+
+    def pause_schedule(self, name: str, *, paused: bool = True,
+                       reason: str | None = None) -> dict[str, Any]:
+        """Pause (or, with `paused=False`, unpause) a schedule; its `schedule describe`."""
+        from wfctl.engine.schedules import set_paused
+
+        _text("schedule", name)
+        set_paused(self.engine, self._schedules(), name, paused, reason, self._now())
+        return self.schedule(name)
+
+    def trigger(self, name: str, *, backfill: tuple[datetime, datetime] | None = None,
+                overlap: str | None = None) -> list[dict[str, Any]]:
+        """Start a tick now (the overlap policy applies), or every tick from `backfill[0]` to
+        `backfill[1]`, in order; what was done with each tick."""
+        from wfctl.engine.schedules import backfill_ticks, start_ticks
+        from wfctl.lang.schedule_spec import OVERLAP_POLICIES
+
+        _text("schedule", name)
+        if overlap is not None and overlap not in OVERLAP_POLICIES:
+            raise InvalidInput(f"overlap must be one of {', '.join(OVERLAP_POLICIES)} "
+                               f"(got {overlap!r})")
+        definitions = self._schedules()
+        now = self._now()
+        if backfill is None:
+            ticks, why = [now.replace(microsecond=0)], "triggered"
+        else:
+            if backfill[0] > backfill[1]:
+                raise InvalidInput("the range of a backfill must not end before it begins")
+            schedule = definitions.schedules.get(name)
+            ticks = backfill_ticks(schedule, *backfill) if schedule else []
+            why = "backfill"
+        actions = start_ticks(self.engine, definitions, name, ticks, why, now, overlap=overlap)
+        return [{"tick_at": a.tick_at, "action": a.action, "instance_id": a.instance_id,
+                 "reason": a.reason} for a in actions]
+
     def worker(self, options: WorkerOptions | None = None) -> Worker:
         """A worker on this database, on this client's clock; handler modules beside the
         definitions file import."""
@@ -518,4 +576,9 @@ class Client:
         from wfctl.worker import Worker
 
         handlers.add_search_path(self.workflows_path)
-        return Worker(self.engine, options, clock=self._now)
+        worker = Worker(self.engine, options, clock=self._now)
+        if self._definitions is not None and self._definitions.schedules:
+            from wfctl.worker.schedule_loop import ScheduleLoop
+
+            worker.schedules = ScheduleLoop(worker.shared, self._definitions)
+        return worker

@@ -1188,3 +1188,93 @@ def test_a_write_that_fails_leaves_nothing_of_its_transaction(store):
         tx.update_run("i1-r1", step_index=2)
     with store.read() as tx:
         assert tx.get_run("i1-r1").step_index == 2, "the store writes again after the failure"
+
+
+def add_schedule(tx, name: str, due: datetime, **fields) -> bool:
+    return tx.insert_schedule({"name": name, "workflow_type": "t", "spec_digest": "s",
+                               "file_paused": False, "paused": False, "next_tick_at": due,
+                               "due_at": due, "created_at": T0, **fields})
+
+
+@covers("insert_schedule", "get_schedule", "schedules", "update_schedule")
+def test_a_schedule_is_recorded_once_and_changed_only_while_it_holds_what_was_read(store):
+    due = T0 + timedelta(seconds=1, microseconds=5)
+    with store.write() as tx:
+        assert add_schedule(tx, "b", due) is True
+        assert add_schedule(tx, "a", due, paused=True) is True
+        assert add_schedule(tx, "a", T0) is False
+    with store.write() as tx:
+        assert tx.update_schedule("b", {"next_tick_at": T0}, next_tick_at=T0) is False
+        assert tx.update_schedule("b", {"next_tick_at": due, "buffered_tick_at": None},
+                                  next_tick_at=due + timedelta(seconds=1),
+                                  buffered_tick_at=due) is True
+    with store.read() as tx:
+        assert [row.name for row in tx.schedules()] == ["a", "b"]
+        row = tx.get_schedule("b")
+        assert typed(row, records.ScheduleState)
+        assert (row.next_tick_at, row.buffered_tick_at, row.paused) == \
+            (due + timedelta(seconds=1), due, False)
+        assert tx.get_schedule("a").paused is True
+        assert tx.get_schedule("c") is None
+
+
+@covers("due_schedules", "next_schedule_due", "buffered_schedules")
+def test_due_schedules_are_the_active_ones_whose_start_has_come(store):
+    with store.write() as tx:
+        add_schedule(tx, "soon", T0 + timedelta(seconds=1))
+        add_schedule(tx, "now", T0)
+        add_schedule(tx, "paused", T0 - timedelta(seconds=5), paused=True)
+        add_schedule(tx, "removed", T0 - timedelta(seconds=5), removed_at=T0)
+        add_schedule(tx, "held", T0 + timedelta(hours=1), buffered_tick_at=T0)
+    with store.write() as tx:
+        assert [row.name for row in tx.due_schedules(T0, 10)] == ["now"]
+        assert [row.name for row in tx.due_schedules(T0 + timedelta(seconds=2), 10)] == \
+            ["now", "soon"]
+        assert [row.name for row in tx.due_schedules(T0 + timedelta(seconds=2), 1)] == ["now"]
+        assert tx.next_schedule_due() == T0
+        assert [row.name for row in tx.buffered_schedules()] == ["held"]
+
+
+@covers("due_schedules")
+def test_a_due_schedule_read_by_one_writer_is_not_handed_to_another(opener):
+    first, second = opener(), opener()
+    with first.write() as tx:
+        add_schedule(tx, "s", T0)
+    with first.write() as tx:
+        assert [row.name for row in tx.due_schedules(T0, 10)] == ["s"]
+        if first.path.startswith("postgresql"):
+            # SQLite's writer holds the whole file: a second write waits instead.
+            with second.write() as other:
+                assert other.due_schedules(T0, 10) == []
+
+
+@covers("open_schedule_instances", "insert_schedule_actions", "schedule_actions",
+        "list_instances", "count_instances")
+def test_a_schedules_instances_and_actions_are_found_by_its_name(store):
+    with store.write() as tx:
+        add_instance(tx, "s-1", schedule_name="s", schedule_tick_at=T0)
+        add_instance(tx, "s-2", created=T0 + timedelta(seconds=1), schedule_name="s",
+                     schedule_tick_at=T0 + timedelta(seconds=1), status="completed",
+                     closed_at=T0 + timedelta(seconds=2))
+        add_instance(tx, "other", schedule_name="o", schedule_tick_at=T0)
+        add_instance(tx, "plain")
+        tx.insert_schedule_actions([
+            {"schedule_name": "s", "tick_at": T0, "action": "started", "instance_id": "s-1",
+             "reason": "on time", "at": T0},
+            {"schedule_name": "s", "tick_at": T0 + timedelta(seconds=1), "action": "skipped",
+             "instance_id": None, "reason": "s-1 is still open", "at": T0},
+            {"schedule_name": "o", "tick_at": T0, "action": "missed", "instance_id": None,
+             "reason": None, "at": T0},
+        ])
+    with store.read() as tx:
+        assert tx.open_schedule_instances("s") == ["s-1"]
+        actions = tx.schedule_actions("s", 10)
+        assert [(a.action, a.instance_id) for a in actions] == [("skipped", None),
+                                                                ("started", "s-1")]
+        assert typed(actions[0], records.ScheduleAction)
+        assert tx.schedule_actions("s", 1)[0].action == "skipped"
+        listed = tx.list_instances(status=None, workflow_type=None, since=None, limit=10,
+                                   schedule="s")
+        assert [row["workflow_instance_id"] for row in listed] == ["s-2", "s-1"]
+        assert tx.count_instances(status=None, workflow_type=None, since=None, schedule="s") == 2
+        assert tx.get_instance("s-1").schedule_tick_at == T0

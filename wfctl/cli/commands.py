@@ -21,6 +21,12 @@ from wfctl.cli import batches, reads
 from wfctl.cli.reads import fail as _fail
 from wfctl.cli.reads import print_json as _print_json
 from wfctl.cli.reads import usage as _usage
+from wfctl.cli.schedule_commands import (
+    SCHEDULE_COMMANDS,
+    schedules_command,
+    show_validated_schedules,
+    validated_schedules,
+)
 from wfctl.client import Client
 from wfctl.errors import DefinitionError, WfctlError
 from wfctl.lang import durations
@@ -191,6 +197,16 @@ app.add_typer(deadlines_app, name="deadlines")
 
 def _command(*names: str, **settings: Any) -> Any:
     return app.command(*names, cls=_Command, **settings)
+
+
+# Schedules (SPEC §12): cli/schedule_commands.py.
+_command("schedules")(schedules_command)
+schedule_app = typer.Typer(help="One schedule: describe, pause, unpause, trigger, backfill.",
+                           no_args_is_help=True, rich_markup_mode=None,
+                           context_settings={"help_option_names": HELP_OPTIONS})
+app.add_typer(schedule_app, name="schedule")
+for _name, _function in SCHEDULE_COMMANDS.items():
+    schedule_app.command(_name, cls=_Command)(_function)
 
 # The commands that create the database on first use; every other one needs it to exist.
 CREATING = ("start", "work")
@@ -428,10 +444,13 @@ def validate(ctx: typer.Context,
             },
             "warnings": list(definitions.warnings),
             "errors": problems,
+            **({"schedules": validated_schedules(definitions)} if definitions.schedules else {}),
         })
     else:
         if not definitions.errors:
             render.definitions(render.console(), definitions)
+            if definitions.schedules:
+                show_validated_schedules(definitions)
         _warn_all(definitions.warnings)
     if problems:
         _fail_all(problems)
@@ -669,11 +688,13 @@ def list_command(
     limit: int = typer.Option(50, "--limit", min=1, metavar="N", help="At most this many."),
     watch: bool = typer.Option(False, "--watch", help="Refresh until interrupted."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    schedule: str | None = typer.Option(None, "--schedule", metavar="NAME",
+                                        help="Only instances this schedule started."),
 ) -> None:
     """Instances, newest first, with the nearest deadline of each."""
     reads.list_instances(_client(ctx), status=status,
                          workflow_type=workflow_type, since=since, limit=limit, watch=watch,
-                         as_json=as_json)
+                         as_json=as_json, schedule=schedule)
 
 
 @_command()

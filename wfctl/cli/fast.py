@@ -77,6 +77,7 @@ COMMANDS = {
     "list": Command(reads.list_instances, False, {
         "--status": Option("status", _text),
         "--type": Option("workflow_type", _text),
+        "--schedule": Option("schedule", _text),
         "--since": Option("since", _text),
         "--limit": Option("limit", _count),
         "--watch": Option("watch"),

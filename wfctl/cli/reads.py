@@ -77,7 +77,7 @@ def json_text(document: Any, *, indent: int | None) -> str:
 
 def list_instances(client: Client, *, status: str | None = None, workflow_type: str | None = None,
                    since: str | None = None, limit: int = 50, watch: bool = False,
-                   as_json: bool = False) -> None:
+                   as_json: bool = False, schedule: str | None = None) -> None:
     """`wfctl list`; each keyword's default is the option's."""
     check_choice("--status", status, INSTANCE_STATUSES)
     since_at = instant_option("--since", since, client.now) if since is not None else None
@@ -90,7 +90,8 @@ def list_instances(client: Client, *, status: str | None = None, workflow_type: 
         return since_at() if since_at else None
 
     def rows(since: datetime | None) -> list[dict[str, Any]]:
-        return client.list(status=status, workflow_type=workflow_type, since=since, limit=limit)
+        return client.list(status=status, workflow_type=workflow_type, since=since, limit=limit,
+                           schedule=schedule)
 
     if watch and not as_json:
         from wfctl.show.live import watch_list
@@ -99,7 +100,8 @@ def list_instances(client: Client, *, status: str | None = None, workflow_type: 
         return
     since_now = window()
     shown = rows(since_now)
-    more = client.count(status=status, workflow_type=workflow_type, since=since_now) - limit \
+    more = client.count(status=status, workflow_type=workflow_type, since=since_now,
+                        schedule=schedule) - limit \
         if len(shown) == limit else 0
     if as_json:
         print_json(shown)

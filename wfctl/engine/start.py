@@ -89,10 +89,11 @@ def _result(instance: Instance, run: Run, started: bool, outcome: str) -> dict[s
 def create_instance(c: Ctx, definitions: Definitions, wf: WorkflowType, instance_id: str,
                     state: dict[str, Any], overrides: dict[str, float | None], *,
                     existing: Instance | None = None, parent_instance_id: str | None = None,
-                    child_depth: int = 0) -> Run:
+                    child_depth: int = 0, schedule: tuple[str, datetime] | None = None) -> Run:
     """Insert (or, for a closed id started again, renew) an instance and its first run.
 
-    `child_depth` is 0 for a workflow started on its own, its parent's plus one for a child.
+    `child_depth` is 0 for a workflow started on its own, its parent's plus one for a child;
+    `schedule`: the schedule and tick that start it (a new id), recorded on it and in history.
     """
     values = {key: overrides.get(key, getattr(wf, key)) for key in OVERRIDABLE}
     deadline_at = clock.after(c.now, values["deadline"])
@@ -116,6 +117,10 @@ def create_instance(c: Ctx, definitions: Definitions, wf: WorkflowType, instance
         "closed_at": None,
         "retain_until": None,
     }
+    started: dict[str, Any] = {}
+    if schedule is not None:
+        instance.update(schedule_name=schedule[0], schedule_tick_at=schedule[1])
+        started.update(schedule=schedule[0], scheduled_at=schedule[1])
     if existing is None:
         c.tx.insert_instance({"workflow_instance_id": instance_id, "created_at": c.now, **instance})
     else:
@@ -134,6 +139,7 @@ def create_instance(c: Ctx, definitions: Definitions, wf: WorkflowType, instance
             "on_deadline": wf.on_deadline,
             "child_policy": wf.child_policy,
             "parent_instance_id": parent_instance_id,
+            **started,
         },
     )
 

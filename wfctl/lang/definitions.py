@@ -10,12 +10,14 @@ import os
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import yaml
 
 from wfctl.errors import DefinitionError, brief
-from wfctl.lang import durations
+from wfctl.lang import durations, schedule_spec
+from wfctl.lang.schedule_spec import Schedule
 from wfctl.vocabulary import CHILD_POLICIES, RETRY_CAUSES
 
 STEP_KINDS = ("activity", "delay", "wait_for_signal", "parallel", "workflow", "continue_as_new")
@@ -217,6 +219,8 @@ class Definitions:
     # Every error found, each as `file:line: path: what`, in the file's order; only a file read
     # with `keep_errors` has any (otherwise the first error is raised).
     errors: tuple[str, ...] = ()
+    # The schedules the file declares (SPEC §12), by name.
+    schedules: dict[str, Schedule] = field(default_factory=dict)
 
     def get(self, name: str) -> WorkflowType | None:
         return self.types.get(name)
@@ -550,7 +554,8 @@ class _Parser:
             raise at.fail(f"invalid value: {exc}") from None
 
     def definitions(self, root: _Node, source: str) -> Definitions:
-        top = root.mapping(("version", "defaults", "limits", "workflows"), "sections")
+        top = root.mapping(("version", "defaults", "limits", "workflows", "schedules"),
+                           "sections")
         if "version" not in top:
             self.record(root.fail("version: missing (expected version: 1)"))
         else:
@@ -571,6 +576,7 @@ class _Parser:
                                                                          type_defaults), None)
             if wf is not None:
                 types[name] = wf
+        schedules = self.recover(lambda: self.schedules(top.get("schedules")), {})
         return Definitions(
             path=self.file,
             source=source,
@@ -579,9 +585,85 @@ class _Parser:
             digest=hashlib.sha256(source.encode()).hexdigest()[:16],
             types=types,
             limits=limits,
+            schedules=schedules,
             warnings=tuple(warning for _, warning in sorted(self.warnings,
                                                              key=lambda warning: warning[0])),
         )
+
+    def schedules(self, node: _Node | None) -> dict[str, Schedule]:
+        if node is None:
+            return {}
+        found = {}
+        for name, child in node.mapping((), "schedules").items():
+            schedule = self.recover(lambda name=name, child=child: self.schedule(name, child),
+                                    None)
+            if schedule is not None:
+                found[name] = schedule
+        return found
+
+    def schedule(self, name: str, node: _Node) -> Schedule:
+        if not TYPE_NAME.fullmatch(name):
+            raise node.fail("schedule names use letters, digits, '_', '.' and '-'")
+        keys = node.mapping(_SCHEDULE_KEYS, "schedule settings")
+
+        def spec_error(at: _Node, read: Callable[[], _T]) -> _T:
+            try:
+                return read()
+            except schedule_spec.SpecError as exc:
+                raise at.fail(str(exc)) from None
+
+        if "workflow" not in keys:
+            raise node.fail("workflow: missing (expected the workflow type it starts)")
+        workflow = keys["workflow"].text(TYPE_NAME, "a workflow type")
+        if workflow not in self.type_names:
+            raise keys["workflow"].fail(f"unknown workflow type {workflow!r} (defined: "
+                                        f"{', '.join(sorted(self.type_names))})")
+        if ("cron" in keys) == ("every" in keys):
+            raise node.fail("expected one of cron (five fields or @daily...) or every (a duration)")
+        timezone = keys["timezone"].text() if "timezone" in keys else "UTC"
+        # A zone's error is recorded, and the cron fields are still checked (in UTC).
+        if self.recover(lambda: spec_error(keys.get("timezone", node),
+                                                   lambda: schedule_spec.zone(timezone)),
+                        None) is None:
+            timezone = "UTC"
+        if "cron" in keys:
+            cron = keys["cron"].text(expected="a cron expression")
+            spec = spec_error(keys["cron"], lambda: schedule_spec.TickSpec(cron, None, timezone))
+        else:
+            every = keys["every"].interval(minimum=1.0)
+            spec = schedule_spec.TickSpec(None, every, timezone)
+        values: dict[str, Any] = {}
+        if "input" in keys:
+            state = keys["input"].value()
+            if not isinstance(state, dict):
+                raise keys["input"].fail(f"expected a mapping (got {brief(state)})")
+            values["input"] = state
+        if "id" in keys:
+            values["id_template"] = keys["id"].text(expected="an id template")
+        template = values.get("id_template", schedule_spec.DEFAULT_ID)
+        spec_error(keys.get("id", node), lambda: schedule_spec.check_template(template, name, spec))
+        if "overlap" in keys:
+            overlap = keys["overlap"].value()
+            if overlap not in schedule_spec.OVERLAP_POLICIES:
+                raise keys["overlap"].fail(
+                    f"expected one of {', '.join(schedule_spec.OVERLAP_POLICIES)} "
+                    f"(got {brief(overlap)})")
+            values["overlap"] = overlap
+        if "catchup_window" in keys:
+            values["catchup_window"] = keys["catchup_window"].interval(minimum=0.0)
+        if "jitter" in keys:
+            values["jitter"] = keys["jitter"].interval(minimum=0.0)
+        overrides = {key: keys[key].timeout() for key in ("execution_timeout", "run_timeout",
+                                                         "deadline") if key in keys}
+        if "paused" in keys:
+            paused = keys["paused"].value()
+            if not isinstance(paused, bool):
+                raise keys["paused"].fail(f"expected true or false (got {brief(paused)})")
+            values["paused"] = paused
+        if "start_at" in keys:
+            values["start_at"] = _instant(keys["start_at"])
+        return Schedule(name=name, workflow=workflow, spec=spec, input=values.pop("input", {}),
+                        overrides=overrides, line=node.line, **values)
 
     def defaults(self, node: _Node | None) -> _TypeDefaults:
         if node is None:
@@ -846,6 +928,10 @@ _OPTION_KEYS = (
     "schedule_to_start", "start_to_close", "schedule_to_close", "heartbeat", "max_attempts",
     "backoff", "non_retryable", "queue",
 )
+_SCHEDULE_KEYS = (
+    "workflow", "cron", "every", "timezone", "input", "id", "overlap", "catchup_window",
+    "jitter", "execution_timeout", "run_timeout", "deadline", "paused", "start_at",
+)
 _WORKFLOW_KEYS = (
     "steps", "execution_timeout", "run_timeout", "deadline", "on_deadline", "child_policy",
     "workflow_task_timeout", "retry", "retention",
@@ -880,6 +966,20 @@ def _check_timeouts(node: _Node, options: ActivityOptions, set_here: set[str]) -
                 and set_here & {key, "schedule_to_close"} and seconds >= total:
             node.warn(f"{key} ({shown(seconds)}) is not shorter than schedule_to_close "
                       f"({shown(total)}): it can never fire")
+
+
+def _instant(node: _Node) -> datetime:
+    """An instant with its offset (`2026-05-01T00:00:00+02:00`); YAML's own timestamps too."""
+    value = node.value()
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value)
+        except ValueError:
+            value = None
+    if not isinstance(value, datetime) or value.tzinfo is None:
+        raise node.fail("expected an ISO 8601 instant with its offset, e.g. "
+                        "2026-05-01T00:00:00+02:00")
+    return value.astimezone(UTC)
 
 
 def _size(node: _Node) -> int:

@@ -50,6 +50,7 @@ from wfctl import clock
 from wfctl.errors import InvalidInput, WfctlError
 from wfctl.ops import log
 from wfctl.store import Store
+from wfctl.store.records import ScheduleState
 from wfctl.vocabulary import OPEN_ACTIVITY, SIGNAL_WAIT, TIMEOUT_KINDS
 
 if TYPE_CHECKING:
@@ -103,6 +104,7 @@ class StoreCollector(Collector):
             deadlines = tx.next_deadlines()
             workers = [w for w in tx.live_workers()
                        if w.kind == "worker" and w.lease_expires_at > now]
+            schedules = tx.schedules()
 
         family = GaugeMetricFamily("wfctl_instances", "Workflow instances by type and status.",
                                    labels=["workflow_type", "status"])
@@ -171,6 +173,23 @@ class StoreCollector(Collector):
         for queue in queues:
             family.add_metric([queue], sum(queue in w.queues.split(",") for w in workers))
         yield family
+        yield from _schedule_metrics(schedules)
+
+
+def _schedule_metrics(schedules: list[ScheduleState]) -> Iterator[Metric]:
+    """Each schedule's ticks by outcome (SPEC §12), and the lag of its last start."""
+    family = CounterMetricFamily("wfctl_schedule_ticks", "Schedule ticks by what was done: "
+                                 "started, skipped, missed, buffered.",
+                                 labels=["schedule", "outcome"])
+    lag = GaugeMetricFamily("wfctl_schedule_last_start_lag_seconds", "How long after its tick "
+                            "the schedule's last instance started.", labels=["schedule"])
+    for row in schedules:
+        for outcome in ("started", "skipped", "missed", "buffered"):
+            family.add_metric([row.name, outcome], getattr(row, f"{outcome}_count"))
+        if row.last_lag_seconds is not None:
+            lag.add_metric([row.name], row.last_lag_seconds)
+    yield family
+    yield lag
 
 
 def exposition(store: Store, now: Callable[[], datetime] = clock.now) -> str:

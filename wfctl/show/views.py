@@ -91,6 +91,9 @@ def describe(store: Store, instance_id: str, run_number: int | None = None) -> d
             "failure": failure_view(tx.get_failure(run.failure_id))
             if run.failure_id else None,
             "state": run.state,
+            # Only an instance a schedule started names it (SPEC §12).
+            **({"schedule": {"name": instance.schedule_name, "tick_at": instance.schedule_tick_at}}
+               if instance.schedule_name is not None else {}),
         }
 
 
@@ -241,12 +244,13 @@ _DEADLINE_BATCH = 200
 def list_instances(store: Store, *, status: str | None = None,
                    workflow_type: str | None = None, since: datetime | None = None,
                    limit: int = 50,
-                   before: tuple[datetime, str] | None = None) -> list[dict[str, Any]]:
+                   before: tuple[datetime, str] | None = None,
+                   schedule: str | None = None) -> list[dict[str, Any]]:
     """Instances, newest first, each with the nearest deadline that can fire in its current
     state (`nearest_deadline`); `before` (created_at, id): those after that one."""
     with store.read() as tx:
         rows = tx.list_instances(status=status, workflow_type=workflow_type, since=since,
-                                 limit=limit, before=before)
+                                 limit=limit, before=before, schedule=schedule)
         open_runs = [row["current_run_id"] for row in rows if row["closed_at"] is None]
         pending: dict[str, list[tuple[datetime, str]]] = {}
         for start in range(0, len(open_runs), _DEADLINE_BATCH):
@@ -274,10 +278,12 @@ def list_instances(store: Store, *, status: str | None = None,
 
 
 def count_instances(store: Store, *, status: str | None = None,
-                    workflow_type: str | None = None, since: datetime | None = None) -> int:
+                    workflow_type: str | None = None, since: datetime | None = None,
+                    schedule: str | None = None) -> int:
     """How many instances `list` with these filters and no limit would show."""
     with store.read() as tx:
-        return tx.count_instances(status=status, workflow_type=workflow_type, since=since)
+        return tx.count_instances(status=status, workflow_type=workflow_type, since=since,
+                                  schedule=schedule)
 
 
 def _can_fire(kind: str, status: str) -> bool:

@@ -31,6 +31,8 @@ from wfctl.store.records import (
     PlannedClose,
     RegisteredWorker,
     Run,
+    ScheduleAction,
+    ScheduleState,
     Signal,
     StoredDefinitions,
     Timer,
@@ -65,11 +67,13 @@ class Tx(Protocol):
     def update_instance(self, instance_id: str, /, **fields: Any) -> None: ...
     def list_instances(self, *, status: str | None, workflow_type: str | None,
                        since: datetime | None, limit: int,
-                       before: tuple[datetime, str] | None = None) -> list[Row]:
+                       before: tuple[datetime, str] | None = None,
+                       schedule: str | None = None) -> list[Row]:
         """Instances newest first (created_at, then insertion); `before` (created_at, id) keeps
-        those that come after that instance in this order (keyset paging)."""
+        those that come after that instance in this order (keyset paging); `schedule`: only
+        those that schedule started."""
     def count_instances(self, *, status: str | None, workflow_type: str | None,
-                        since: datetime | None) -> int: ...
+                        since: datetime | None, schedule: str | None = None) -> int: ...
     def open_deadlines(self, run_ids: Sequence[str]) -> list[Row]:
         """Every pending deadline of these runs' open work (workflow_run_id, kind, at): open
         attempts' four deadlines, scheduled timers (a signal wait's as `signal_wait`, a delay
@@ -234,6 +238,28 @@ class Tx(Protocol):
     def live_workers(self) -> list[RegisteredWorker]:
         """The workers registered and not stopped (whatever their leases say)."""
     def get_worker(self, worker_id: str) -> RegisteredWorker | None: ...
+
+    # schedules (SPEC §12)
+    def schedules(self) -> list[ScheduleState]:
+        """Every schedule the database knows, by name."""
+    def get_schedule(self, name: str) -> ScheduleState | None: ...
+    def insert_schedule(self, row: Row) -> bool:
+        """Record a schedule first seen; False (nothing written) when it is already known."""
+    def update_schedule(self, name: str, expect: Row, /, **fields: Any) -> bool:
+        """Set `fields` on the schedule if each column of `expect` holds its value (None: is
+        NULL); whether it did."""
+    def due_schedules(self, now: datetime, limit: int) -> list[ScheduleState]:
+        """Active schedules (not paused, not removed) whose `due_at` has come, first due first;
+        in a write transaction, none that another transaction is deciding."""
+    def next_schedule_due(self) -> datetime | None:
+        """The earliest `due_at` of the active schedules."""
+    def buffered_schedules(self) -> list[ScheduleState]:
+        """Active schedules holding a buffered tick (as `due_schedules`, locked)."""
+    def open_schedule_instances(self, name: str) -> list[str]:
+        """Ids of the open instances the schedule started, oldest first."""
+    def insert_schedule_actions(self, rows: Sequence[Row]) -> None: ...
+    def schedule_actions(self, name: str, limit: int) -> list[ScheduleAction]:
+        """A schedule's latest actions, newest first."""
 
     # metrics (SPEC §10): counts kept as rows change, index ranges and minimums, never a scan
     def instance_counts(self) -> list[Row]:

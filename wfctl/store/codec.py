@@ -119,7 +119,7 @@ INSTANT_ATTRIBUTES = frozenset({
     "schedule_deadline_at", "schedule_to_close_deadline_at", "close_deadline_at",
     "heartbeat_deadline_at", "last_heartbeat_at", "timeout_at", "fire_at", "retry_available_at",
     "execution_deadline_at", "run_deadline_at", "deadline_at", "previous_deadline_at",
-    "claimed_at", "next_attempt_at",
+    "claimed_at", "next_attempt_at", "scheduled_at",
 })
 # The keys of a retry policy, in the order wfctl writes them.
 POLICY_KEYS = (

@@ -358,6 +358,18 @@ def p010_started_activities_through_one_index(conn: psycopg.Connection) -> None:
     conn.execute("DROP INDEX IF EXISTS activities_heartbeat_deadline")
 
 
+@migration
+def p011_schedules(conn: psycopg.Connection) -> None:
+    """SQLite's m011: schedules, their actions, and the schedule and tick of each instance."""
+    conn.execute(_table("schedules") + ";\n"
+                 "ALTER TABLE instances ADD COLUMN schedule_name text;\n"
+                 "ALTER TABLE instances ADD COLUMN schedule_tick_at timestamptz;\n"
+                 "CREATE INDEX instances_schedule ON instances(schedule_name, created_at) "
+                 "WHERE schedule_name IS NOT NULL;\n"
+                 "CREATE INDEX instances_schedule_open ON instances(schedule_name) "
+                 "WHERE schedule_name IS NOT NULL AND closed_at IS NULL")
+
+
 def version() -> int:
     """The schema version this wfctl writes: how many migrations it knows."""
     return len(MIGRATIONS)

@@ -35,6 +35,7 @@ from wfctl.store.records import (
     Timer,
     WorkflowTask,
 )
+from wfctl.store.schedule_queries import ScheduleQueries
 from wfctl.store.tables import status_is
 from wfctl.vocabulary import (
     ACTIVITY_TIMEOUTS,
@@ -273,7 +274,7 @@ def _history_row(row: list[Any]) -> tuple[Any, ...]:
     return key, seq, run_number, codec.PACKED, at, jsonvalue.dumps_checked(items)
 
 
-class SQLTx:
+class SQLTx(ScheduleQueries):
     """The queries of one transaction, whatever the backend (see the module's text)."""
 
     # The placeholder of a statement built per call (inserts, updates), in the backend's own.
@@ -436,8 +437,12 @@ class SQLTx:
         self._update_unread("instances", "workflow_instance_id", instance_id, fields)
 
     def _instance_filter(self, status: str | None, workflow_type: str | None,
-                         since: datetime | None) -> tuple[str, list[Any]]:
+                         since: datetime | None, schedule: str | None = None) -> \
+            tuple[str, list[Any]]:
         clauses, params = [], []
+        if schedule:
+            clauses.append("i.schedule_name = %s")
+            params.append(schedule)
         if status:
             clauses.append("i.status = %s")
             params.append(status)
@@ -451,8 +456,9 @@ class SQLTx:
 
     def list_instances(self, *, status: str | None, workflow_type: str | None,
                        since: datetime | None, limit: int,
-                       before: tuple[datetime, str] | None = None) -> list[Row]:
-        where, params = self._instance_filter(status, workflow_type, since)
+                       before: tuple[datetime, str] | None = None,
+                       schedule: str | None = None) -> list[Row]:
+        where, params = self._instance_filter(status, workflow_type, since, schedule)
         if before is not None:
             # The rows after (older than) the one named, through the created_at index; one
             # since deleted names its instant alone.
@@ -469,8 +475,8 @@ class SQLTx:
         )
 
     def count_instances(self, *, status: str | None, workflow_type: str | None,
-                        since: datetime | None) -> int:
-        where, params = self._instance_filter(status, workflow_type, since)
+                        since: datetime | None, schedule: str | None = None) -> int:
+        where, params = self._instance_filter(status, workflow_type, since, schedule)
         return self._one(f"SELECT count(*) AS n FROM instances i {where}", params)["n"]
 
     def open_deadlines(self, run_ids: Sequence[str]) -> list[Row]:

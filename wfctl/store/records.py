@@ -84,6 +84,9 @@ class Instance:
     # The workflow's retry policy, as started (None without one).
     retry_policy: Policy
     retain_until: datetime | None
+    # The schedule that started it and the tick it started for (None for any other start).
+    schedule_name: str | None
+    schedule_tick_at: datetime | None
 
 
 @dataclass(slots=True)
@@ -288,6 +291,48 @@ class RegisteredWorker:
     stopped_at: datetime | None
     # None for a worker registered before hosts were recorded.
     host_id: str | None
+
+
+@dataclass(slots=True)
+class ScheduleState:
+    """A schedule as the database keeps it (its spec is the definitions file's): whether it is
+    paused, its next tick and when that tick's start is due (the tick plus its jitter), the
+    tick buffered behind an open instance, its last action and its counts by outcome."""
+
+    name: str
+    workflow_type: str
+    spec_digest: str
+    # `paused:` as the file said when last seen: a change of it in the file sets `paused`.
+    file_paused: bool
+    paused: bool
+    paused_reason: str | None
+    next_tick_at: datetime | None
+    due_at: datetime | None
+    buffered_tick_at: datetime | None
+    last_tick_at: datetime | None
+    last_action: str | None
+    last_instance_id: str | None
+    last_action_at: datetime | None
+    last_lag_seconds: float | None
+    started_count: int
+    skipped_count: int
+    missed_count: int
+    buffered_count: int
+    # When a file without it was last seen by a worker (it ticks no more), else None.
+    removed_at: datetime | None
+    created_at: datetime
+
+
+@dataclass(slots=True)
+class ScheduleAction:
+    """What a schedule did with one tick: started an instance, skipped, missed or buffered it."""
+
+    schedule_name: str
+    tick_at: datetime
+    action: str
+    instance_id: str | None
+    reason: str | None
+    at: datetime
 
 
 @dataclass(slots=True)

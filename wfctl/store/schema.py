@@ -425,6 +425,24 @@ def m010_started_activities_through_one_index(db: Database) -> None:
         db.execute(f"DROP INDEX IF EXISTS {index}")
 
 
+@migrations()
+def m011_schedules(db: Database) -> None:
+    """Schedules (SPEC §12): each schedule's state and its actions, and the schedule and tick
+    each instance was started for; an instance's id is unique, so a tick starts once."""
+    for statement in _split(table("schedules", instant="TEXT", key="INTEGER PRIMARY KEY",
+                                  rowid="", in_order="")):
+        db.execute(statement)
+    for statement in (
+        "ALTER TABLE instances ADD COLUMN schedule_name TEXT",
+        "ALTER TABLE instances ADD COLUMN schedule_tick_at TEXT",
+        "CREATE INDEX instances_schedule ON instances(schedule_name, created_at) "
+        "WHERE schedule_name IS NOT NULL",
+        "CREATE INDEX instances_schedule_open ON instances(schedule_name) "
+        "WHERE schedule_name IS NOT NULL AND closed_at IS NULL",
+    ):
+        db.execute(statement)
+
+
 def _split(script: str) -> list[str]:
     """Statements of a script; trigger bodies keep their inner semicolons."""
     statements, current = [], []

@@ -144,6 +144,44 @@ CREATE TABLE workers (
     stopped_at {instant}
 );
 CREATE INDEX workers_live ON workers(lease_expires_at) WHERE stopped_at IS NULL""",
+    # Schedules (m011, p011): one row each, and what each did with its ticks, newest last. A
+    # worker finds the due ones through `schedules_due` (a few index probes however many are
+    # idle); a tick's action is written in the transaction that decides it.
+    "schedules": """\
+CREATE TABLE schedules (
+    name TEXT PRIMARY KEY,
+    workflow_type TEXT NOT NULL,
+    spec_digest TEXT NOT NULL,
+    file_paused INTEGER NOT NULL,
+    paused INTEGER NOT NULL,
+    paused_reason TEXT,
+    next_tick_at {instant},
+    due_at {instant},
+    buffered_tick_at {instant},
+    last_tick_at {instant},
+    last_action TEXT,
+    last_instance_id TEXT,
+    last_action_at {instant},
+    last_lag_seconds REAL,
+    started_count INTEGER NOT NULL DEFAULT 0,
+    skipped_count INTEGER NOT NULL DEFAULT 0,
+    missed_count INTEGER NOT NULL DEFAULT 0,
+    buffered_count INTEGER NOT NULL DEFAULT 0,
+    removed_at {instant},
+    created_at {instant} NOT NULL
+);
+CREATE INDEX schedules_due ON schedules(due_at) WHERE paused = 0 AND removed_at IS NULL;
+CREATE INDEX schedules_buffered ON schedules(name) WHERE buffered_tick_at IS NOT NULL;
+CREATE TABLE schedule_actions (
+    action_id {key},
+    schedule_name TEXT NOT NULL,
+    tick_at {instant} NOT NULL,
+    action TEXT NOT NULL,
+    instance_id TEXT,
+    reason TEXT,
+    at {instant} NOT NULL
+);
+CREATE INDEX schedule_actions_recent ON schedule_actions(schedule_name, action_id)""",
 }
 
 

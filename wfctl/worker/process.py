@@ -26,6 +26,7 @@ from wfctl.worker.housekeeping import Housekeeping, Pruner
 from wfctl.worker.lease import LeaseKeeper
 from wfctl.worker.loop import Backoff, Loop, Outage, Shared
 from wfctl.worker.options import WorkerOptions
+from wfctl.worker.schedule_loop import ScheduleLoop
 from wfctl.worker.slots import Slot, StepPath
 from wfctl.worker.wakeups import Wakeups
 from wfctl.worker.watchdog import Watchdog
@@ -49,7 +50,7 @@ SLOT_WIND_DOWN = 1.0
 
 
 # Connections the worker needs besides one per slot (see `Worker.__init__`).
-OTHER_CONNECTIONS = 7
+OTHER_CONNECTIONS = 8
 
 
 class Worker:
@@ -75,7 +76,7 @@ class Worker:
         self.worker_id = self.record.worker_id
         self.outage = Outage()
         # One connection per slot (a heartbeat is written from the slot's thread), one for the
-        # step path and one for each loop that writes (watchdog, deadline runner, lease,
+        # step path and one for each loop that writes (watchdog, deadline runner, schedules, lease,
         # housekeeping, pruner) or reads (metrics).
         engine.store.fit_connections(self.options.concurrency + OTHER_CONNECTIONS)
         # Slots, the watchdog and the deadline runner take turns at the engine's decisions.
@@ -111,6 +112,8 @@ class Worker:
         self.wakeups = Wakeups(shared, listener, self.wake) if listener is not None else None
         self._threads: dict[Loop, threading.Thread] = {}
         self._deaths: deque[float] = deque()
+        # Starts the definitions' schedules (worker/schedule_loop.py), given them by the client.
+        self.schedules: ScheduleLoop | None = None
 
     # lifecycle in the database
 
@@ -165,7 +168,8 @@ class Worker:
     def request_stop(self) -> None:
         """First signal: claim nothing new, let running handlers finish."""
         self._stop.set()
-        for loop in (self.watchdog, self.deadlines, self.pruner, *self.slots):
+        for loop in (self.watchdog, self.deadlines, self.pruner, *self.slots,
+                     *self._schedules()):
             loop.stop()
         if self.wakeups is not None:
             # Its thread closes the connection when its wait ends (it is not waited for).
@@ -332,6 +336,8 @@ class Worker:
         for loop in (self.lease, self.housekeeping):
             self._start(loop)
         try:
+            for loop in self._schedules():
+                loop.catch_up(self.clock())
             _, went_on = self._pass(self.clock())
             self._say_deadlines_skipped()
         except BaseException:
@@ -361,13 +367,16 @@ class Worker:
         self.deadlines.start_handlers()
         self.engine.store.defer_checkpoints()
         for loop in (self.lease, self.housekeeping, self.checkpointer, self.watchdog,
-                     self.deadlines, self.pruner, *self.slots):
+                     self.deadlines, self.pruner, *self.slots, *self._schedules()):
             self._start(loop)
         if self.wakeups is not None:
             self._start(self.wakeups)
         systemd.notify(f"READY=1\nSTATUS={self.status_line()}")
         failed = self._supervise()
         return self._shut_down(failed=failed, drain=True)
+
+    def _schedules(self) -> list[ScheduleLoop]:
+        return [] if self.schedules is None else [self.schedules]
 
     def _start(self, loop: Loop, *, once: bool = False) -> None:
         """Run `loop` in a thread of its own; a slot of a once pass (`once`) checks no deadline
