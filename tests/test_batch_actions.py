@@ -201,8 +201,8 @@ def test_an_action_refused_for_another_reason_is_a_failure(cli):
 
 @pytest.mark.parametrize(("args", "error"), [
     (("cancel", "o-1", "--status", "running"),
-     "give an ID or filters (--status, --type, --since), not both"),
-    (("cancel",), "give an ID, or filters (--status, --type, --since) to act on every "
+     "give an ID or filters (--status, --type, --schedule, --since), not both"),
+    (("cancel",), "give an ID, or filters (--status, --type, --schedule, --since) to act on every "
                   "instance they match"),
     (("pause", "o-1", "--yes"), "--yes is for filters in place of an ID"),
     (("resume", "--status", "bogus", "--yes"),
@@ -234,8 +234,8 @@ def test_a_batch_needs_a_filter(make_env):
     with pytest.raises(InvalidInput) as refused:
         env.client.batch("cancel")
 
-    assert str(refused.value) == ("a batch needs at least one filter: status, workflow_type "
-                                  "or since")
+    assert str(refused.value) == ("a batch needs at least one filter: status, workflow_type, "
+                                  "schedule or since")
 
 
 def test_each_transaction_stops_taking_instances_once_its_budget_is_spent(make_env):

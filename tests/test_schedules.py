@@ -390,3 +390,20 @@ def test_metrics_count_each_schedules_ticks_by_outcome_and_the_lag_of_its_last_s
     assert 'wfctl_schedule_ticks_total{outcome="skipped",schedule="s"} 1.0' in text
     assert 'wfctl_schedule_ticks_total{outcome="missed",schedule="s"} 0.0' in text
     assert 'wfctl_schedule_last_start_lag_seconds{schedule="s"} 0.25' in text
+
+
+def test_a_batch_action_takes_the_instances_a_schedule_started(tmp_path, db):
+    path = tmp_path / "workflows.yaml"
+    path.write_text(NIGHTLY)
+    Ticks(db).engine.store.close()
+    code, out, _ = run(path, db, "schedule", "trigger", "nightly", "--json")
+    [action] = json.loads(out)
+    assert run(path, db, "start", "report", "by-hand")[0] == 0
+
+    code, out, _ = run(path, db, "cancel", "--schedule", "nightly", "--yes", "--json")
+
+    assert (code, json.loads(out)) == (0, {"matched": 1, "done": 1, "skipped": [], "failed": []})
+    code, out, _ = run(path, db, "describe", "by-hand", "--json")
+    assert json.loads(out)["run"]["cancel_requested"] is False
+    assert run(path, db, "cancel", "--schedule", "other", "--dry-run", "--json")[:2] == \
+        (0, '{\n  "matched": 0,\n  "instances": []\n}\n')

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
@@ -343,7 +344,8 @@ class Client:
                                  reason=reason)
 
     def batch(self, action: str, *, status: str | Sequence[str] | None = None,
-              workflow_type: str | Sequence[str] | None = None, since: datetime | None = None,
+              workflow_type: str | Sequence[str] | None = None,
+              schedule: str | Sequence[str] | None = None, since: datetime | None = None,
               dry_run: bool = False, name: str | None = None,
               data: dict[str, Any] | None = None, force: bool = False,
               reason: str | None = None, extend_deadline: Duration = None,
@@ -374,13 +376,14 @@ class Client:
                                    f"(got {given!r})")
         if since is not None and (not isinstance(since, datetime) or since.tzinfo is None):
             raise InvalidInput(f"since must be an aware datetime (got {brief(since)})")
-        if not statuses and not types and since is None:
-            raise InvalidInput("a batch needs at least one filter: status, workflow_type or "
-                               "since")
+        schedules = _filter_values("schedule", schedule)
+        if not statuses and not types and not schedules and since is None:
+            raise InvalidInput("a batch needs at least one filter: status, workflow_type, "
+                               "schedule or since")
         act = self._batch_action(action, name=name, data=data, force=force, reason=reason,
                                  extend_deadline=extend_deadline, clear_deadline=clear_deadline,
                                  keep_deadline=keep_deadline)
-        rows = self._matching(statuses, types, since)
+        rows = self._matching(statuses, types, schedules, since)
         if dry_run:
             return {"matched": len(rows), "instances": rows}
 
@@ -431,21 +434,21 @@ class Client:
         return lambda instance_id, now: steer(instance_id, now, reason=reason)
 
     def _matching(self, statuses: tuple[str, ...], types: tuple[str, ...],
-                  since: datetime | None) -> list[dict[str, Any]]:
+                  schedules: tuple[str, ...], since: datetime | None) -> list[dict[str, Any]]:
         """Every instance the filters of a batch match, as `list` rows, newest first."""
         found: dict[str, dict[str, Any]] = {}
-        for status in statuses or (None,):
-            for workflow_type in types or (None,):
-                before = None
-                while True:
-                    page = views.list_instances(self.store, status=status,
-                                                workflow_type=workflow_type, since=since,
-                                                limit=_BATCH_PAGE, before=before)
-                    for row in page:
-                        found[row["workflow_instance_id"]] = row
-                    if len(page) < _BATCH_PAGE:
-                        break
-                    before = (page[-1]["created_at"], page[-1]["workflow_instance_id"])
+        for status, workflow_type, schedule in itertools.product(
+                statuses or (None,), types or (None,), schedules or (None,)):
+            before = None
+            while True:
+                page = views.list_instances(self.store, status=status,
+                                            workflow_type=workflow_type, since=since,
+                                            limit=_BATCH_PAGE, before=before, schedule=schedule)
+                for row in page:
+                    found[row["workflow_instance_id"]] = row
+                if len(page) < _BATCH_PAGE:
+                    break
+                before = (page[-1]["created_at"], page[-1]["workflow_instance_id"])
         return sorted(found.values(), key=lambda row: row["created_at"], reverse=True)
 
     def backup(self, target: str | os.PathLike[str]) -> dict[str, Any]:

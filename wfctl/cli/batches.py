@@ -21,6 +21,8 @@ STATUS = typer.Option([], "--status", metavar="STATUS",
                            f"{', '.join(INSTANCE_STATUSES)}.")
 TYPE = typer.Option([], "--type", metavar="TYPE",
                     help="Act on instances of this workflow type (repeatable: any of them).")
+SCHEDULE = typer.Option([], "--schedule", metavar="NAME",
+                        help="Act on instances this schedule started (repeatable: any of them).")
 SINCE = typer.Option(None, "--since", metavar="WHEN",
                      help="Act on instances created in the last DURATION or at or after an "
                           "ISO 8601 date or instant (as list --since).")
@@ -35,14 +37,15 @@ DONE = {"retry": "retried", "cancel": "cancel requested", "terminate": "terminat
 
 
 def is_batch(instance_id: str | None, status: Sequence[str], workflow_type: Sequence[str],
-             since: str | None, dry_run: bool, yes: bool) -> bool:
+             schedule: Sequence[str], since: str | None, dry_run: bool, yes: bool) -> bool:
     """Whether a command line asks for a batch (filters in place of an ID); a usage error
     when it gives both, or neither."""
-    filters = bool(status or workflow_type or since is not None)
+    filters = bool(status or workflow_type or schedule or since is not None)
     if filters and instance_id is not None:
-        usage("give an ID or filters (--status, --type, --since), not both")
+        usage("give an ID or filters (--status, --type, --schedule, --since), not both")
     if not filters and instance_id is None:
-        usage("give an ID, or filters (--status, --type, --since) to act on every instance "
+        usage("give an ID, or filters (--status, --type, --schedule, --since) to act on every "
+              "instance "
               "they match")
     if not filters and (dry_run or yes):
         usage(f"{'--dry-run' if dry_run else '--yes'} is for filters in place of an ID")
@@ -50,12 +53,14 @@ def is_batch(instance_id: str | None, status: Sequence[str], workflow_type: Sequ
 
 
 def run(client: Client, action: str, *, status: Sequence[str], workflow_type: Sequence[str],
-        since: str | None, dry_run: bool, yes: bool, as_json: bool, **options: Any) -> None:
+        schedule: Sequence[str], since: str | None, dry_run: bool, yes: bool, as_json: bool,
+        **options: Any) -> None:
     """A batch action from the command line: a dry run lists the matches; otherwise a terminal
     is asked to confirm and a script must say --yes (exit 2 without it)."""
     check_choice("--status", status, INSTANCE_STATUSES)
     since_at = instant_option("--since", since, client.now)() if since is not None else None
-    filters = {"status": list(status), "workflow_type": list(workflow_type), "since": since_at}
+    filters = {"status": list(status), "workflow_type": list(workflow_type),
+               "schedule": list(schedule), "since": since_at}
     if dry_run or not yes:
         preview = client.batch(action, dry_run=True, **filters, **options)
         if dry_run:

@@ -749,6 +749,7 @@ def retry(
                                             "fails by it again; on_deadline does not run "
                                             "again)."),
     status: list[str] = batches.STATUS, workflow_type: list[str] = batches.TYPE,
+    schedule: list[str] = batches.SCHEDULE,
     since: str | None = batches.SINCE, dry_run: bool = batches.DRY_RUN, yes: bool = batches.YES,
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
@@ -765,10 +766,11 @@ def retry(
         _usage(f"{', '.join(given[:-1])} and {given[-1]} exclude each other")
     extend = _duration("--extend-deadline", extend_deadline, allow_none=False)
     client = _client(ctx)
-    if batches.is_batch(instance_id, status, workflow_type, since, dry_run, yes):
-        batches.run(client, "retry", status=status, workflow_type=workflow_type, since=since,
-                    dry_run=dry_run, yes=yes, as_json=as_json, extend_deadline=extend,
-                    clear_deadline=clear_deadline, keep_deadline=keep_deadline)
+    if batches.is_batch(instance_id, status, workflow_type, schedule, since, dry_run, yes):
+        batches.run(client, "retry", status=status, workflow_type=workflow_type,
+                    schedule=schedule, since=since, dry_run=dry_run, yes=yes, as_json=as_json,
+                    extend_deadline=extend, clear_deadline=clear_deadline,
+                    keep_deadline=keep_deadline)
         return
     assert instance_id is not None
     result = client.retry(instance_id, extend_deadline=extend, clear_deadline=clear_deadline,
@@ -798,6 +800,7 @@ def signal(
                                help="Deliver it even if no wait_for_signal step of the type "
                                     "waits for NAME."),
     status: list[str] = batches.STATUS, workflow_type: list[str] = batches.TYPE,
+    schedule: list[str] = batches.SCHEDULE,
     since: str | None = batches.SINCE, dry_run: bool = batches.DRY_RUN, yes: bool = batches.YES,
     as_json: bool = batches.JSON,
 ) -> None:
@@ -807,15 +810,15 @@ def signal(
     argument."""
     payload = _json_object("--data", data)
     client = _client(ctx)
-    filters = bool(status or workflow_type or since is not None)
+    filters = bool(status or workflow_type or schedule or since is not None)
     if filters and name is None:
         instance_id, name = None, instance_id
     if name is None:
         _usage("Missing argument 'NAME'.")
-    if batches.is_batch(instance_id, status, workflow_type, since, dry_run, yes):
-        batches.run(client, "signal", status=status, workflow_type=workflow_type, since=since,
-                    dry_run=dry_run, yes=yes, as_json=as_json, name=name, data=payload,
-                    force=force)
+    if batches.is_batch(instance_id, status, workflow_type, schedule, since, dry_run, yes):
+        batches.run(client, "signal", status=status, workflow_type=workflow_type,
+                    schedule=schedule, since=since, dry_run=dry_run, yes=yes, as_json=as_json,
+                    name=name, data=payload, force=force)
         return
     assert instance_id is not None
     result = client.signal(instance_id, name, payload, force=force)
@@ -834,11 +837,13 @@ def _control(action: str) -> Any:
                                                  help=f"The instance to {action} (or "
                                                       "filters instead)."),
         status: list[str] = batches.STATUS, workflow_type: list[str] = batches.TYPE,
+        schedule: list[str] = batches.SCHEDULE,
         since: str | None = batches.SINCE, dry_run: bool = batches.DRY_RUN,
         yes: bool = batches.YES, as_json: bool = batches.JSON,
     ) -> None:
-        if batches.is_batch(instance_id, status, workflow_type, since, dry_run, yes):
+        if batches.is_batch(instance_id, status, workflow_type, schedule, since, dry_run, yes):
             batches.run(_client(ctx), action, status=status, workflow_type=workflow_type,
+                        schedule=schedule,
                         since=since, dry_run=dry_run, yes=yes, as_json=as_json)
             return
         result = getattr(_client(ctx), action)(instance_id)
@@ -860,11 +865,13 @@ def _closing(action: str) -> Any:
         reason: str | None = typer.Option(None, "--reason", metavar="TEXT",
                                           help="Why; shown by describe and history."),
         status: list[str] = batches.STATUS, workflow_type: list[str] = batches.TYPE,
+        schedule: list[str] = batches.SCHEDULE,
         since: str | None = batches.SINCE, dry_run: bool = batches.DRY_RUN,
         yes: bool = batches.YES, as_json: bool = batches.JSON,
     ) -> None:
-        if batches.is_batch(instance_id, status, workflow_type, since, dry_run, yes):
+        if batches.is_batch(instance_id, status, workflow_type, schedule, since, dry_run, yes):
             batches.run(_client(ctx), action, status=status, workflow_type=workflow_type,
+                        schedule=schedule,
                         since=since, dry_run=dry_run, yes=yes, as_json=as_json, reason=reason)
             return
         result = getattr(_client(ctx), action)(instance_id, reason)
