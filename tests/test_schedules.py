@@ -397,7 +397,7 @@ def test_a_batch_action_takes_the_instances_a_schedule_started(tmp_path, db):
     path.write_text(NIGHTLY)
     Ticks(db).engine.store.close()
     code, out, _ = run(path, db, "schedule", "trigger", "nightly", "--json")
-    [action] = json.loads(out)
+    assert [action["action"] for action in json.loads(out)] == ["started"]
     assert run(path, db, "start", "report", "by-hand")[0] == 0
 
     code, out, _ = run(path, db, "cancel", "--schedule", "nightly", "--yes", "--json")
