@@ -434,24 +434,7 @@ def _check_branches(c: Ctx, run: Run, step: Step) -> str:
     activities, children = _step_items(c, run, step)
     for activity in activities:
         if activity.status in UNSUCCESSFUL_ACTIVITY:
-            failure = c.tx.activity_failure(activity.activity_id)
-            verb = {"failed": "failed", "timed_out": "timed out"}.get(activity.status,
-                                                                       "was cancelled")
-            fail_run(
-                c, run, category=failure.failure_category if failure else "activity",
-                step=activity.step,
-                # A timeout's record already reads "Activity fetch timed out: heartbeat".
-                message=failure.message if failure and activity.status == "timed_out"
-                else f"Activity {activity.step} {verb}: "
-                     f"{failure.message if failure else activity.status}",
-                activity_id=activity.activity_id,
-                propagation_kind=failure.propagation_kind if failure else "activity",
-                timeout_kind=failure.timeout_kind if failure else None,
-                exception_class=failure.exception_class if failure else None,
-                deadline_at=failure.deadline_at if failure else None,
-                # e.g. a structural limit's limit_kind, value and limit
-                details=failure.details if failure else None,
-            )
+            _fail_for_activity(c, run, activity)
             return CLOSED
     for child in children:
         if child.status in UNSUCCESSFUL_RUN:
@@ -470,6 +453,28 @@ def _step_items(c: Ctx, run: Run, step: Step) -> tuple[list[Activity], list[Chil
     activities = c.tx.step_activities(run_id, index) if "activity" in kinds else []
     children = c.tx.step_children(run_id, index) if "workflow" in kinds else []
     return activities, children
+
+
+def _fail_for_activity(c: Ctx, run: Run, activity: Activity) -> None:
+    failure = c.tx.activity_failure(activity.activity_id)
+    verb = {"failed": "failed", "timed_out": "timed out"}.get(activity.status, "was cancelled")
+    if failure is None:
+        fail_run(c, run, category="activity", step=activity.step,
+                 message=f"Activity {activity.step} {verb}: {activity.status}",
+                 activity_id=activity.activity_id, propagation_kind="activity",
+                 timeout_kind=None, exception_class=None, deadline_at=None, details=None)
+        return
+    fail_run(
+        c, run, category=failure.failure_category, step=activity.step,
+        # A timeout's record already reads "Activity fetch timed out: heartbeat".
+        message=failure.message if activity.status == "timed_out"
+        else f"Activity {activity.step} {verb}: {failure.message}",
+        activity_id=activity.activity_id, propagation_kind=failure.propagation_kind,
+        timeout_kind=failure.timeout_kind, exception_class=failure.exception_class,
+        deadline_at=failure.deadline_at,
+        # e.g. a structural limit's limit_kind, value and limit
+        details=failure.details,
+    )
 
 
 def _fail_for_child(c: Ctx, run: Run, child: Child) -> None:
