@@ -194,10 +194,15 @@ def decide(c: Ctx, run: Run, task_id: int | None, worker_id: str, *, first: bool
     if run.status == "paused" or run.wait_kind == RETRY_WAIT:
         # Paused, or waiting out a retry policy's backoff: no step runs until it ends.
         return
+    _advance(c, run, fixed, task_id, worker_id, fresh=first)
+
+
+def _advance(c: Ctx, run: Run, fixed: Fixed, task_id: int | None, worker_id: str, *,
+             fresh: bool) -> None:
+    """Run the open run's steps from step_index until one waits or the run closes. `fresh`:
+    nothing of the step at step_index exists yet (it was reached in this loop, or this is the
+    run's first decision)."""
     wf = fixed.wf
-    # Whether nothing of the step at step_index exists yet: it was reached in this loop, or
-    # this is the run's first decision.
-    fresh = first
     while True:
         at_boundary = run.step_index >= len(wf.steps) or not run.step_started
         if at_boundary and deadline_passed(c, run):
