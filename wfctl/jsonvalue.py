@@ -35,40 +35,47 @@ def check(value: Any, what: str = "value", *, instants: bool = False) -> None:
         item, path, depth = stack.pop()
         if depth > MAX_DEPTH:
             raise JSONValueError(f"{what} is nested more than {MAX_DEPTH} levels deep")
-        if instants and isinstance(item, datetime):
-            continue
         if isinstance(item, str):
             if not item.isascii() and not _encodable(item):
                 raise JSONValueError(
                     f"{what}{_at(path)}: text with a lone surrogate is not valid Unicode")
-            continue
-        if item is None or isinstance(item, bool):
-            continue
-        if isinstance(item, int):
-            if item.bit_length() > _SHORT_INT_BITS and not _printable(item):
-                raise JSONValueError(f"{what}{_at(path)}: {_too_long()}")
-            continue
-        if isinstance(item, float):
-            if not math.isfinite(item):
-                raise JSONValueError(f"{what}{_at(path)}: {item!r} is not a JSON number")
-            continue
-        if isinstance(item, dict):
-            for key, child in item.items():
-                if not isinstance(key, str):
-                    raise JSONValueError(
-                        f"{what}{_at(path)}: key {key!r} is not a string")
-                if not key.isascii() and not _encodable(key):
-                    raise JSONValueError(
-                        f"{what}{_at(path)}: key {key!r} is text with a lone surrogate, "
-                        "not valid Unicode")
-                stack.append((child, f"{path}.{key}" if path else key, depth + 1))
-            continue
-        if isinstance(item, list | tuple):
+        elif isinstance(item, dict):
+            _push_members(item, path, depth, what, stack)
+        elif isinstance(item, list | tuple):
             for index, child in enumerate(item):
                 stack.append((child, f"{path}[{index}]", depth + 1))
-            continue
-        raise JSONValueError(
-            f"{what}{_at(path)}: a {type(item).__name__} is not a JSON value")
+        elif not (instants and isinstance(item, datetime)):
+            _check_scalar(item, path, what)
+
+
+def _push_members(item: dict[Any, Any], path: str, depth: int, what: str,
+                  stack: list[tuple[Any, str, int]]) -> None:
+    """Check a dict's keys and push its values onto `check`'s stack."""
+    for key, child in item.items():
+        if not isinstance(key, str):
+            raise JSONValueError(
+                f"{what}{_at(path)}: key {key!r} is not a string")
+        if not key.isascii() and not _encodable(key):
+            raise JSONValueError(
+                f"{what}{_at(path)}: key {key!r} is text with a lone surrogate, "
+                "not valid Unicode")
+        stack.append((child, f"{path}.{key}" if path else key, depth + 1))
+
+
+def _check_scalar(item: Any, path: str, what: str) -> None:
+    """Check a value that is neither text nor a container: null, a bool or a number."""
+    if item is None or isinstance(item, bool):
+        return
+    if isinstance(item, int):
+        if item.bit_length() > _SHORT_INT_BITS and not _printable(item):
+            raise JSONValueError(f"{what}{_at(path)}: {_too_long()}")
+        return
+    if isinstance(item, float):
+        if not math.isfinite(item):
+            raise JSONValueError(f"{what}{_at(path)}: {item!r} is not a JSON number")
+        return
+    raise JSONValueError(
+        f"{what}{_at(path)}: a {type(item).__name__} is not a JSON value")
 
 
 def _at(path: str) -> str:

@@ -116,16 +116,35 @@ def start_from(client: Client, workflow_type: str, source: Path, defaults: dict[
     """`start TYPE --from FILE|-`: one start per line of NDJSON, every line checked before
     any starts; the counts, or (--json) one outcome a line in the lines' order."""
     name = "stdin" if str(source) == "-" else str(source)
+    starts = _start_lines(name, _read_from(source))
+    if not starts:
+        fail(f"--from: {name} has no line to start")
+    outcomes = client.start_many(workflow_type, starts, source=name, **defaults)
+    if as_json:
+        sys.stdout.write("".join(json_text(outcome, indent=None) + "\n" for outcome in outcomes))
+    else:
+        _print_start_counts(outcomes)
+    _report_not_started(outcomes)
+    if any(not outcome["started"] and outcome["outcome"] != "returned_existing_active"
+           for outcome in outcomes):
+        raise SystemExit(1)
+
+
+def _read_from(source: Path) -> bytes:
+    """The bytes of --from's file, or of stdin for `-`."""
     try:
         if str(source) == "-":
-            data = sys.stdin.buffer.read()
-        else:
-            with source.open("rb") as file:
-                data = file.read()
+            return sys.stdin.buffer.read()
+        with source.open("rb") as file:
+            return file.read()
     except IsADirectoryError:
         fail(f"--from: {source} is a folder, not a file")
     except OSError as exc:
         fail(f"--from: cannot read {source}: {exc.strerror or exc}")
+
+
+def _start_lines(name: str, data: bytes) -> list[Any]:
+    """Each NDJSON line of `data` (read from `name`) parsed; the first bad line fails."""
     lines = data.split(b"\n")
     if lines and not lines[-1].strip():
         lines.pop()
@@ -142,19 +161,21 @@ def start_from(client: Client, workflow_type: str, source: Path, defaults: dict[
             starts.append(jsonvalue.loads(text, f"{name}:{number}"))
         except jsonvalue.JSONValueError as exc:
             fail(str(exc))
-    if not starts:
-        fail(f"--from: {name} has no line to start")
-    outcomes = client.start_many(workflow_type, starts, source=name, **defaults)
-    if as_json:
-        sys.stdout.write("".join(json_text(outcome, indent=None) + "\n" for outcome in outcomes))
-    else:
-        counts: dict[str, int] = {}
-        for outcome in outcomes:
-            counts[outcome["outcome"]] = counts.get(outcome["outcome"], 0) + 1
-        sys.stdout.write(f"{len(outcomes)} lines: " + ", ".join(
-            f"{counts[outcome]} {outcome.replace('_', ' ')}" for outcome in
-            ("started_new", "returned_existing_active", "rejected_duplicate", "failed")
-            if outcome in counts) + "\n")
+    return starts
+
+
+def _print_start_counts(outcomes: list[dict[str, Any]]) -> None:
+    counts: dict[str, int] = {}
+    for outcome in outcomes:
+        counts[outcome["outcome"]] = counts.get(outcome["outcome"], 0) + 1
+    sys.stdout.write(f"{len(outcomes)} lines: " + ", ".join(
+        f"{counts[outcome]} {outcome.replace('_', ' ')}" for outcome in
+        ("started_new", "returned_existing_active", "rejected_duplicate", "failed")
+        if outcome in counts) + "\n")
+
+
+def _report_not_started(outcomes: list[dict[str, Any]]) -> None:
+    """On stderr, the lines of each outcome that started nothing, and what to do about it."""
     for outcome_name, why in (("rejected_duplicate", "an open instance has the id; "
                                "--on-duplicate return-existing, or \"on_duplicate\" on a "
                                "line, returns it instead"),
@@ -166,6 +187,3 @@ def start_from(client: Client, workflow_type: str, source: Path, defaults: dict[
             more = f" and {len(refused) - 10} more" if len(refused) > 10 else ""
             sys.stderr.write(f"Error: {_count(len(refused))} not started: line"
                              f"{'s' if len(refused) > 1 else ''} {shown}{more} ({why})\n")
-    if any(not outcome["started"] and outcome["outcome"] != "returned_existing_active"
-           for outcome in outcomes):
-        raise SystemExit(1)

@@ -203,30 +203,9 @@ def retry_run(c: Ctx, instance: Instance, run: Run, *, previous_status: str,
     instance_id = instance.workflow_instance_id
     index = run.step_index
     run_id = run.workflow_run_id
-    closed_at = run.closed_at
-    for activity in c.tx.step_activities(run_id, index):
-        if activity.status in UNSUCCESSFUL_ACTIVITY:
-            c.tx.update_activity(activity.activity_id, superseded=True)
-    for timer in c.tx.step_timers(run_id, index):
-        c.tx.update_timer(timer.timer_id, superseded=True)
-    c.tx.supersede_children(run_id, index)
-    completed_late = []
-    for child in c.tx.run_children(run_id):
-        if child.step_index != index or child.superseded:
-            continue
-        child_run = c.run(c.instance(child.child_instance_id).current_run_id)
-        if child.status in OPEN_RUN and child_run.cancel_requested:
-            c.tx.supersede_child(child.child_instance_id)
-        elif child.status == "completed" and closed_at is not None \
-                and child.closed_at > closed_at:
-            completed_late.append(child_run)
+    completed_late = _set_aside_step_work(c, run)
     previous = run.deadline_at
-    if clear_deadline:
-        deadline_at, change = None, "cleared"
-    elif extend_deadline is not None:
-        deadline_at, change = clock.after(c.now, extend_deadline), "extended"
-    else:
-        deadline_at, change = previous, "kept"
+    deadline_at, change = _retried_deadline(c, previous, extend_deadline, clear_deadline)
     run_deadline_at = clock.after(c.now, run.run_timeout_seconds)
     status = "paused" if run.status == "paused" else "running"
     c.set_status(run, status, closed_at=None, closed_reason=None, failure_id=None,
@@ -254,6 +233,54 @@ def retry_run(c: Ctx, instance: Instance, run: Run, *, previous_status: str,
     for child_run in completed_late:
         notify_parent(c, child_run, "completed")
     schedule_workflow_task(c, run, "retried")
+    return {
+        "retried": True,
+        "workflow_instance_id": instance_id,
+        "workflow_run_id": run_id,
+        "step": step,
+        "deadline_at": deadline_at,
+        "deadline_change": change,
+        "warnings": _retry_warnings(c, run, deadline_at),
+    }
+
+
+def _set_aside_step_work(c: Ctx, run: Run) -> list[Run]:
+    """Set aside what of the run's current step is to start again (see `retry_run`); the runs
+    of its children that completed after the run closed, whose results are yet to merge."""
+    index = run.step_index
+    run_id = run.workflow_run_id
+    closed_at = run.closed_at
+    for activity in c.tx.step_activities(run_id, index):
+        if activity.status in UNSUCCESSFUL_ACTIVITY:
+            c.tx.update_activity(activity.activity_id, superseded=True)
+    for timer in c.tx.step_timers(run_id, index):
+        c.tx.update_timer(timer.timer_id, superseded=True)
+    c.tx.supersede_children(run_id, index)
+    completed_late = []
+    for child in c.tx.run_children(run_id):
+        if child.step_index != index or child.superseded:
+            continue
+        child_run = c.run(c.instance(child.child_instance_id).current_run_id)
+        if child.status in OPEN_RUN and child_run.cancel_requested:
+            c.tx.supersede_child(child.child_instance_id)
+        elif child.status == "completed" and closed_at is not None \
+                and child.closed_at > closed_at:
+            completed_late.append(child_run)
+    return completed_late
+
+
+def _retried_deadline(c: Ctx, previous: datetime | None, extend_deadline: float | None,
+                      clear_deadline: bool) -> tuple[datetime | None, str]:
+    """The retried run's deadline and how it changed from `previous`."""
+    if clear_deadline:
+        return None, "cleared"
+    if extend_deadline is not None:
+        return clock.after(c.now, extend_deadline), "extended"
+    return previous, "kept"
+
+
+def _retry_warnings(c: Ctx, run: Run, deadline_at: datetime | None) -> list[str]:
+    """What will end the retried run again at once, with no further command."""
     warnings = []
     if deadline_at is not None and deadline_at <= c.now:
         warnings.append(
@@ -266,12 +293,4 @@ def retry_run(c: Ctx, instance: Instance, run: Run, *, previous_status: str,
             f"its execution timeout expired at {clock.iso(execution_deadline_at)} and is never "
             "reset: it will time out again at its next workflow task; start a new instance instead"
         )
-    return {
-        "retried": True,
-        "workflow_instance_id": instance_id,
-        "workflow_run_id": run_id,
-        "step": step,
-        "deadline_at": deadline_at,
-        "deadline_change": change,
-        "warnings": warnings,
-    }
+    return warnings

@@ -195,10 +195,15 @@ def decide(c: Ctx, run: Run, task_id: int | None, worker_id: str, *, first: bool
     if run.status == "paused" or run.wait_kind == RETRY_WAIT:
         # Paused, or waiting out a retry policy's backoff: no step runs until it ends.
         return
+    _advance(c, run, fixed, task_id, worker_id, fresh=first)
+
+
+def _advance(c: Ctx, run: Run, fixed: Fixed, task_id: int | None, worker_id: str, *,
+             fresh: bool) -> None:
+    """Run the open run's steps from step_index until one waits or the run closes. `fresh`:
+    nothing of the step at step_index exists yet (it was reached in this loop, or this is the
+    run's first decision)."""
     wf = fixed.wf
-    # Whether nothing of the step at step_index exists yet: it was reached in this loop, or
-    # this is the run's first decision.
-    fresh = first
     while True:
         at_boundary = run.step_index >= len(wf.steps) or not run.step_started
         if at_boundary and deadline_passed(c, run):
@@ -250,49 +255,68 @@ def _begin_step(c: Ctx, run: Run, fixed: Fixed, wf: WorkflowType, step: Step,
     was reached in this decision, once every step before it ended, so it has no activity or
     child yet and no activity is open."""
     if step.kind in ("activity", "workflow", "parallel"):
-        branches = step.branches or (step,)
-        if fresh:
-            existing: set[int] = set()
-            missing = list(enumerate(branches))
-        else:
-            activities, children = _step_items(c, run, step)
-            existing = {a.branch_index for a in activities} | \
-                {ch.branch_index for ch in children}
-            missing = [(b, branch) for b, branch in enumerate(branches) if b not in existing]
-        limits = fixed.limits
-        wanted = len(missing) if step.kind == "activity" else \
-            sum(1 for _, branch in missing if branch.kind == "activity")
-        pending = wanted if fresh else \
-            c.tx.count_open_activities(run.workflow_run_id) + wanted
-        if limits.pending_activity_count and pending > limits.pending_activity_count:
-            _fail_structural(c, run, step, task_id, "pending_activity_count", pending,
-                             limits.pending_activity_count)
-            return CLOSED
-        depth = fixed.child_depth + 1
-        if limits.child_depth and depth > limits.child_depth \
-                and any(branch.kind == "workflow" for _, branch in missing):
-            # A type that starts itself (directly or not) stops here instead of recursing.
-            _fail_structural(c, run, step, task_id, "child_depth", depth, limits.child_depth)
-            return CLOSED
-        for branch_index, branch in missing:
-            if branch.kind == "activity":
-                schedule_activity(c, run, step, branch, branch_index)
-            else:
-                start_child(c, run, fixed, step, branch, branch_index)
-        if not existing:
-            return STARTED
-    elif step.kind == "delay":
+        return _begin_branches(c, run, fixed, step, task_id, fresh=fresh)
+    if step.kind == "delay":
         _schedule_timer(c, run, step, "delay", step.duration)
     elif step.kind == "wait_for_signal":
-        timeout_at = clock.after(c.now, step.timeout)
-        c.event(run, "SignalWaitOpened", signal=step.signal, step=step.name,
-                timeout_seconds=durations.whole_seconds(step.timeout), timeout_at=timeout_at)
-        if step.timeout is not None:
-            _schedule_timer(c, run, step, SIGNAL_TIMER, step.timeout)
+        _open_signal_wait(c, run, step)
     elif step.kind == "continue_as_new" and run.state.get(step.while_key):
         continue_as_new(c, run, c.instance(run.workflow_instance_id), wf, task_id)
         return CLOSED
     return OPEN
+
+
+def _begin_branches(c: Ctx, run: Run, fixed: Fixed, step: Step, task_id: int | None, *,
+                    fresh: bool) -> str:
+    """Start the branches of an activity, workflow or parallel step that have no activity or
+    child yet: STARTED when that is all of them, CLOSED when a structural limit ends the run."""
+    branches = step.branches or (step,)
+    if fresh:
+        existing: set[int] = set()
+        missing = list(enumerate(branches))
+    else:
+        activities, children = _step_items(c, run, step)
+        existing = {a.branch_index for a in activities} | \
+            {ch.branch_index for ch in children}
+        missing = [(b, branch) for b, branch in enumerate(branches) if b not in existing]
+    if _over_branch_limits(c, run, fixed, step, task_id, missing, fresh=fresh):
+        return CLOSED
+    for branch_index, branch in missing:
+        if branch.kind == "activity":
+            schedule_activity(c, run, step, branch, branch_index)
+        else:
+            start_child(c, run, fixed, step, branch, branch_index)
+    return OPEN if existing else STARTED
+
+
+def _over_branch_limits(c: Ctx, run: Run, fixed: Fixed, step: Step, task_id: int | None,
+                        missing: list[tuple[int, Step]], *, fresh: bool) -> bool:
+    """Whether starting the `missing` branches would pass a structural limit; the run is
+    failed when it would."""
+    limits = fixed.limits
+    wanted = len(missing) if step.kind == "activity" else \
+        sum(1 for _, branch in missing if branch.kind == "activity")
+    pending = wanted if fresh else \
+        c.tx.count_open_activities(run.workflow_run_id) + wanted
+    if limits.pending_activity_count and pending > limits.pending_activity_count:
+        _fail_structural(c, run, step, task_id, "pending_activity_count", pending,
+                         limits.pending_activity_count)
+        return True
+    depth = fixed.child_depth + 1
+    if limits.child_depth and depth > limits.child_depth \
+            and any(branch.kind == "workflow" for _, branch in missing):
+        # A type that starts itself (directly or not) stops here instead of recursing.
+        _fail_structural(c, run, step, task_id, "child_depth", depth, limits.child_depth)
+        return True
+    return False
+
+
+def _open_signal_wait(c: Ctx, run: Run, step: Step) -> None:
+    timeout_at = clock.after(c.now, step.timeout)
+    c.event(run, "SignalWaitOpened", signal=step.signal, step=step.name,
+            timeout_seconds=durations.whole_seconds(step.timeout), timeout_at=timeout_at)
+    if step.timeout is not None:
+        _schedule_timer(c, run, step, SIGNAL_TIMER, step.timeout)
 
 
 def _fail_structural(c: Ctx, run: Run, step: Step, task_id: int | None, kind: str,
@@ -416,24 +440,7 @@ def _check_branches(c: Ctx, run: Run, step: Step) -> str:
     activities, children = _step_items(c, run, step)
     for activity in activities:
         if activity.status in UNSUCCESSFUL_ACTIVITY:
-            failure = c.tx.activity_failure(activity.activity_id)
-            verb = {"failed": "failed", "timed_out": "timed out"}.get(activity.status,
-                                                                       "was cancelled")
-            fail_run(
-                c, run, category=failure.failure_category if failure else "activity",
-                step=activity.step,
-                # A timeout's record already reads "Activity fetch timed out: heartbeat".
-                message=failure.message if failure and activity.status == "timed_out"
-                else f"Activity {activity.step} {verb}: "
-                     f"{failure.message if failure else activity.status}",
-                activity_id=activity.activity_id,
-                propagation_kind=failure.propagation_kind if failure else "activity",
-                timeout_kind=failure.timeout_kind if failure else None,
-                exception_class=failure.exception_class if failure else None,
-                deadline_at=failure.deadline_at if failure else None,
-                # e.g. a structural limit's limit_kind, value and limit
-                details=failure.details if failure else None,
-            )
+            _fail_for_activity(c, run, activity)
             return CLOSED
     for child in children:
         if child.status in UNSUCCESSFUL_RUN:
@@ -452,6 +459,28 @@ def _step_items(c: Ctx, run: Run, step: Step) -> tuple[list[Activity], list[Chil
     activities = c.tx.step_activities(run_id, index) if "activity" in kinds else []
     children = c.tx.step_children(run_id, index) if "workflow" in kinds else []
     return activities, children
+
+
+def _fail_for_activity(c: Ctx, run: Run, activity: Activity) -> None:
+    failure = c.tx.activity_failure(activity.activity_id)
+    verb = {"failed": "failed", "timed_out": "timed out"}.get(activity.status, "was cancelled")
+    if failure is None:
+        fail_run(c, run, category="activity", step=activity.step,
+                 message=f"Activity {activity.step} {verb}: {activity.status}",
+                 activity_id=activity.activity_id, propagation_kind="activity",
+                 timeout_kind=None, exception_class=None, deadline_at=None, details=None)
+        return
+    fail_run(
+        c, run, category=failure.failure_category, step=activity.step,
+        # A timeout's record already reads "Activity fetch timed out: heartbeat".
+        message=failure.message if activity.status == "timed_out"
+        else f"Activity {activity.step} {verb}: {failure.message}",
+        activity_id=activity.activity_id, propagation_kind=failure.propagation_kind,
+        timeout_kind=failure.timeout_kind, exception_class=failure.exception_class,
+        deadline_at=failure.deadline_at,
+        # e.g. a structural limit's limit_kind, value and limit
+        details=failure.details,
+    )
 
 
 def _fail_for_child(c: Ctx, run: Run, child: Child) -> None:
