@@ -155,14 +155,8 @@ class Fitted:
         """Each row as a card: the key cells on one line, the others under it."""
         keys = [n for n, column in enumerate(self.columns) if column.card == KEY]
         room = [n for n, column in enumerate(self.columns) if column.card == KEY_IF_ROOM]
-        header = [Text(column.header, style="" if self.plain else "bold")
-                  for column in self.columns] if self.show_header else []
-        key_rows = [[cell.text() if isinstance(cell, Flow) else cell.copy() for cell in row]
-                    for row in self.rows]
-        widths = {n: max([self.columns[n].min_width,
-                          *(cell_len(line) for row in [header, *key_rows] if row
-                            for line in row[n].plain.splitlines())])
-                  for n in keys + room}
+        header, key_rows = self._key_texts()
+        widths = self._key_widths(keys + room, [header, *key_rows])
 
         def line_width(shown: list[int]) -> int:
             return sum(widths[n] for n in shown) + 2 * (len(shown) - 1)
@@ -174,27 +168,50 @@ class Fitted:
         pad = line_width(keys) <= width
         if header and pad:
             yield self._key_line(header, keys, widths)
-        label_style = "" if self.plain else "dim"
-        # The names of the other cells line up from card to card.
-        label_width = max((cell_len(column.header) for n, column in enumerate(self.columns)
-                           if column.labelled and n not in keys + room), default=0)
+        label_width = self._label_width(keys + room)
         for row, key_row in zip(self.rows, key_rows, strict=True):
             yield self._key_line(key_row, keys, widths if pad else None)
-            labelled = Table.grid(padding=(0, 2, 0, 0))
-            labelled.add_column(no_wrap=True, style=label_style, min_width=label_width)
-            labelled.add_column(overflow="fold")
-            unlabelled: list[RenderableType] = []
-            for n, column in enumerate(self.columns):
-                cell = row[n]
-                if n in keys or cell.plain.strip() in ("", "-"):
-                    continue
-                if column.labelled and n not in room:
-                    labelled.add_row(column.header, cell)
-                else:
-                    unlabelled.append(cell)
-            below = [*unlabelled, labelled] if labelled.row_count else unlabelled
+            below = self._below_key_line(row, keys, room, label_width)
             if below:
                 yield Padding(Group(*below), (0, 0, 0, 2))
+
+    def _key_texts(self) -> tuple[list[Text], list[list[Text]]]:
+        """The header's cells (none without a header) and each row's, as texts for key lines."""
+        header = [Text(column.header, style="" if self.plain else "bold")
+                  for column in self.columns] if self.show_header else []
+        return header, [[cell.text() if isinstance(cell, Flow) else cell.copy() for cell in row]
+                        for row in self.rows]
+
+    def _label_width(self, on_key_line: list[int]) -> int:
+        """The width of the names of the cells under the key line, which line up from card to
+        card."""
+        return max((cell_len(column.header) for n, column in enumerate(self.columns)
+                    if column.labelled and n not in on_key_line), default=0)
+
+    def _key_widths(self, shown: list[int], rows: list[list[Text]]) -> dict[int, int]:
+        """The widest line of each `shown` column's cells in `rows` (an empty row is no header)."""
+        return {n: max([self.columns[n].min_width,
+                        *(cell_len(line) for row in rows if row
+                          for line in row[n].plain.splitlines())])
+                for n in shown}
+
+    def _below_key_line(self, row: tuple[Text | Flow, ...], keys: list[int], room: list[int],
+                        label_width: int) -> list[RenderableType]:
+        """A card's cells under its key line: the unlabelled ones, then the others after their
+        column's name; an empty or '-' cell is left out."""
+        labelled = Table.grid(padding=(0, 2, 0, 0))
+        labelled.add_column(no_wrap=True, style="" if self.plain else "dim", min_width=label_width)
+        labelled.add_column(overflow="fold")
+        unlabelled: list[RenderableType] = []
+        for n, column in enumerate(self.columns):
+            cell = row[n]
+            if n in keys or cell.plain.strip() in ("", "-"):
+                continue
+            if column.labelled and n not in room:
+                labelled.add_row(column.header, cell)
+            else:
+                unlabelled.append(cell)
+        return [*unlabelled, labelled] if labelled.row_count else unlabelled
 
     @staticmethod
     def _key_line(cells: list[Text], keys: list[int], widths: dict[int, int] | None) -> Text:

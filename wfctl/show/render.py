@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -521,93 +522,159 @@ _STOPS = {"WorkflowCancelRequested": "Cancel requested", "WorkflowCancelled": "W
 
 def event_line(event: dict[str, Any]) -> str:
     """One line on what an event means, naming the timeout kind where there is one."""
-    kind, a = event["event_type"], event["attributes"]
-    step = a.get("step")
-    if kind == "ActivityTimedOut":
-        line = f"Activity {step} timed out: {a['timeout_kind']}"
-        if a["timeout_kind"] == "heartbeat":
-            if a.get("last_heartbeat_at"):
-                gap = event["at"] - a["last_heartbeat_at"]
-                line += f" (last heartbeat {span(gap.total_seconds())} ago)"
-            else:
-                line += " (no heartbeat recorded)"
-        line += f"; attempt {a['attempt']}, deadline {clock.iso(a['deadline_at'])}"
-        if a.get("last_heartbeat_details") is not None:
-            line += f", last details {_json(a['last_heartbeat_details'], 60)}"
-        return line
-    if kind == "ActivityRetryScheduled":
-        failure = a.get("failure") or {}
-        why = f"timed out: {a['timeout_kind']}" if a.get("timeout_kind") else \
-            f"{a['reason']}: {failure.get('exception_class')}" + _at(failure.get("traceback"))
-        return (f"Activity {step} attempt {a['attempt']} {why}; attempt {a['next_attempt']} of "
-                f"{a['max_attempts']} at {clock.iso(a['retry_available_at'])} "
-                f"(backoff {durations.format(a['backoff_seconds'])})")
-    if kind == "ActivityFailed":
-        return f"Activity {step} failed: {a['exception_class']}: {a['message']}" + \
-            ("" if a.get("retryable", True) else " (not retryable)") + _at(a.get("traceback"))
-    if kind == "ActivityScheduled":
-        return (f"Activity {step} ({a['handler']}) scheduled on queue {a.get('queue')}, "
-                f"attempt {a['attempt']} of {a['max_attempts']}" + _deadlines(a))
-    if kind == "ActivityStarted":
-        return f"Activity {step} attempt {a['attempt']} started by {a['worker_id']}" + \
-            _deadlines(a)
-    if kind == "ActivityCompleted":
-        return f"Activity {step} completed (attempt {a['attempt']}): {_json(a.get('result'), 80)}"
-    if kind == "ActivityCancelled":
-        return f"Activity {step} attempt {a['attempt']} cancelled: {a.get('reason')}"
-    if kind == "WorkflowStarted":
-        limits = [f"{label} {durations.format(a[seconds])} (until {clock.iso(a[at])})"
-                  for label, seconds, at in (
-                      ("execution timeout", "execution_timeout_seconds", "execution_deadline_at"),
-                      ("run timeout", "run_timeout_seconds", "run_deadline_at"),
-                      ("deadline", "deadline_seconds", "deadline_at"))
-                  if a.get(seconds) is not None]
-        return (f"{a.get('workflow_type')} run {a.get('run_number')} started"
-                + (f"; {', '.join(limits)}" if limits else "; no workflow timeouts"))
-    if kind == "WorkflowTimedOut":
-        return f"Workflow timed out: {a['timeout_kind']} (deadline {clock.iso(a['deadline_at'])})"
-    if kind == "WorkflowTaskTimedOut":
-        return (f"Workflow task timed out: {a['timeout_kind']} "
-                f"(deadline {clock.iso(a.get('deadline_at'))}, "
-                f"scheduled #{a['scheduled_event_id']}, started #{a['started_event_id']})")
-    if kind == "WorkflowDeadlineExceeded":
-        error = a.get("handler_error")
-        handler = f"; {a['handler']} raised {error['exception_class']}: {error['message']}" \
-            if error else (f"; {a['handler']} ran" if a.get("handler") else "")
-        if a.get("handler_already_ran"):
-            handler = f"; {a['handler']} not run again (it ran for this deadline)"
-        return f"Deadline exceeded (deadline {clock.iso(a['deadline_at'])}){handler}"
-    if kind == "WorkflowFailed":
-        timeout = f" [{a['timeout_kind']}]" if a.get("timeout_kind") else ""
-        return f"Workflow failed ({a['failure_category']}{timeout}): {a['message']}"
-    if kind == "ChildWorkflowTimedOut":
-        return f"Child {a['child_instance_id']} timed out: {a.get('timeout_kind')}"
-    if kind in _STOPS:
-        reason = a.get("cancel_reason" if kind == "WorkflowCancelled" else "reason")
-        return _STOPS[kind] + (f": {reason}" if reason else " (no reason given)")
-    if kind == "WorkflowRetryScheduled":
-        return (f"Retry policy: attempt {a['attempt']} of {a['max_attempts']} at "
-                f"{clock.iso(a['next_attempt_at'])} (backoff {durations.format(a['delay_seconds'])}), "
-                f"after {_RETRY_CAUSES.get(a['cause'], a['cause']).format(step=step)}")
-    if kind == "WorkflowRetried":
-        by = "by its retry policy" if a.get("retried_by") == "retry_policy" else "by wfctl retry"
-        attempt = f", attempt {a['attempt']} of {a['max_attempts']}" if a.get("attempt") else ""
-        if a.get("retried_by") == "command" and a.get("attempt"):
-            attempt += " (a new series)"
-        return (f"Retried {by} from step {step}{attempt}; deadline {a.get('deadline_change')}"
-                + (f" ({clock.iso(a['deadline_at'])})" if a.get("deadline_at") else "")
-                + (f"; run deadline {clock.iso(a['run_deadline_at'])}" if a.get("run_deadline_at")
-                   else "")
-                + (f"; reason: {a['reason']}" if a.get("reason") else ""))
-    if kind == "TimerCancelled" and a.get("kind") == RETRY_TIMER:
-        return f"Retry backoff cancelled ({a.get('reason')}): the attempt due at " \
-               f"{clock.iso(a['fire_at'])} " \
-               "will not run"
-    if kind == "TimerScheduled":
-        return f"Timer {step} ({a['kind']}) fires at {clock.iso(a['fire_at'])}"
-    if kind == "TimerFired":
-        return f"Timer {step} ({a['kind']}) fired"
-    return _generic(a)
+    line = _EVENT_LINES.get(event["event_type"])
+    return line(event["attributes"], event) if line else _generic(event["attributes"])
+
+
+def _activity_timed_out(a: dict[str, Any], event: dict[str, Any]) -> str:
+    line = f"Activity {a.get('step')} timed out: {a['timeout_kind']}"
+    if a["timeout_kind"] == "heartbeat":
+        if a.get("last_heartbeat_at"):
+            gap = event["at"] - a["last_heartbeat_at"]
+            line += f" (last heartbeat {span(gap.total_seconds())} ago)"
+        else:
+            line += " (no heartbeat recorded)"
+    line += f"; attempt {a['attempt']}, deadline {clock.iso(a['deadline_at'])}"
+    if a.get("last_heartbeat_details") is not None:
+        line += f", last details {_json(a['last_heartbeat_details'], 60)}"
+    return line
+
+
+def _activity_retry_scheduled(a: dict[str, Any], event: dict[str, Any]) -> str:
+    failure = a.get("failure") or {}
+    why = f"timed out: {a['timeout_kind']}" if a.get("timeout_kind") else \
+        f"{a['reason']}: {failure.get('exception_class')}" + _at(failure.get("traceback"))
+    return (f"Activity {a.get('step')} attempt {a['attempt']} {why}; attempt {a['next_attempt']} of "
+            f"{a['max_attempts']} at {clock.iso(a['retry_available_at'])} "
+            f"(backoff {durations.format(a['backoff_seconds'])})")
+
+
+def _activity_failed(a: dict[str, Any], event: dict[str, Any]) -> str:
+    return f"Activity {a.get('step')} failed: {a['exception_class']}: {a['message']}" + \
+        ("" if a.get("retryable", True) else " (not retryable)") + _at(a.get("traceback"))
+
+
+def _activity_scheduled(a: dict[str, Any], event: dict[str, Any]) -> str:
+    return (f"Activity {a.get('step')} ({a['handler']}) scheduled on queue {a.get('queue')}, "
+            f"attempt {a['attempt']} of {a['max_attempts']}" + _deadlines(a))
+
+
+def _activity_started(a: dict[str, Any], event: dict[str, Any]) -> str:
+    return f"Activity {a.get('step')} attempt {a['attempt']} started by {a['worker_id']}" + \
+        _deadlines(a)
+
+
+def _activity_completed(a: dict[str, Any], event: dict[str, Any]) -> str:
+    return f"Activity {a.get('step')} completed (attempt {a['attempt']}): {_json(a.get('result'), 80)}"
+
+
+def _activity_cancelled(a: dict[str, Any], event: dict[str, Any]) -> str:
+    return f"Activity {a.get('step')} attempt {a['attempt']} cancelled: {a.get('reason')}"
+
+
+def _workflow_started(a: dict[str, Any], event: dict[str, Any]) -> str:
+    limits = [f"{label} {durations.format(a[seconds])} (until {clock.iso(a[at])})"
+              for label, seconds, at in (
+                  ("execution timeout", "execution_timeout_seconds", "execution_deadline_at"),
+                  ("run timeout", "run_timeout_seconds", "run_deadline_at"),
+                  ("deadline", "deadline_seconds", "deadline_at"))
+              if a.get(seconds) is not None]
+    return (f"{a.get('workflow_type')} run {a.get('run_number')} started"
+            + (f"; {', '.join(limits)}" if limits else "; no workflow timeouts"))
+
+
+def _workflow_timed_out(a: dict[str, Any], event: dict[str, Any]) -> str:
+    return f"Workflow timed out: {a['timeout_kind']} (deadline {clock.iso(a['deadline_at'])})"
+
+
+def _workflow_task_timed_out(a: dict[str, Any], event: dict[str, Any]) -> str:
+    return (f"Workflow task timed out: {a['timeout_kind']} "
+            f"(deadline {clock.iso(a.get('deadline_at'))}, "
+            f"scheduled #{a['scheduled_event_id']}, started #{a['started_event_id']})")
+
+
+def _workflow_deadline_exceeded(a: dict[str, Any], event: dict[str, Any]) -> str:
+    error = a.get("handler_error")
+    handler = f"; {a['handler']} raised {error['exception_class']}: {error['message']}" \
+        if error else (f"; {a['handler']} ran" if a.get("handler") else "")
+    if a.get("handler_already_ran"):
+        handler = f"; {a['handler']} not run again (it ran for this deadline)"
+    return f"Deadline exceeded (deadline {clock.iso(a['deadline_at'])}){handler}"
+
+
+def _workflow_failed(a: dict[str, Any], event: dict[str, Any]) -> str:
+    timeout = f" [{a['timeout_kind']}]" if a.get("timeout_kind") else ""
+    return f"Workflow failed ({a['failure_category']}{timeout}): {a['message']}"
+
+
+def _child_workflow_timed_out(a: dict[str, Any], event: dict[str, Any]) -> str:
+    return f"Child {a['child_instance_id']} timed out: {a.get('timeout_kind')}"
+
+
+def _stop(a: dict[str, Any], event: dict[str, Any]) -> str:
+    kind = event["event_type"]
+    reason = a.get("cancel_reason" if kind == "WorkflowCancelled" else "reason")
+    return _STOPS[kind] + (f": {reason}" if reason else " (no reason given)")
+
+
+def _workflow_retry_scheduled(a: dict[str, Any], event: dict[str, Any]) -> str:
+    return (f"Retry policy: attempt {a['attempt']} of {a['max_attempts']} at "
+            f"{clock.iso(a['next_attempt_at'])} (backoff {durations.format(a['delay_seconds'])}), "
+            f"after {_RETRY_CAUSES.get(a['cause'], a['cause']).format(step=a.get('step'))}")
+
+
+def _workflow_retried(a: dict[str, Any], event: dict[str, Any]) -> str:
+    by = "by its retry policy" if a.get("retried_by") == "retry_policy" else "by wfctl retry"
+    attempt = f", attempt {a['attempt']} of {a['max_attempts']}" if a.get("attempt") else ""
+    if a.get("retried_by") == "command" and a.get("attempt"):
+        attempt += " (a new series)"
+    return (f"Retried {by} from step {a.get('step')}{attempt}; deadline {a.get('deadline_change')}"
+            + (f" ({clock.iso(a['deadline_at'])})" if a.get("deadline_at") else "")
+            + (f"; run deadline {clock.iso(a['run_deadline_at'])}" if a.get("run_deadline_at")
+               else "")
+            + (f"; reason: {a['reason']}" if a.get("reason") else ""))
+
+
+def _timer_cancelled(a: dict[str, Any], event: dict[str, Any]) -> str:
+    # Only a retry's backoff timer has a line of its own: the attempt it held will not run.
+    if a.get("kind") != RETRY_TIMER:
+        return _generic(a)
+    return f"Retry backoff cancelled ({a.get('reason')}): the attempt due at " \
+           f"{clock.iso(a['fire_at'])} " \
+           "will not run"
+
+
+def _timer_scheduled(a: dict[str, Any], event: dict[str, Any]) -> str:
+    return f"Timer {a.get('step')} ({a['kind']}) fires at {clock.iso(a['fire_at'])}"
+
+
+def _timer_fired(a: dict[str, Any], event: dict[str, Any]) -> str:
+    return f"Timer {a.get('step')} ({a['kind']}) fired"
+
+
+# The line for each kind of event that has one of its own (from its attributes and the event,
+# for its time); any other event is shown by its attributes.
+_EVENT_LINES: dict[str, Callable[[dict[str, Any], dict[str, Any]], str]] = {
+    "ActivityTimedOut": _activity_timed_out,
+    "ActivityRetryScheduled": _activity_retry_scheduled,
+    "ActivityFailed": _activity_failed,
+    "ActivityScheduled": _activity_scheduled,
+    "ActivityStarted": _activity_started,
+    "ActivityCompleted": _activity_completed,
+    "ActivityCancelled": _activity_cancelled,
+    "WorkflowStarted": _workflow_started,
+    "WorkflowTimedOut": _workflow_timed_out,
+    "WorkflowTaskTimedOut": _workflow_task_timed_out,
+    "WorkflowDeadlineExceeded": _workflow_deadline_exceeded,
+    "WorkflowFailed": _workflow_failed,
+    "ChildWorkflowTimedOut": _child_workflow_timed_out,
+    **dict.fromkeys(_STOPS, _stop),
+    "WorkflowRetryScheduled": _workflow_retry_scheduled,
+    "WorkflowRetried": _workflow_retried,
+    "TimerCancelled": _timer_cancelled,
+    "TimerScheduled": _timer_scheduled,
+    "TimerFired": _timer_fired,
+}
 
 
 # What a retry answers, as WorkflowRetryScheduled's line names it.

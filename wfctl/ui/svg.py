@@ -126,7 +126,24 @@ def _chart(doc: dict[str, Any], run: Run, now: datetime) -> Chart:
         f'<svg class="timeline" width="100%" height="{height}" overflow="visible" role="img" '
         f'aria-label="timeline of run {run.number}" xmlns="http://www.w3.org/2000/svg">',
         _PATTERNS,
+        *_lane_names(run),
+        *_ticks(axis, height),
     ]
+    used: dict[str, Key] = {}
+    kinds: set[str] = set()
+    for index, lane in enumerate(run.lanes):
+        parts += _lane(lane, TOP + index * LANE, axis, run, now, used, kinds)
+    parts += _markers(markers, axis, run, now, height)
+    parts.append("</svg>")
+    keys = [used[CLASSES[glyph]] for glyph in timeline.GLYPHS if CLASSES[glyph] in used]
+    status = doc["run"]["status"] if doc["run"]["run_number"] == run.number else run.status
+    return Chart(run.number, status, clock.iso(run.started_at) or "", Markup("".join(parts)),
+                 _notes(markers, marks, run, now), keys,
+                 [timeline.LANE_DEADLINES[kind] for kind in timeline.LANE_DEADLINES if kind in kinds])
+
+
+def _lane_names(run: Run) -> list[str]:
+    parts = []
     for index, lane in enumerate(run.lanes):
         # Cut to the margin of a wide page, and of a phone (the stylesheet shows one).
         y = TOP + index * LANE
@@ -134,28 +151,42 @@ def _chart(doc: dict[str, Any], run: Run, now: datetime) -> Chart:
                      f'<title>{escape(lane.name)}</title>{escape(_cut(lane.name))}</text>'
                      f'<text class="lane-name short" x="0" y="{y + BAR - 2}">'
                      f'<title>{escape(lane.name)}</title>{escape(_cut(lane.name, 11))}</text>')
+    return parts
+
+
+def _ticks(axis: _Axis, height: int) -> list[str]:
+    parts = []
     for x, label, major in axis.ticks():
         minor = "" if major else " minor"
         parts.append(f'<line class="tick" x1="{x}" x2="{x}" y1="18" y2="{height - 6}"/>'
                      f'<text class="tick-label{minor}" x="{x}" y="13">{escape(label)}</text>')
-    used: dict[str, Key] = {}
-    kinds: set[str] = set()
-    for index, lane in enumerate(run.lanes):
-        y = TOP + index * LANE
-        for segment in lane.segments:
-            parts.append(_bar(segment, y, axis, run, now))
-            css = CLASSES[segment.glyph]
-            used.setdefault(css, Key(segment.glyph.char, css, segment.glyph.meaning))
-        ahead = 0
-        for mark in sorted(lane.marks, key=lambda m: (m.hit, m.at)):
-            if axis.covers(mark.at):
-                parts.append(_mark(mark, y, axis, run, now))
-                kinds.add(mark.kind)
-            elif mark.open and mark.at > axis.end:
-                # As the terminal notes it at the edge: its letter past the lane's end.
-                parts.append(_mark_beyond(mark, y, run, now, ahead))
-                kinds.add(mark.kind)
-                ahead += 1
+    return parts
+
+
+def _lane(lane: timeline.Lane, y: int, axis: _Axis, run: Run, now: datetime,
+          used: dict[str, Key], kinds: set[str]) -> list[str]:
+    """A lane's bars and deadline marks; the legend's keys of its bars go into `used`, the
+    kinds of deadline it shows into `kinds`."""
+    parts = []
+    for segment in lane.segments:
+        parts.append(_bar(segment, y, axis, run, now))
+        css = CLASSES[segment.glyph]
+        used.setdefault(css, Key(segment.glyph.char, css, segment.glyph.meaning))
+    ahead = 0
+    for mark in sorted(lane.marks, key=lambda m: (m.hit, m.at)):
+        if axis.covers(mark.at):
+            parts.append(_mark(mark, y, axis, run, now))
+            kinds.add(mark.kind)
+        elif mark.open and mark.at > axis.end:
+            # As the terminal notes it at the edge: its letter past the lane's end.
+            parts.append(_mark_beyond(mark, y, run, now, ahead))
+            kinds.add(mark.kind)
+            ahead += 1
+    return parts
+
+
+def _markers(markers: list[Marker], axis: _Axis, run: Run, now: datetime, height: int) -> list[str]:
+    parts = []
     beyond = 0
     for marker in sorted(markers, key=lambda m: m.at):
         if axis.covers(marker.at):
@@ -165,19 +196,18 @@ def _chart(doc: dict[str, Any], run: Run, now: datetime) -> Chart:
             # another, with an arrow that says which way it lies.
             parts.append(_beyond(marker, run, now, 30 + 12 * beyond))
             beyond += 1
-    parts.append("</svg>")
+    return parts
+
+
+def _notes(markers: list[Marker], marks: list[Mark], run: Run, now: datetime) -> list[Note]:
+    """The legend's deadlines: the run's, then the steps' hit or still open, in time order."""
     notes = [Note(m.letter, m.label, clock.iso(m.at) or "",
                   m.hit or ("" if m.letter == "N" else timeline.when(m.at, run, now)),
                   _marker_class(m)) for m in markers]
-    notes += [Note(m.letter, m.label, clock.iso(m.at) or "",
-                   _hit_text(m) if m.hit else timeline.when(m.at, run, now),
-                   "hit" if m.hit else "open")
-              for m in sorted((m for m in marks if m.hit or m.open), key=lambda m: m.at)]
-    keys = [used[CLASSES[glyph]] for glyph in timeline.GLYPHS if CLASSES[glyph] in used]
-    status = doc["run"]["status"] if doc["run"]["run_number"] == run.number else run.status
-    return Chart(run.number, status, clock.iso(run.started_at) or "", Markup("".join(parts)),
-                 notes, keys, [timeline.LANE_DEADLINES[kind] for kind in timeline.LANE_DEADLINES
-                               if kind in kinds])
+    return notes + [Note(m.letter, m.label, clock.iso(m.at) or "",
+                         _hit_text(m) if m.hit else timeline.when(m.at, run, now),
+                         "hit" if m.hit else "open")
+                    for m in sorted((m for m in marks if m.hit or m.open), key=lambda m: m.at)]
 
 
 def _cut(name: str, room: int = 22) -> str:
