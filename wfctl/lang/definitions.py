@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import yaml
 
@@ -782,6 +782,14 @@ class _Parser:
         return replace(self._step(node, defaults, kinds), path=node.path)
 
     def _step(self, node: _Node, defaults: ActivityOptions, kinds: tuple[str, ...]) -> Step:
+        kind = self._step_kind(node, kinds)
+        allowed = _STEP_KEYS[kind]
+        keys = node.mapping(allowed, f"{kind} step settings")
+        name = self.recover(keys["name"].text, None) if "name" in keys else None
+        return self._STEP_PARSERS[kind](self, node, keys, name, defaults)
+
+    def _step_kind(self, node: _Node, kinds: tuple[str, ...]) -> str:
+        """The one step kind a step's mapping names, among `kinds`."""
         if not node.is_mapping():
             raise node.fail(f"expected a step: a mapping with one of {', '.join(kinds)}")
         written = [(self.construct(node, k), k) for k, _ in node.node.value]
@@ -796,46 +804,67 @@ class _Parser:
         if len(present) != 1 or present[0] not in kinds:
             found = ", ".join(present) if present else "none"
             raise node.fail(f"expected exactly one of {', '.join(kinds)} (found {found})")
-        kind = present[0]
-        allowed = _STEP_KEYS[kind]
-        keys = node.mapping(allowed, f"{kind} step settings")
-        main = keys[kind]
-        name = self.recover(keys["name"].text, None) if "name" in keys else None
-        if kind == "activity":
-            handler = self.recover(lambda: main.text(HANDLER, "a handler as 'module:function'"),
-                                   None)
-            options = self.activity_options(node, defaults, allowed=allowed)
-            return Step(kind, name or (handler or ":activity").split(":")[1], node.line,
-                        handler=handler, options=options)
-        if kind == "delay":
-            return Step(kind, name or f"delay {durations.format(main.interval())}", node.line,
-                        duration=main.interval())
-        if kind == "wait_for_signal":
-            signal = self.recover(lambda: main.text(expected="a signal name"), None)
-            timeout = self.recover(keys["timeout"].timeout, None) if "timeout" in keys else None
-            return Step(kind, name or signal or "wait_for_signal", node.line, signal=signal,
-                        timeout=timeout)
-        if kind == "parallel":
-            items = main.sequence("branches")
-            if not items:
-                raise main.fail("expected at least one branch")
-            branches = tuple(
-                branch for branch in (
-                    self.recover(lambda item=item: self.step(item, defaults, BRANCH_KINDS), None)
-                    for item in items)
-                if branch is not None)
-            return Step(kind, name or "parallel", node.line, branches=branches)
-        if kind == "workflow":
-            child = main.text(TYPE_NAME, "a workflow type name")
-            if child not in self.type_names:
-                raise main.fail(f"unknown workflow type {child!r} "
-                                f"(defined: {', '.join(sorted(self.type_names))})")
-            return Step(kind, name or child, node.line, workflow_type=child)
+        return present[0]
+
+    def _activity_step(self, node: _Node, keys: dict[str, _Node], name: str | None,
+                       defaults: ActivityOptions) -> Step:
+        handler = self.recover(
+            lambda: keys["activity"].text(HANDLER, "a handler as 'module:function'"), None)
+        options = self.activity_options(node, defaults, allowed=_STEP_KEYS["activity"])
+        return Step("activity", name or (handler or ":activity").split(":")[1], node.line,
+                    handler=handler, options=options)
+
+    def _delay_step(self, node: _Node, keys: dict[str, _Node], name: str | None,
+                    defaults: ActivityOptions) -> Step:
+        duration = keys["delay"].interval()
+        return Step("delay", name or f"delay {durations.format(duration)}", node.line,
+                    duration=duration)
+
+    def _signal_step(self, node: _Node, keys: dict[str, _Node], name: str | None,
+                     defaults: ActivityOptions) -> Step:
+        signal = self.recover(lambda: keys["wait_for_signal"].text(expected="a signal name"),
+                              None)
+        timeout = self.recover(keys["timeout"].timeout, None) if "timeout" in keys else None
+        return Step("wait_for_signal", name or signal or "wait_for_signal", node.line,
+                    signal=signal, timeout=timeout)
+
+    def _parallel_step(self, node: _Node, keys: dict[str, _Node], name: str | None,
+                       defaults: ActivityOptions) -> Step:
+        main = keys["parallel"]
+        items = main.sequence("branches")
+        if not items:
+            raise main.fail("expected at least one branch")
+        branches = tuple(
+            branch for branch in (
+                self.recover(lambda item=item: self.step(item, defaults, BRANCH_KINDS), None)
+                for item in items)
+            if branch is not None)
+        return Step("parallel", name or "parallel", node.line, branches=branches)
+
+    def _workflow_step(self, node: _Node, keys: dict[str, _Node], name: str | None,
+                       defaults: ActivityOptions) -> Step:
+        main = keys["workflow"]
+        child = main.text(TYPE_NAME, "a workflow type name")
+        if child not in self.type_names:
+            raise main.fail(f"unknown workflow type {child!r} "
+                            f"(defined: {', '.join(sorted(self.type_names))})")
+        return Step("workflow", name or child, node.line, workflow_type=child)
+
+    def _continue_step(self, node: _Node, keys: dict[str, _Node], name: str | None,
+                       defaults: ActivityOptions) -> Step:
+        main = keys["continue_as_new"]
         cont = main.mapping(("while",), "continue_as_new settings")
         if "while" not in cont:
             raise main.fail("while: missing (expected the state key that keeps the loop going)")
-        return Step(kind, name or "continue_as_new", node.line,
+        return Step("continue_as_new", name or "continue_as_new", node.line,
                     while_key=cont["while"].text(expected="a state key"))
+
+    # How each step kind is read, after its keys were checked.
+    _STEP_PARSERS: ClassVar[dict[str, Callable[..., Step]]] = {
+        "activity": _activity_step, "delay": _delay_step, "wait_for_signal": _signal_step,
+        "parallel": _parallel_step, "workflow": _workflow_step,
+        "continue_as_new": _continue_step,
+    }
 
     def activity_options(
         self, node: _Node, base: ActivityOptions, allowed: tuple[str, ...]
