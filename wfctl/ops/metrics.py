@@ -106,74 +106,94 @@ class StoreCollector(Collector):
                        if w.kind == "worker" and w.lease_expires_at > now]
             schedules = tx.schedules()
 
-        family = GaugeMetricFamily("wfctl_instances", "Workflow instances by type and status.",
-                                   labels=["workflow_type", "status"])
-        for row in instances:
-            family.add_metric([row["workflow_type"], row["status"]], row["count"])
-        yield family
-
         served = {queue for w in workers for queue in w.queues.split(",") if queue}
         queues = sorted(served | {row["queue"] for row in open_activities})
-        counts = {(row["queue"], row["status"]): row["count"] for row in open_activities}
-        family = GaugeMetricFamily(
-            "wfctl_open_activities", "Activities not closed yet, by queue and status.",
-            labels=["queue", "status"])
-        for queue in queues:
-            for status in OPEN_ACTIVITY:
-                family.add_metric([queue, status], counts.get((queue, status), 0))
-        yield family
-
-        by_queue = {row["queue"]: row for row in ready}
-        tasks = GaugeMetricFamily(
-            "wfctl_ready_tasks", "Tasks a worker may claim now: activities by queue, and "
-            "workflow tasks (which have no queue).", labels=["task", "queue"])
-        ages = GaugeMetricFamily(
-            "wfctl_oldest_ready_task_age_seconds", "How long the oldest ready task has been "
-            "ready (0 when none is).", labels=["task", "queue"])
-        for task, queue, row in (*(("activity", q, by_queue.get(q)) for q in queues),
-                                 ("workflow", "", ready_workflow)):
-            count = row["count"] if row else 0
-            tasks.add_metric([task, queue], count)
-            oldest = row["oldest"] if count else None
-            ages.add_metric([task, queue],
-                            max(0.0, (now - oldest).total_seconds()) if oldest else 0.0)
-        yield tasks
-        yield ages
-
-        by_kind = dict.fromkeys(COUNTED_TIMEOUT_KINDS, 0)
-        expiries = 0
-        for row in timeouts:
-            if row["event_type"] == "WorkflowDeadlineExceeded":
-                expiries += row["count"]
-            kind = _timeout_kind(row)
-            if kind is not None:
-                by_kind[kind] = by_kind.get(kind, 0) + row["count"]
-        family = CounterMetricFamily("wfctl_timeouts", "Timeouts recorded in history, by kind; "
-                                     "retried activity attempts included.", labels=["kind"])
-        for kind, count in by_kind.items():
-            family.add_metric([kind], count)
-        yield family
-        yield CounterMetricFamily("wfctl_deadline_expiries", "Workflow deadlines (must complete "
-                                  "within) that expired, from history.", value=expiries)
-
-        family = GaugeMetricFamily(
-            "wfctl_next_deadline_seconds", "Seconds from now to the earliest pending deadline "
-            "of each kind; negative once passed and not yet enforced.", labels=["kind"])
-        for kind in DEADLINE_KINDS:
-            due = deadlines[kind]
-            if due is not None:
-                family.add_metric([kind], (due - now).total_seconds())
-        yield family
-
-        yield GaugeMetricFamily("wfctl_live_workers", "Workers whose liveness lease holds.",
-                                value=len(workers))
-        family = GaugeMetricFamily(
-            "wfctl_queue_live_workers", "Live workers serving each queue that one serves or "
-            "an open activity waits on.", labels=["queue"])
-        for queue in queues:
-            family.add_metric([queue], sum(queue in w.queues.split(",") for w in workers))
-        yield family
+        yield _instance_metric(instances)
+        yield _open_activity_metric(open_activities, queues)
+        yield from _ready_metrics(ready, ready_workflow, queues, now)
+        yield from _timeout_metrics(timeouts)
+        yield _next_deadline_metric(deadlines, now)
+        yield from _worker_metrics(workers, queues)
         yield from _schedule_metrics(schedules)
+
+
+def _instance_metric(instances: list[dict[str, Any]]) -> Metric:
+    family = GaugeMetricFamily("wfctl_instances", "Workflow instances by type and status.",
+                               labels=["workflow_type", "status"])
+    for row in instances:
+        family.add_metric([row["workflow_type"], row["status"]], row["count"])
+    return family
+
+
+def _open_activity_metric(open_activities: list[dict[str, Any]], queues: list[str]) -> Metric:
+    counts = {(row["queue"], row["status"]): row["count"] for row in open_activities}
+    family = GaugeMetricFamily(
+        "wfctl_open_activities", "Activities not closed yet, by queue and status.",
+        labels=["queue", "status"])
+    for queue in queues:
+        for status in OPEN_ACTIVITY:
+            family.add_metric([queue, status], counts.get((queue, status), 0))
+    return family
+
+
+def _ready_metrics(ready: list[dict[str, Any]], ready_workflow: dict[str, Any] | None,
+                   queues: list[str], now: datetime) -> Iterator[Metric]:
+    by_queue = {row["queue"]: row for row in ready}
+    tasks = GaugeMetricFamily(
+        "wfctl_ready_tasks", "Tasks a worker may claim now: activities by queue, and "
+        "workflow tasks (which have no queue).", labels=["task", "queue"])
+    ages = GaugeMetricFamily(
+        "wfctl_oldest_ready_task_age_seconds", "How long the oldest ready task has been "
+        "ready (0 when none is).", labels=["task", "queue"])
+    for task, queue, row in (*(("activity", q, by_queue.get(q)) for q in queues),
+                             ("workflow", "", ready_workflow)):
+        count = row["count"] if row else 0
+        tasks.add_metric([task, queue], count)
+        oldest = row["oldest"] if count else None
+        ages.add_metric([task, queue],
+                        max(0.0, (now - oldest).total_seconds()) if oldest else 0.0)
+    yield tasks
+    yield ages
+
+
+def _timeout_metrics(timeouts: list[dict[str, Any]]) -> Iterator[Metric]:
+    by_kind = dict.fromkeys(COUNTED_TIMEOUT_KINDS, 0)
+    expiries = 0
+    for row in timeouts:
+        if row["event_type"] == "WorkflowDeadlineExceeded":
+            expiries += row["count"]
+        kind = _timeout_kind(row)
+        if kind is not None:
+            by_kind[kind] = by_kind.get(kind, 0) + row["count"]
+    family = CounterMetricFamily("wfctl_timeouts", "Timeouts recorded in history, by kind; "
+                                 "retried activity attempts included.", labels=["kind"])
+    for kind, count in by_kind.items():
+        family.add_metric([kind], count)
+    yield family
+    yield CounterMetricFamily("wfctl_deadline_expiries", "Workflow deadlines (must complete "
+                              "within) that expired, from history.", value=expiries)
+
+
+def _next_deadline_metric(deadlines: dict[str, datetime | None], now: datetime) -> Metric:
+    family = GaugeMetricFamily(
+        "wfctl_next_deadline_seconds", "Seconds from now to the earliest pending deadline "
+        "of each kind; negative once passed and not yet enforced.", labels=["kind"])
+    for kind in DEADLINE_KINDS:
+        due = deadlines[kind]
+        if due is not None:
+            family.add_metric([kind], (due - now).total_seconds())
+    return family
+
+
+def _worker_metrics(workers: list[Any], queues: list[str]) -> Iterator[Metric]:
+    yield GaugeMetricFamily("wfctl_live_workers", "Workers whose liveness lease holds.",
+                            value=len(workers))
+    family = GaugeMetricFamily(
+        "wfctl_queue_live_workers", "Live workers serving each queue that one serves or "
+        "an open activity waits on.", labels=["queue"])
+    for queue in queues:
+        family.add_metric([queue], sum(queue in w.queues.split(",") for w in workers))
+    yield family
 
 
 def _schedule_metrics(schedules: list[ScheduleState]) -> Iterator[Metric]:
