@@ -450,3 +450,41 @@ def test_the_command_starts_without_typer_and_stops_on_sigterm(env):
         process.send_signal(signal.SIGTERM)
         out, err = process.communicate(timeout=30)
     assert process.returncode == 0 and out.endswith("wfctl ui: stopped\n"), err
+
+
+SCHEDULED = DEFINITIONS + """
+schedules:
+  nightly:
+    workflow: pipeline
+    cron: "0 3 * * 1-5"
+    timezone: Europe/Berlin
+  heartbeat:
+    workflow: flaky
+    every: 15m
+    paused: true
+"""
+
+
+def test_the_schedules_page_lists_each_schedule_in_words_with_its_next_tick(make_env):
+    env = make_env(SCHEDULED)
+    app = ui(env)
+    [action] = env.client.trigger("nightly")
+    env.start("pipeline", "by-hand")
+    page = get(app, "/schedules")
+    assert page.status == 200 and 'href="/schedules"' in page.text
+    rows = [" ".join(text_of(row).split())
+            for row in re.findall(r"<tr>(.*?)</tr>", page.text, re.S)][1:]
+    assert rows == [
+        "heartbeat instances flaky Every 15m every 15m UTC - - - yes",
+        "nightly instances pipeline At 03:00, Monday through Friday (Europe/Berlin) 0 3 * * 1-5 "
+        "Europe/Berlin 2026-04-13T01:00:00.000+00:00 2026-04-13 03:00:00 CEST in 13h "
+        f"started {action['instance_id']} ( 2026-04-12T12:00:00.000+00:00 ) no"]
+    assert '<span class="countdown green" data-at="2026-04-13T01:00:00.000+00:00">in 13h</span>' \
+        in page.text
+    assert get(app, "/api/schedules").json() == cli_json(env, "schedules")
+    # Each schedule links to the list of the instances it started.
+    listed = get(app, "/?schedule=nightly")
+    assert 'href="/?schedule=nightly"' in page.text and listed.status == 200
+    assert re.findall(r'href="/instances/([^"]+)"', listed.text) == [action["instance_id"]]
+    assert [row["workflow_instance_id"] for row in get(app, "/api/instances?schedule=nightly")
+            .json()] == [action["instance_id"]]

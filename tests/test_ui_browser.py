@@ -367,3 +367,41 @@ def test_the_footer_names_local_time_once(site, browser):
     footer = visible_text(browser, "footer.bottom")
     assert re.fullmatch(r"now \S+\+00:00 · .+ local · read-only", footer), footer
     assert footer.count("local") == 1 and footer.count("UTC") + footer.count("+00:00") == 1
+
+
+def test_the_next_tick_of_a_schedule_counts_down_and_its_ticks_show_live(browser):
+    from selenium.webdriver.common.by import By
+
+    # A folder of its own with no worker: the site's worker would start the ticks among the
+    # instances the other tests count.
+    folder = Path(tempfile.mkdtemp(prefix="wfctl-ui-schedules-"))
+    (folder / "ui_handlers.py").write_text(HANDLERS)
+    (folder / "workflows.yaml").write_text(textwrap.dedent(WORKFLOWS) + textwrap.dedent("""
+        schedules:
+          heartbeat:
+            workflow: order
+            every: 1h
+        """))
+    with Client(folder / "wfctl.db", folder / "workflows.yaml") as client:
+        client.schedules()
+    ui = Ui(folder)
+    try:
+        browser.get(ui.url + "/schedules")
+        row = " ".join(visible_text(browser, "table.schedules tbody tr").split())
+        assert row.startswith("heartbeat instances order Every 1h every 1h UTC "), row
+        first = visible_text(browser, "table.schedules .countdown")
+        assert re.fullmatch(r"in (\d+m )?\d+s|in \d+ms|expired \d+s ago", first), first
+        # The page's script moves each countdown once a second.
+        eventually(lambda: visible_text(browser, "table.schedules .countdown") != first,
+                   "the countdown to move", timeout=3)
+        assert browser.find_element(By.LINK_TEXT, "instances").get_attribute("href") == \
+            ui.url + "/?schedule=heartbeat"
+        # A tick started elsewhere shows without a reload.
+        with Client(folder / "wfctl.db", folder / "workflows.yaml") as client:
+            [action] = client.trigger("heartbeat")
+        eventually(lambda: f"started {action['instance_id']}" in
+                   visible_text(browser, "table.schedules tbody tr"), "the tick to show")
+        browser.save_screenshot(str(SCREENSHOTS / "schedules.png"))
+    finally:
+        ui.stop()
+        shutil.rmtree(folder, ignore_errors=True)

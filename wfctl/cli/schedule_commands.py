@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -19,14 +18,6 @@ if TYPE_CHECKING:
 
 def _client(ctx: typer.Context) -> Client:
     return ctx.find_root().obj
-
-
-def _local(at: datetime | None, timezone: str | None) -> str:
-    if at is None:
-        return "-"
-    from zoneinfo import ZoneInfo
-
-    return at.astimezone(ZoneInfo(timezone or "UTC")).strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
 def _last(action: dict[str, Any] | None) -> str:
@@ -54,7 +45,7 @@ def show_validated_schedules(definitions: Definitions) -> None:
     grid = render.table(out, "schedule", "workflow", "spec", "next tick", "local time")
     for name, row in validated_schedules(definitions).items():
         grid.add_row(name, row["workflow"], row["description"], clock.iso(row["next_tick_at"]),
-                     _local(row["next_tick_at"], row["timezone"]))
+                     render.zoned(row["next_tick_at"], row["timezone"]))
     render.emit(out, grid)
 
 
@@ -79,7 +70,7 @@ def schedules_command(
     for row in found:
         grid.add_row(row["name"], row["workflow"], row["description"] or "removed from the file",
                      clock.iso(row["next_tick_at"]) or "-",
-                     _local(row["next_tick_at"], row["timezone"]),
+                     render.zoned(row["next_tick_at"], row["timezone"]),
                      render.relative(row["next_tick_at"], now), _last(row["last_action"]),
                      "yes" if row["paused"] else "no")
     render.emit(out, grid)
@@ -113,7 +104,7 @@ def _show(client: Client, doc: dict[str, Any]) -> None:
               soft_wrap=True)
     ticks = render.table(out, "next tick", "local time", "in")
     for tick in doc["next_ticks"]:
-        ticks.add_row(clock.iso(tick) or "-", _local(tick, doc["timezone"]),
+        ticks.add_row(clock.iso(tick) or "-", render.zoned(tick, doc["timezone"]),
                       render.relative(tick, now))
     render.emit(out, ticks)
     actions = render.table(out, "tick", "action", "instance", "reason")

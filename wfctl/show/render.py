@@ -134,6 +134,15 @@ def local(at: datetime | None) -> str:
     return at.astimezone().strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
+def zoned(at: datetime | None, timezone: str | None) -> str:
+    """The instant in a schedule's zone (UTC when it names none): where its cron is read."""
+    if at is None:
+        return "-"
+    from zoneinfo import ZoneInfo
+
+    return at.astimezone(ZoneInfo(timezone or "UTC")).strftime("%Y-%m-%d %H:%M:%S %Z")
+
+
 def seconds_text(value: float | None) -> str:
     return durations.format(value) if value is not None else "none"
 

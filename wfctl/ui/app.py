@@ -104,7 +104,7 @@ class App:
         self.templates.filters["seconds"] = render.seconds_text
         self.templates.globals.update(
             local=pages.local, relative=pages.relative, json=pages.pretty_json,
-            urgency=pages.urgency, ago=render.ago,
+            urgency=pages.urgency, ago=render.ago, zoned=render.zoned,
             actions_allowed=allow_actions, csrf=self.csrf, database=database, query=urlencode)
 
     def warm(self) -> None:
@@ -199,6 +199,9 @@ class App:
         match path:
             case [""]:
                 return self._list_page(request)
+            case ["schedules"]:
+                return self._page("schedules.html", schedules=self.client.schedules(),
+                                  now=self.client.now(), title="Schedules")
             case ["instances", instance_id]:
                 return self._instance_page(request, instance_id)
             case ["instances", instance_id, "history"]:
@@ -209,6 +212,8 @@ class App:
                 return self._describe_json(request, instance_id)
             case ["api", "instances", instance_id, "history"]:
                 return self._json(self._history(request, instance_id))
+            case ["api", "schedules"]:
+                return self._json(self.client.schedules())
             case ["api", "changes"]:
                 return self._json(self.changes())
             case ["static", name]:
@@ -276,7 +281,7 @@ class App:
         filters = pages.ListFilters.read(request.arg, self.client.now())
         rows = self.client.list(status=filters.status, workflow_type=filters.workflow_type,
                                 since=filters.since_at, limit=filters.limit,
-                                before=filters.before)
+                                before=filters.before, schedule=filters.schedule)
         return rows, filters
 
     def _list_page(self, request: Request) -> Response:
@@ -288,7 +293,7 @@ class App:
                               more=False, error=str(exc), title="Instances")
         fetched = self.client.list(status=filters.status, workflow_type=filters.workflow_type,
                                    since=filters.since_at, limit=filters.limit,
-                                   before=filters.before)
+                                   before=filters.before, schedule=filters.schedule)
         rows = fetched[:pages.PAGE]
         return self._page("list.html", filters=filters, rows=rows, now=now,
                           more=len(fetched) > pages.PAGE, error=None, title="Instances")

@@ -82,8 +82,9 @@ def event_types(given: Iterable[str] | None) -> tuple[str, ...]:
 
 @dataclass
 class ListFilters:
-    """The list's filters as the query string gives them, with `list`'s meaning, and where the
-    page starts: `before` names the last row of the page before it (`created_at,id`)."""
+    """The list's filters as the query string gives them, with `list`'s meaning (`schedule`:
+    the instances a schedule started), and where the page starts: `before` names the last row
+    of the page before it (`created_at,id`)."""
 
     status: str | None = None
     workflow_type: str | None = None
@@ -91,6 +92,7 @@ class ListFilters:
     since_at: datetime | None = None
     limit: int = API_LIMIT
     before: tuple[str, str] | None = None
+    schedule: str | None = None
 
     statuses = INSTANCE_STATUSES
 
@@ -105,6 +107,7 @@ class ListFilters:
         filters = cls(status, (arg("type") or "").strip() or None, since,
                       since_instant(since, now) if since else None)
         filters.before = cursor(arg("before"))
+        filters.schedule = (arg("schedule") or "").strip() or None
         # A page shows PAGE rows; one more says whether there is a next.
         filters.limit = PAGE + 1 if paged else _count("limit", arg("limit"), API_LIMIT)
         return filters
@@ -112,8 +115,14 @@ class ListFilters:
     def query(self, **changes: Any) -> dict[str, Any]:
         """The query string of this view with `changes` (the pager's links)."""
         given = {"status": self.status, "type": self.workflow_type, "since": self.since,
+                 "schedule": self.schedule,
                  "before": ",".join(self.before) if self.before else None, **changes}
         return {name: value for name, value in given.items() if value not in (None, "")}
+
+    @property
+    def chosen(self) -> bool:
+        """Whether any filter narrows the list (the page offers to clear them)."""
+        return any((self.status, self.workflow_type, self.since, self.schedule))
 
     def after(self, row: dict[str, Any]) -> dict[str, Any]:
         """The query string of the page that goes on after `row`."""
