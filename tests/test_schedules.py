@@ -407,3 +407,32 @@ def test_a_batch_action_takes_the_instances_a_schedule_started(tmp_path, db):
     assert json.loads(out)["run"]["cancel_requested"] is False
     assert run(path, db, "cancel", "--schedule", "other", "--dry-run", "--json")[:2] == \
         (0, '{\n  "matched": 0,\n  "instances": []\n}\n')
+
+
+@pytest.mark.sqlite_only        # file modes
+@pytest.mark.process
+def test_a_read_only_database_lists_the_schedules_it_holds(tmp_path, db):
+    from test_bad_input import as_an_ordinary_user, run_wfctl
+
+    path = tmp_path / "workflows.yaml"
+    path.write_text(NIGHTLY)
+    Ticks(db).engine.store.close()
+    assert run(path, db, "schedules", "--json")[0] == 0
+    preexec = as_an_ordinary_user()
+    for leftover in tmp_path.glob("*.db-*"):
+        leftover.unlink()
+    Path(db).chmod(0o444)
+    before = Path(db).read_bytes()
+    # A schedule the database has not recorded yet cannot be: the listing is what it holds.
+    path.write_text(NIGHTLY + "  hourly:\n    workflow: report\n    every: 1h\n")
+
+    listed = run_wfctl(tmp_path, db, "schedules", "--json", preexec_fn=preexec)
+    described = run_wfctl(tmp_path, db, "schedule", "describe", "nightly", "--json",
+                          preexec_fn=preexec)
+
+    assert (listed.returncode, listed.stderr) == (0, b"")
+    assert [row["name"] for row in json.loads(listed.stdout)] == ["nightly"]
+    assert (described.returncode, described.stderr) == (0, b"")
+    assert json.loads(described.stdout)["description"] == \
+        "At 03:00, Monday through Friday (Europe/Berlin)"
+    assert Path(db).read_bytes() == before
