@@ -3,17 +3,14 @@ place of an ID; --dry-run, confirmation, skipped and failed instances, short tra
 
 from __future__ import annotations
 
-import json
-import textwrap
 from pathlib import Path
 
 import pytest
+from cli_project import CliProject
 from conftest import at
-from typer.testing import CliRunner
 
 from wfctl import Client
 from wfctl.cli import batches
-from wfctl.cli.commands import app
 from wfctl.engine import bulk
 from wfctl.errors import InvalidInput
 
@@ -36,28 +33,9 @@ workflows:
 """
 
 
-class Cli:
-    def __init__(self, folder: Path, db: str) -> None:
-        self.folder = folder
-        self.db = db
-        (folder / "workflows.yaml").write_text(textwrap.dedent(DEFINITIONS))
-
-    def __call__(self, *args: str, input: str | None = None):
-        return CliRunner().invoke(app, ["--db", self.db, "-w", str(self.folder / "workflows.yaml"),
-                                        *args], input=input)
-
-    def json(self, *args: str):
-        result = self(*args, "--json")
-        assert result.stdout, result.stderr
-        return result.exit_code, json.loads(result.stdout)
-
-    def status(self, instance_id: str) -> str:
-        return self.json("describe", instance_id)[1]["status"]
-
-
 @pytest.fixture
-def cli(tmp_path: Path, db: str) -> Cli:
-    cli = Cli(tmp_path, db)
+def cli(tmp_path: Path, db: str) -> CliProject:
+    cli = CliProject(tmp_path, db, DEFINITIONS)
     for n in (1, 2, 3):
         cli("start", "order", f"o-{n}")
     cli("start", "approval", "a-1")

@@ -4,14 +4,12 @@ starts, the duplicate policy per line, the outcomes in input order."""
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
 import pytest
+from cli_project import CliProject
 from conftest import at
-from typer.testing import CliRunner
 
-from wfctl.cli.commands import app
 from wfctl.errors import InvalidInput
 
 pytestmark = pytest.mark.both_backends
@@ -27,25 +25,9 @@ workflows:
 """
 
 
-class Cli:
-    def __init__(self, folder: Path, db: str) -> None:
-        self.folder = folder
-        self.db = db
-        (folder / "workflows.yaml").write_text(textwrap.dedent(DEFINITIONS))
-
-    def __call__(self, *args: str, input: str | bytes | None = None):
-        return CliRunner().invoke(app, ["--db", self.db, "-w", str(self.folder / "workflows.yaml"),
-                                        *args], input=input)
-
-    def lines(self, name: str, *lines: str) -> str:
-        path = self.folder / name
-        path.write_text("".join(line + "\n" for line in lines))
-        return str(path)
-
-
 @pytest.fixture
-def cli(tmp_path: Path, db: str) -> Cli:
-    return Cli(tmp_path, db)
+def cli(tmp_path: Path, db: str) -> CliProject:
+    return CliProject(tmp_path, db, DEFINITIONS)
 
 
 def test_each_line_starts_an_instance_with_its_input_and_options(cli):
